@@ -1,0 +1,55 @@
+# failoverd — the two commands a newcomer needs are `make playground` and
+# `make test`. Everything the tests start is installed by scripts/deps.
+SHELL := /bin/bash
+GO ?= go
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+COMMIT ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
+LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
+STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
+FUZZTIME ?= 30s
+TEST_TIMEOUT ?= 40m
+
+.PHONY: all build test unit deps lint fmt fuzz-short bench playground clean
+
+all: build
+
+build: ## build bin/failoverd
+	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o bin/failoverd ./cmd/failoverd
+
+deps: ## install MariaDB and Redis, build etcd and kube-apiserver (cached)
+	./scripts/deps
+
+test: deps lint ## everything: lint, unit and e2e tests on real servers, short fuzzing
+	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
+	$(MAKE) --no-print-directory fuzz-short
+	./scripts/leftovers
+
+unit: ## fast tests only (no real servers)
+	$(GO) test -short ./...
+
+lint: ## gofmt check, go vet, staticcheck
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	  if [ -n "$$out" ]; then echo "gofmt wants to rewrite:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+	$(GO) run $(STATICCHECK) ./...
+
+fmt: ## rewrite Go files with gofmt
+	gofmt -w $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')
+
+fuzz-short: ## run every fuzzer for $(FUZZTIME)
+	@set -e; for pkg in $$($(GO) list ./...); do \
+	  dir=$$($(GO) list -f '{{.Dir}}' $$pkg); \
+	  for f in $$(grep -ho '^func Fuzz[A-Za-z0-9_]*' $$dir/*_test.go 2>/dev/null | sed 's/^func //'); do \
+	    echo "fuzz $$pkg $$f for $(FUZZTIME)"; \
+	    $(GO) test $$pkg -run='^$$' -fuzz="^$$f$$" -fuzztime=$(FUZZTIME); \
+	  done; \
+	done
+
+bench: deps ## benchmarks; results land in docs/benchmarks/
+	$(GO) test -run='^$$' -bench=. -benchmem ./...
+
+playground: ## a local group of real sites and a failover (arrives with the playground issue)
+	@echo "make playground arrives with the playground issue; see README.md"; exit 1
+
+clean:
+	rm -rf bin

@@ -1,0 +1,124 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"runtime"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/viper"
+
+	"github.com/failoverd/failoverd/configs"
+)
+
+// Set by -ldflags "-X main.version=... -X main.commit=...".
+var (
+	version = "dev"
+	commit  = "unknown"
+)
+
+// exitError carries a process exit code through cobra.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string { return e.err.Error() }
+func (e *exitError) Unwrap() error { return e.err }
+
+// cli holds the global flags, bound to viper so FAILOVERD_CONFIG,
+// FAILOVERD_LOG_FORMAT and FAILOVERD_LOG_LEVEL override their defaults.
+type cli struct {
+	v      *viper.Viper
+	stdout io.Writer
+	stderr io.Writer
+}
+
+func (c *cli) configPath() string { return c.v.GetString("config") }
+
+// logger builds the slog logger the flags ask for.
+func (c *cli) logger() (*slog.Logger, error) {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(c.v.GetString("log-level"))); err != nil {
+		return nil, fmt.Errorf("--log-level %q: write debug, info, warn or error", c.v.GetString("log-level"))
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	switch c.v.GetString("log-format") {
+	case "json":
+		return slog.New(slog.NewJSONHandler(c.stderr, opts)), nil
+	case "text":
+		return slog.New(slog.NewTextHandler(c.stderr, opts)), nil
+	default:
+		return nil, fmt.Errorf("--log-format %q: write json or text", c.v.GetString("log-format"))
+	}
+}
+
+// loadConfig loads and validates the config file named by --config.
+func (c *cli) loadConfig() (*configs.Config, error) {
+	cfg, err := configs.Load(c.configPath())
+	if err != nil {
+		return nil, &exitError{code: 1, err: err}
+	}
+	return cfg, nil
+}
+
+func newRoot(stdout, stderr io.Writer) *cobra.Command {
+	c := &cli{v: viper.New(), stdout: stdout, stderr: stderr}
+	root := &cobra.Command{
+		Use:   "failoverd",
+		Short: "Keep a MySQL/MariaDB failover group available and consistent",
+		Long: `failoverd watches every site of a MySQL or MariaDB failover group, decides
+from the whole group, and fails over safely: it fences the old primary before
+it promotes the most up-to-date replica, then moves replicas, Kubernetes
+Services, node taints, DNS and Dragonfly/Redis to the new primary.
+
+Every flag can also be set with an environment variable: FAILOVERD_ plus the
+flag name in upper case with dashes as underscores (FAILOVERD_LOG_LEVEL=debug).`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	pf := root.PersistentFlags()
+	pf.StringP("config", "c", "/etc/failoverd/failoverd.yaml", "configuration file (YAML)")
+	pf.String("log-format", "json", "log format: json or text")
+	pf.String("log-level", "info", "log level: debug, info, warn or error")
+	c.v.SetEnvPrefix(configs.EnvPrefix)
+	c.v.SetEnvKeyReplacer(strings.NewReplacer("-", "_"))
+	c.v.AutomaticEnv()
+	_ = c.v.BindPFlags(pf) // cannot fail for flags we just defined
+
+	root.AddCommand(newValidateCmd(c), newVersionCmd(c), newRunCmd(c), newSidecarCmd(c))
+	return root
+}
+
+// execute runs the CLI and returns the process exit code.
+func execute(args []string, stdout, stderr io.Writer) int {
+	root := newRoot(stdout, stderr)
+	root.SetArgs(args)
+	err := root.Execute()
+	if err == nil {
+		return 0
+	}
+	fmt.Fprintln(stderr, "failoverd:", err)
+	var ee *exitError
+	if errors.As(err, &ee) {
+		return ee.code
+	}
+	return 2
+}
+
+func newVersionCmd(c *cli) *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print the version, commit and Go version",
+		Args:  cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			fmt.Fprintf(c.stdout, "failoverd %s (commit %s, %s %s/%s)\n", version, commit, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+			return nil
+		},
+	}
+}

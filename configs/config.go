@@ -1,0 +1,330 @@
+// Package configs holds failoverd's typed configuration, its defaults and its
+// validation. The whole product is described by one YAML file (see
+// configs/examples). Every field's default sits in its `default` tag, next to
+// the comment that explains it; Load applies them and Validate reports every
+// problem at once, each naming the YAML path and the fix.
+package configs
+
+import (
+	"time"
+)
+
+// Config is the root of the YAML file.
+type Config struct {
+	// Daemon configures the failoverd process itself.
+	Daemon Daemon `yaml:"daemon"`
+	// Clusters names the Kubernetes clusters that sites, DNS, the state store
+	// and leader election refer to.
+	Clusters []Cluster `yaml:"clusters"`
+	// Groups are the independent MySQL failover groups this daemon manages.
+	Groups []Group `yaml:"groups"`
+}
+
+// Daemon configures the failoverd process. Every field can be overridden by an
+// environment variable FAILOVERD_DAEMON_<FIELD> (upper case, dots as
+// underscores), e.g. FAILOVERD_DAEMON_LISTEN=:9090.
+type Daemon struct {
+	// Listen is the address of the HTTP server: API, /active-site, /metrics,
+	// /healthz.
+	Listen string `yaml:"listen" default:"127.0.0.1:8080"`
+	// StateStore is where the group state (epoch, active site, history) lives.
+	StateStore StateStore `yaml:"stateStore"`
+	// LeaderElection lets several daemon replicas run with one acting.
+	LeaderElection LeaderElection `yaml:"leaderElection"`
+	// APITokenFile holds the bearer token required by mutating API calls
+	// (switchover, reclone, acknowledge). Empty disables those calls.
+	APITokenFile string `yaml:"apiTokenFile"`
+	// ViewSigningKeyFile holds the HMAC key that signs the authoritative view
+	// served at /active-site, so sidecars can trust gossiped copies. Required
+	// when any site has a sidecar.
+	ViewSigningKeyFile string `yaml:"viewSigningKeyFile"`
+}
+
+// StateStore selects the persistence backend of the group state.
+type StateStore struct {
+	// Type is "file" (default: one JSON file written atomically) or
+	// "kubernetes" (a ConfigMap, for Deployment installs).
+	Type string `yaml:"type" default:"file"`
+	// Path is the state file for type file.
+	Path string `yaml:"path" default:"/var/lib/failoverd/state.json"`
+	// Cluster names the cluster holding the ConfigMap for type kubernetes.
+	Cluster string `yaml:"cluster"`
+	// Namespace of the ConfigMap for type kubernetes.
+	Namespace string `yaml:"namespace" default:"failoverd"`
+	// ConfigMap is the ConfigMap's name for type kubernetes.
+	ConfigMap string `yaml:"configMap" default:"failoverd-state"`
+}
+
+// LeaderElection configures a Kubernetes Lease so that only one of several
+// daemon replicas acts; the others serve read-only status.
+type LeaderElection struct {
+	// Enabled turns leader election on. Off by default (single daemon).
+	Enabled bool `yaml:"enabled"`
+	// Cluster names the cluster holding the Lease.
+	Cluster string `yaml:"cluster"`
+	// Namespace of the Lease.
+	Namespace string `yaml:"namespace" default:"failoverd"`
+	// LeaseName is the Lease object's name.
+	LeaseName string `yaml:"leaseName" default:"failoverd-leader"`
+	// LeaseDuration is how long a leader's claim lasts without renewal.
+	LeaseDuration time.Duration `yaml:"leaseDuration" default:"15s"`
+	// RenewDeadline is how long the leader keeps trying to renew before it
+	// steps down. Must be shorter than LeaseDuration.
+	RenewDeadline time.Duration `yaml:"renewDeadline" default:"10s"`
+	// RetryPeriod is the interval between acquisition attempts.
+	RetryPeriod time.Duration `yaml:"retryPeriod" default:"2s"`
+}
+
+// Cluster is one Kubernetes cluster the daemon talks to.
+type Cluster struct {
+	// Name is how sites, DNS and the state store refer to this cluster.
+	Name string `yaml:"name"`
+	// Kubeconfig is the kubeconfig file path. Empty with InCluster false uses
+	// the default loading rules ($KUBECONFIG, ~/.kube/config).
+	Kubeconfig string `yaml:"kubeconfig"`
+	// Context is the kubeconfig context; empty means its current context.
+	Context string `yaml:"context"`
+	// InCluster uses the pod's service account instead of a kubeconfig.
+	InCluster bool `yaml:"inCluster"`
+}
+
+// Engine flavors.
+const (
+	EngineMySQL   = "mysql"
+	EngineMariaDB = "mariadb"
+)
+
+// Site roles.
+const (
+	// RolePrimaryCandidate sites may become the primary.
+	RolePrimaryCandidate = "primary-candidate"
+	// RoleDROnly sites replicate but are never promoted automatically.
+	RoleDROnly = "dr-only"
+)
+
+// Detection policies (see docs/design.md).
+const (
+	// DetectionCorroborated needs the daemon and every reachable replica to
+	// lose the primary before it counts as down.
+	DetectionCorroborated = "corroborated"
+	// DetectionDaemonOnly trusts the daemon's own probes alone.
+	DetectionDaemonOnly = "daemon-only"
+)
+
+// Fencing policies (see docs/design.md).
+const (
+	// FencingSidecar promotes once the old primary is fenced, seen down, or
+	// its sidecar's self-fence lease has provably expired.
+	FencingSidecar = "sidecar"
+	// FencingConfirmed promotes only after a fence was read back or mysqld was
+	// seen down; it blocks on total host loss.
+	FencingConfirmed = "confirmed"
+	// FencingNone promotes after corroborated detection: a durability risk.
+	FencingNone = "none"
+)
+
+// Group is one MySQL failover group: two or more sites, one writable primary.
+type Group struct {
+	// Name identifies the group in logs, metrics, the API and the state.
+	Name string `yaml:"name"`
+	// Engine is the database flavor: "mysql" (8.0.23+, 8.4, 9.x, Percona
+	// Server) or "mariadb" (10.11+).
+	Engine string `yaml:"engine" default:"mysql"`
+	// PollInterval is how often each site is probed. Short by default so a
+	// dead primary is detected in about a second.
+	PollInterval time.Duration `yaml:"pollInterval" default:"500ms"`
+	// ProbeTimeout bounds one probe; it must be shorter than PollInterval.
+	ProbeTimeout time.Duration `yaml:"probeTimeout" default:"400ms"`
+	// FailureThreshold is how many consecutive failed probes mark a site
+	// unreachable.
+	FailureThreshold int `yaml:"failureThreshold" default:"2"`
+	// RecoveryThreshold is how many consecutive writable probes mark a site
+	// writable again (read-only is trusted at once: it is safe).
+	RecoveryThreshold int `yaml:"recoveryThreshold" default:"3"`
+	// Detection is "corroborated" (default: replicas must also have lost the
+	// primary) or "daemon-only".
+	Detection string `yaml:"detection" default:"corroborated"`
+	// Fencing is "sidecar", "confirmed" or "none". Empty picks "sidecar" when
+	// every primary-candidate site has a sidecar, else "confirmed".
+	Fencing string `yaml:"fencing"`
+	// FailoverCooldown is the minimum time between two automatic failovers
+	// (planned switchovers count as failovers here).
+	FailoverCooldown time.Duration `yaml:"failoverCooldown" default:"10m"`
+	// Escalation stops automatic failover after too many in a window.
+	Escalation Escalation `yaml:"escalation"`
+	// RelayDrainTimeout bounds waiting for a candidate to apply what it had
+	// already received from the old primary.
+	RelayDrainTimeout time.Duration `yaml:"relayDrainTimeout" default:"30s"`
+	// OnDrainTimeout is "abort" (default: keep the data, try a better
+	// candidate or wait for a human) or "promote" (accept the loss).
+	OnDrainTimeout string `yaml:"onDrainTimeout" default:"abort"`
+	// MaxCandidateLag excludes replicas lagging more than this from promotion.
+	MaxCandidateLag time.Duration `yaml:"maxCandidateLag" default:"30s"`
+	// SplitBrain decides who stays writable when several sites are.
+	SplitBrain SplitBrain `yaml:"splitBrain"`
+	// Credentials are the accounts the daemon uses. Passwords live in files,
+	// never in this YAML, logs or errors.
+	Credentials Credentials `yaml:"credentials"`
+	// TLS configures connections to MySQL and replication channels.
+	TLS TLS `yaml:"tls"`
+	// Sites are the members of the group, in declaration order (the final
+	// tie-breaker between equal candidates).
+	Sites []Site `yaml:"sites"`
+	// DNS is the external-dns DNSEndpoint that follows the primary (optional).
+	DNS *DNS `yaml:"dns"`
+	// Cache makes a Dragonfly/Redis deployment follow the MySQL primary
+	// (optional).
+	Cache *Cache `yaml:"cache"`
+	// Sidecar configures the self-fencing sidecars beside each MySQL.
+	Sidecar SidecarPolicy `yaml:"sidecar"`
+}
+
+// Escalation halts automatic failover after MaxFailovers within Window, until
+// a human acknowledges.
+type Escalation struct {
+	// MaxFailovers within Window before automatic failover stops.
+	MaxFailovers int `yaml:"maxFailovers" default:"3"`
+	// Window is the sliding window that failovers are counted in.
+	Window time.Duration `yaml:"window" default:"1h"`
+}
+
+// SplitBrain configures who wins when more than one site is writable and no
+// failover of ours says which one should be.
+type SplitBrain struct {
+	// PreferSite names the site that stays writable; empty means the highest
+	// priority, then declaration order.
+	PreferSite string `yaml:"preferSite"`
+}
+
+// Credentials are the daemon's MySQL accounts.
+type Credentials struct {
+	// Admin is the daemon's own account (fences, promotes, repoints).
+	Admin Account `yaml:"admin"`
+	// Replication is the account replicas use to connect to the primary.
+	Replication Account `yaml:"replication"`
+}
+
+// Account is a user name plus the file holding its password.
+type Account struct {
+	// User is the MySQL user name.
+	User string `yaml:"user"`
+	// PasswordFile holds the password (a trailing newline is ignored).
+	PasswordFile string `yaml:"passwordFile"`
+}
+
+// TLS configures TLS to MySQL.
+type TLS struct {
+	// Enabled turns TLS on for the daemon's connections and replication.
+	Enabled bool `yaml:"enabled"`
+	// CAFile verifies the server certificates; empty uses the system pool.
+	CAFile string `yaml:"caFile"`
+	// CertFile and KeyFile are an optional client certificate.
+	CertFile string `yaml:"certFile"`
+	// KeyFile is the client certificate's private key.
+	KeyFile string `yaml:"keyFile"`
+	// ServerName overrides the name checked in server certificates.
+	ServerName string `yaml:"serverName"`
+	// InsecureSkipVerify disables certificate checks (testing only).
+	InsecureSkipVerify bool `yaml:"insecureSkipVerify"`
+}
+
+// Site is one member of a group.
+type Site struct {
+	// Name identifies the site; unique within the group.
+	Name string `yaml:"name"`
+	// Role is "primary-candidate" (default) or "dr-only".
+	Role string `yaml:"role" default:"primary-candidate"`
+	// Priority breaks ties between equally up-to-date candidates; higher wins.
+	Priority int `yaml:"priority"`
+	// MySQL is how the daemon reaches this site's server.
+	MySQL MySQLEndpoint `yaml:"mysql"`
+	// Kubernetes places the site in a cluster (optional).
+	Kubernetes *Placement `yaml:"kubernetes"`
+	// DNS is this site's record target when it is primary (optional).
+	DNS *SiteDNS `yaml:"dns"`
+	// Cache is this site's Dragonfly/Redis server (optional).
+	Cache *Endpoint `yaml:"cache"`
+	// Sidecar is this site's failoverd sidecar (optional).
+	Sidecar *Endpoint `yaml:"sidecar"`
+}
+
+// MySQLEndpoint addresses a site's MySQL server.
+type MySQLEndpoint struct {
+	// Address is host:port as the daemon dials it.
+	Address string `yaml:"address"`
+	// ReplicationAddress is host:port as other sites' replicas dial it; empty
+	// means Address.
+	ReplicationAddress string `yaml:"replicationAddress"`
+}
+
+// Placement says where a site runs in Kubernetes.
+type Placement struct {
+	// Cluster names an entry of clusters.
+	Cluster string `yaml:"cluster"`
+	// Namespace of the site's Service and pods.
+	Namespace string `yaml:"namespace"`
+	// Service is the primary Service whose selector follows the primary.
+	Service string `yaml:"service"`
+	// PodSelector is the selector the Service gets while this site is primary.
+	PodSelector map[string]string `yaml:"podSelector"`
+	// NodeSelector selects this site's nodes, tainted when the site loses.
+	NodeSelector map[string]string `yaml:"nodeSelector"`
+}
+
+// SiteDNS is the DNS target of a site.
+type SiteDNS struct {
+	// Target is an IP address (A/AAAA) or a hostname (CNAME).
+	Target string `yaml:"target"`
+}
+
+// Endpoint is a plain host:port.
+type Endpoint struct {
+	// Address is host:port.
+	Address string `yaml:"address"`
+}
+
+// DNS configures the external-dns DNSEndpoint that follows the primary.
+type DNS struct {
+	// Cluster names an entry of clusters holding the DNSEndpoint.
+	Cluster string `yaml:"cluster"`
+	// Namespace of the DNSEndpoint.
+	Namespace string `yaml:"namespace"`
+	// EndpointName is the DNSEndpoint object's name.
+	EndpointName string `yaml:"endpointName"`
+	// Hostname is the DNS name that points at the primary.
+	Hostname string `yaml:"hostname"`
+	// RecordType is A, AAAA or CNAME.
+	RecordType string `yaml:"recordType" default:"A"`
+	// TTL of the record; short, so clients follow a failover quickly.
+	TTL time.Duration `yaml:"ttl" default:"30s"`
+}
+
+// Cache engines.
+const (
+	CacheDragonfly = "dragonfly"
+	CacheRedis     = "redis"
+)
+
+// Cache configures Dragonfly/Redis follow-along.
+type Cache struct {
+	// Engine is "dragonfly" (default) or "redis" (also Valkey).
+	Engine string `yaml:"engine" default:"dragonfly"`
+	// PasswordFile holds the cache's AUTH password (optional).
+	PasswordFile string `yaml:"passwordFile"`
+	// MaxSyncWait bounds waiting for the new cache primary to catch up.
+	MaxSyncWait time.Duration `yaml:"maxSyncWait" default:"5s"`
+	// OnSyncTimeout is "proceed" (default: switch anyway) or "fail".
+	OnSyncTimeout string `yaml:"onSyncTimeout" default:"proceed"`
+}
+
+// SidecarPolicy configures the self-fencing sidecars of a group.
+type SidecarPolicy struct {
+	// LeaseTimeout is how long a sidecar keeps its site writable without a
+	// fresh authoritative view; after it, the sidecar fences its MySQL. The
+	// daemon waits this long (plus a margin) before promoting when it cannot
+	// confirm the old primary's fence.
+	LeaseTimeout time.Duration `yaml:"leaseTimeout" default:"10s"`
+	// CheckInterval is how often a sidecar fetches the view and checks its
+	// lease. Must be well below LeaseTimeout.
+	CheckInterval time.Duration `yaml:"checkInterval" default:"1s"`
+}

@@ -1,0 +1,309 @@
+package configs
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// secrets writes readable secret files into a temp dir and returns it.
+func secrets(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	for _, f := range []string{"admin.pw", "repl.pw", "view.key"} {
+		if err := os.WriteFile(filepath.Join(dir, f), []byte("secret\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// base is a valid three-site config with every optional section, as a
+// generic map each test case mutates.
+func base() map[string]any {
+	site := func(name, addr, ip string, prio int) map[string]any {
+		return map[string]any{
+			"name": name, "priority": prio,
+			"mysql":      map[string]any{"address": addr},
+			"kubernetes": map[string]any{"cluster": "east", "namespace": "db", "service": "primary", "podSelector": map[string]any{"site": name}},
+			"dns":        map[string]any{"target": ip},
+			"cache":      map[string]any{"address": "cache-" + name + ":6379"},
+			"sidecar":    map[string]any{"address": name + ":8081"},
+		}
+	}
+	return map[string]any{
+		"daemon":   map[string]any{"listen": "127.0.0.1:8080", "viewSigningKeyFile": "view.key"},
+		"clusters": []any{map[string]any{"name": "east", "inCluster": true}},
+		"groups": []any{map[string]any{
+			"name":   "orders",
+			"engine": "mariadb",
+			"credentials": map[string]any{
+				"admin":       map[string]any{"user": "failoverd", "passwordFile": "admin.pw"},
+				"replication": map[string]any{"user": "repl", "passwordFile": "repl.pw"},
+			},
+			"dns":   map[string]any{"cluster": "east", "namespace": "dns", "endpointName": "orders", "hostname": "orders.example.com"},
+			"cache": map[string]any{"engine": "redis"},
+			"sites": []any{
+				site("east", "db-east:3306", "192.0.2.1", 10),
+				site("west", "db-west:3306", "192.0.2.2", 5),
+				site("dr", "db-dr:3306", "192.0.2.3", 0),
+			},
+		}},
+	}
+}
+
+func group(m map[string]any) map[string]any { return m["groups"].([]any)[0].(map[string]any) }
+func siteN(m map[string]any, i int) map[string]any {
+	return group(m)["sites"].([]any)[i].(map[string]any)
+}
+
+func parseMap(t *testing.T, m map[string]any, dir string) (*Config, error) {
+	t.Helper()
+	b, err := yaml.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Parse(string(b), dir)
+}
+
+func TestBaseIsValidAndDefaulted(t *testing.T) {
+	cfg, err := parseMap(t, base(), secrets(t))
+	if err != nil {
+		t.Fatalf("base config: %v", err)
+	}
+	g := cfg.Groups[0]
+	checks := []struct {
+		name      string
+		got, want any
+	}{
+		{"pollInterval", g.PollInterval, 500 * time.Millisecond},
+		{"probeTimeout", g.ProbeTimeout, 400 * time.Millisecond},
+		{"failureThreshold", g.FailureThreshold, 2},
+		{"recoveryThreshold", g.RecoveryThreshold, 3},
+		{"detection", g.Detection, DetectionCorroborated},
+		{"fencing (all candidates have sidecars)", g.FencingMode(), FencingSidecar},
+		{"escalation.maxFailovers", g.Escalation.MaxFailovers, 3},
+		{"escalation.window", g.Escalation.Window, time.Hour},
+		{"sites[0].role", g.Sites[0].Role, RolePrimaryCandidate},
+		{"dns.recordType", g.DNS.RecordType, "A"},
+		{"dns.ttl", g.DNS.TTL, 30 * time.Second},
+		{"cache.onSyncTimeout", g.Cache.OnSyncTimeout, "proceed"},
+		{"sidecar.leaseTimeout", g.Sidecar.LeaseTimeout, 10 * time.Second},
+		{"daemon.stateStore.type", cfg.Daemon.StateStore.Type, "file"},
+		{"daemon.leaderElection.leaseDuration", cfg.Daemon.LeaderElection.LeaseDuration, 15 * time.Second},
+	}
+	for _, c := range checks {
+		if c.got != c.want {
+			t.Errorf("%s = %v, want %v", c.name, c.got, c.want)
+		}
+	}
+	if !filepath.IsAbs(g.Credentials.Admin.PasswordFile) {
+		t.Errorf("relative passwordFile not resolved: %s", g.Credentials.Admin.PasswordFile)
+	}
+	if pw, err := g.Credentials.Admin.Password(); err != nil || pw != "secret" {
+		t.Errorf("Password() = %q, %v; want secret", pw, err)
+	}
+}
+
+func TestInvalidConfigsNameTheField(t *testing.T) {
+	cases := []struct {
+		name   string
+		mutate func(m map[string]any)
+		path   string // exact YAML path expected in a problem
+		words  string // part of the message
+	}{
+		{"typo'd key", func(m map[string]any) { group(m)["pollIntervall"] = "1s" }, "groups[0].pollintervall", "did you mean pollInterval?"},
+		{"unknown top-level key", func(m map[string]any) { m["group"] = []any{} }, "group", "did you mean groups?"},
+		{"zero poll interval", func(m map[string]any) { group(m)["pollInterval"] = "0s" }, "groups[0].pollInterval", "not positive"},
+		{"negative probe timeout", func(m map[string]any) { group(m)["probeTimeout"] = "-1s" }, "groups[0].probeTimeout", "not positive"},
+		{"probe timeout not below poll interval", func(m map[string]any) { group(m)["probeTimeout"] = "500ms" }, "groups[0].probeTimeout", "shorter than pollInterval"},
+		{"duration without unit", func(m map[string]any) { group(m)["pollInterval"] = 5 }, "groups[0].pollInterval", "with a unit"},
+		{"garbage duration", func(m map[string]any) { group(m)["relayDrainTimeout"] = "soon" }, "groups[0].relayDrainTimeout", "not a duration"},
+		{"failure threshold zero", func(m map[string]any) { group(m)["failureThreshold"] = 0 }, "groups[0].failureThreshold", "below 1"},
+		{"recovery threshold negative", func(m map[string]any) { group(m)["recoveryThreshold"] = -2 }, "groups[0].recoveryThreshold", "below 1"},
+		{"threshold not a number", func(m map[string]any) { group(m)["failureThreshold"] = "two" }, "groups[0].failureThreshold", "whole number"},
+		{"unknown engine", func(m map[string]any) { group(m)["engine"] = "postgres" }, "groups[0].engine", "mysql or mariadb"},
+		{"unknown detection", func(m map[string]any) { group(m)["detection"] = "vibes" }, "groups[0].detection", "corroborated, daemon-only"},
+		{"unknown fencing", func(m map[string]any) { group(m)["fencing"] = "stonith" }, "groups[0].fencing", "sidecar, confirmed, none"},
+		{"duplicate site", func(m map[string]any) { siteN(m, 1)["name"] = "east" }, "groups[0].sites[1].name", "duplicate site name"},
+		{"duplicate group", func(m map[string]any) {
+			g2 := base()["groups"].([]any)[0]
+			m["groups"] = append(m["groups"].([]any), g2)
+		}, "groups[1].name", "duplicate group name"},
+		{"one primary candidate", func(m map[string]any) { siteN(m, 1)["role"] = "dr-only"; siteN(m, 2)["role"] = "dr-only" }, "groups[0].sites", "at least 2"},
+		{"one site", func(m map[string]any) { group(m)["sites"] = group(m)["sites"].([]any)[:1] }, "groups[0].sites", "2 to 16 sites"},
+		{"unknown role", func(m map[string]any) { siteN(m, 2)["role"] = "witness" }, "groups[0].sites[2].role", "primary-candidate or dr-only"},
+		{"missing port", func(m map[string]any) { siteN(m, 1)["mysql"] = map[string]any{"address": "db-west"} }, "groups[0].sites[1].mysql.address", "missing a port; write host:port"},
+		{"bad port", func(m map[string]any) { siteN(m, 0)["mysql"] = map[string]any{"address": "db:99999"} }, "groups[0].sites[0].mysql.address", "1 to 65535"},
+		{"preferSite unknown", func(m map[string]any) { group(m)["splitBrain"] = map[string]any{"preferSite": "north"} }, "groups[0].splitBrain.preferSite", `"north" is not in this group`},
+		{"kubernetes undefined cluster", func(m map[string]any) {
+			siteN(m, 1)["kubernetes"].(map[string]any)["cluster"] = "west"
+		}, "groups[0].sites[1].kubernetes.cluster", `cluster "west" is not defined`},
+		{"dns undefined cluster", func(m map[string]any) { group(m)["dns"].(map[string]any)["cluster"] = "nowhere" }, "groups[0].dns.cluster", "not defined"},
+		{"unreadable credential file", func(m map[string]any) {
+			group(m)["credentials"].(map[string]any)["admin"].(map[string]any)["passwordFile"] = "missing.pw"
+		}, "groups[0].credentials.admin.passwordFile", "cannot read"},
+		{"inline password key", func(m map[string]any) {
+			group(m)["credentials"].(map[string]any)["admin"].(map[string]any)["password"] = "hunter2"
+		}, "groups[0].credentials.admin.password", "unknown key"},
+		{"dns A record with hostname target", func(m map[string]any) { siteN(m, 0)["dns"] = map[string]any{"target": "db.example.com"} }, "groups[0].sites[0].dns.target", "IPv4"},
+		{"candidate without dns target", func(m map[string]any) { delete(siteN(m, 1), "dns") }, "groups[0].sites[1].dns.target", "every primary-candidate"},
+		{"fencing sidecar without sidecar", func(m map[string]any) {
+			group(m)["fencing"] = "sidecar"
+			delete(siteN(m, 0), "sidecar")
+		}, "groups[0].sites[0].sidecar.address", "fencing: sidecar"},
+		{"sidecar check interval too slow", func(m map[string]any) {
+			group(m)["sidecar"] = map[string]any{"leaseTimeout": "4s", "checkInterval": "3s"}
+		}, "groups[0].sidecar.checkInterval", "half of leaseTimeout"},
+		{"no view signing key with sidecars", func(m map[string]any) { delete(m["daemon"].(map[string]any), "viewSigningKeyFile") }, "daemon.viewSigningKeyFile", "signed with this key"},
+		{"state store kubernetes without cluster", func(m map[string]any) {
+			m["daemon"].(map[string]any)["stateStore"] = map[string]any{"type": "kubernetes"}
+		}, "daemon.stateStore.cluster", "missing"},
+		{"unknown state store", func(m map[string]any) {
+			m["daemon"].(map[string]any)["stateStore"] = map[string]any{"type": "etcd"}
+		}, "daemon.stateStore.type", "file or kubernetes"},
+		{"leader election renew >= lease", func(m map[string]any) {
+			m["daemon"].(map[string]any)["leaderElection"] = map[string]any{"enabled": true, "cluster": "east", "renewDeadline": "20s"}
+		}, "daemon.leaderElection.renewDeadline", "shorter than leaseDuration"},
+		{"cluster with kubeconfig and inCluster", func(m map[string]any) {
+			m["clusters"] = []any{map[string]any{"name": "east", "inCluster": true, "kubeconfig": "admin.pw"}}
+		}, "clusters[0].kubeconfig", "one or the other"},
+		{"bad group name", func(m map[string]any) { group(m)["name"] = "Orders_DB" }, "groups[0].name", "not a valid name"},
+		{"cache onSyncTimeout", func(m map[string]any) { group(m)["cache"].(map[string]any)["onSyncTimeout"] = "retry" }, "groups[0].cache.onSyncTimeout", "proceed, fail"},
+		{"sites is not a list", func(m map[string]any) { group(m)["sites"] = "east,west" }, "groups[0].sites", "expected a list"},
+		{"no groups", func(m map[string]any) { delete(m, "groups") }, "groups", "no group defined"},
+	}
+	if len(cases) < 20 {
+		t.Fatalf("only %d cases; the issue asks for at least 20", len(cases))
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			m := base()
+			tc.mutate(m)
+			_, err := parseMap(t, m, secrets(t))
+			if err == nil {
+				t.Fatal("accepted an invalid config")
+			}
+			if !errors.Is(err, ErrInvalid) {
+				t.Errorf("error does not wrap ErrInvalid: %v", err)
+			}
+			var ps *Problems
+			if !errors.As(err, &ps) {
+				t.Fatalf("error is not *Problems: %v", err)
+			}
+			for _, p := range ps.List {
+				if p.Path == tc.path && strings.Contains(p.Message, tc.words) {
+					return
+				}
+			}
+			t.Errorf("no problem at %s mentioning %q; got:\n%v", tc.path, tc.words, err)
+		})
+	}
+}
+
+func TestEveryProblemReportedAtOnce(t *testing.T) {
+	m := base()
+	group(m)["pollInterval"] = "0s"
+	group(m)["engine"] = "oracle"
+	siteN(m, 1)["mysql"] = map[string]any{"address": "nohost"}
+	_, err := parseMap(t, m, secrets(t))
+	var ps *Problems
+	if !errors.As(err, &ps) {
+		t.Fatalf("want *Problems, got %v", err)
+	}
+	want := []string{"groups[0].pollInterval", "groups[0].engine", "groups[0].sites[1].mysql.address"}
+	for _, w := range want {
+		found := false
+		for _, p := range ps.List {
+			found = found || p.Path == w
+		}
+		if !found {
+			t.Errorf("missing problem at %s in:\n%v", w, err)
+		}
+	}
+}
+
+func TestExamplesValidate(t *testing.T) {
+	files, err := filepath.Glob("examples/*.yaml")
+	if err != nil || len(files) < 3 {
+		t.Fatalf("want at least 3 examples, got %v (%v)", files, err)
+	}
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			if _, err := Load(f); err != nil {
+				t.Fatalf("example does not validate: %v", err)
+			}
+		})
+	}
+}
+
+func TestLoadEnvOverridesDaemon(t *testing.T) {
+	t.Setenv("FAILOVERD_DAEMON_LISTEN", "127.0.0.1:9999")
+	t.Setenv("FAILOVERD_DAEMON_STATESTORE_PATH", "/tmp/override.json")
+	cfg, err := Load("examples/two-site-mysql.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Daemon.Listen != "127.0.0.1:9999" || cfg.Daemon.StateStore.Path != "/tmp/override.json" {
+		t.Errorf("env overrides not applied: listen=%s path=%s", cfg.Daemon.Listen, cfg.Daemon.StateStore.Path)
+	}
+}
+
+func TestLoadMissingFile(t *testing.T) {
+	_, err := Load(filepath.Join(t.TempDir(), "nope.yaml"))
+	if !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("want ErrNotExist, got %v", err)
+	}
+}
+
+func TestLoadMalformedYAML(t *testing.T) {
+	f := filepath.Join(t.TempDir(), "bad.yaml")
+	if err := os.WriteFile(f, []byte("groups: [\n  - name: x\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(f); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("want ErrInvalid, got %v", err)
+	}
+}
+
+func TestFencingNoneWarns(t *testing.T) {
+	m := base()
+	group(m)["fencing"] = "none"
+	cfg, err := parseMap(t, m, secrets(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := cfg.Warnings()
+	if len(w) != 1 || !strings.Contains(w[0], "durability risk") {
+		t.Errorf("Warnings() = %q, want one durability-risk warning", w)
+	}
+}
+
+func TestFencingDefaultsToConfirmedWithoutSidecars(t *testing.T) {
+	m := base()
+	for i := range 3 {
+		delete(siteN(m, i), "sidecar")
+	}
+	cfg, err := parseMap(t, m, secrets(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cfg.Groups[0].FencingMode(); got != FencingConfirmed {
+		t.Errorf("FencingMode() = %s, want confirmed", got)
+	}
+}
+
+func TestReadSecretEmptyFile(t *testing.T) {
+	f := filepath.Join(t.TempDir(), "empty")
+	if err := os.WriteFile(f, []byte("\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ReadSecret(f); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("empty secret: want ErrInvalid, got %v", err)
+	}
+}

@@ -1,0 +1,412 @@
+package configs
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Limits of a group's size.
+const (
+	MinSites = 2
+	MaxSites = 16
+)
+
+// nameRE is what group and site names may look like: they appear in metric
+// labels, ConfigMap keys, taint values and URLs.
+var nameRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
+
+// Validate reports every problem of c at once as a *Problems error (wrapping
+// ErrInvalid), or nil. It reads credential and key files to check that they
+// are readable, and changes nothing.
+func (c *Config) Validate() error {
+	v := &validator{problems: &Problems{}, clusters: map[string]bool{}}
+	v.clustersSection(c.Clusters)
+	v.daemon(c)
+	if len(c.Groups) == 0 {
+		v.add("groups", "no group defined; add at least one group with two or more sites")
+	}
+	groupNames := map[string]int{}
+	for i, g := range c.Groups {
+		path := fmt.Sprintf("groups[%d]", i)
+		if prev, dup := groupNames[g.Name]; dup && g.Name != "" {
+			v.add(path+".name", "duplicate group name %q (also groups[%d]); give each group its own name", g.Name, prev)
+		}
+		groupNames[g.Name] = i
+		v.group(path, g)
+	}
+	return v.problems.err()
+}
+
+// Warnings lists risky but valid choices, for `failoverd validate` and status.
+func (c *Config) Warnings() []string {
+	var w []string
+	for i, g := range c.Groups {
+		if g.FencingMode() == FencingNone {
+			w = append(w, fmt.Sprintf("groups[%d].fencing: none promotes without proof that the old primary stopped accepting writes; acknowledged writes can be lost (durability risk)", i))
+		}
+		if g.FailoverCooldown == 0 {
+			w = append(w, fmt.Sprintf("groups[%d].failoverCooldown: 0 disables anti-flap protection", i))
+		}
+	}
+	return w
+}
+
+// FencingMode is the effective fencing policy: the configured one, or
+// "sidecar" when every primary-candidate site has a sidecar, else "confirmed".
+func (g Group) FencingMode() string {
+	if g.Fencing != "" {
+		return g.Fencing
+	}
+	for _, s := range g.Sites {
+		if s.Role == RolePrimaryCandidate && s.Sidecar == nil {
+			return FencingConfirmed
+		}
+	}
+	return FencingSidecar
+}
+
+// Summary is a one-line description of the group for `failoverd validate`.
+func (g Group) Summary() string {
+	sites := make([]string, 0, len(g.Sites))
+	for _, s := range g.Sites {
+		sites = append(sites, fmt.Sprintf("%s(%s,p%d)", s.Name, s.Role, s.Priority))
+	}
+	extras := ""
+	if g.DNS != nil {
+		extras += ", dns " + g.DNS.Hostname
+	}
+	if g.Cache != nil {
+		extras += ", cache " + g.Cache.Engine
+	}
+	return fmt.Sprintf("group %s: %s, %d sites [%s], poll %s, detection %s, fencing %s%s",
+		g.Name, g.Engine, len(g.Sites), strings.Join(sites, " "), g.PollInterval, g.Detection, g.FencingMode(), extras)
+}
+
+type validator struct {
+	problems *Problems
+	clusters map[string]bool
+}
+
+func (v *validator) add(path, format string, args ...any) { v.problems.add(path, format, args...) }
+
+func (v *validator) clustersSection(clusters []Cluster) {
+	for i, cl := range clusters {
+		path := fmt.Sprintf("clusters[%d]", i)
+		switch {
+		case cl.Name == "":
+			v.add(path+".name", "missing; name the cluster so sites can refer to it")
+		case v.clusters[cl.Name]:
+			v.add(path+".name", "duplicate cluster name %q; give each cluster its own name", cl.Name)
+		}
+		v.clusters[cl.Name] = true
+		if cl.InCluster && cl.Kubeconfig != "" {
+			v.add(path+".kubeconfig", "set together with inCluster: true; use one or the other")
+		}
+		if cl.Kubeconfig != "" {
+			v.readable(path+".kubeconfig", cl.Kubeconfig)
+		}
+	}
+}
+
+func (v *validator) clusterRef(path, name string) {
+	switch {
+	case name == "":
+		v.add(path, "missing; name one of the clusters defined under clusters")
+	case !v.clusters[name]:
+		v.add(path, "cluster %q is not defined; add it under clusters or fix the name", name)
+	}
+}
+
+func (v *validator) daemon(c *Config) {
+	d := c.Daemon
+	v.hostPort("daemon.listen", d.Listen, true)
+	switch d.StateStore.Type {
+	case "file":
+		if d.StateStore.Path == "" {
+			v.add("daemon.stateStore.path", "missing; give the state file's path")
+		}
+	case "kubernetes":
+		v.clusterRef("daemon.stateStore.cluster", d.StateStore.Cluster)
+		v.nonEmpty("daemon.stateStore.namespace", d.StateStore.Namespace)
+		v.nonEmpty("daemon.stateStore.configMap", d.StateStore.ConfigMap)
+	default:
+		v.add("daemon.stateStore.type", "%q is not a store type; write file or kubernetes", d.StateStore.Type)
+	}
+	if le := d.LeaderElection; le.Enabled {
+		v.clusterRef("daemon.leaderElection.cluster", le.Cluster)
+		v.nonEmpty("daemon.leaderElection.namespace", le.Namespace)
+		v.nonEmpty("daemon.leaderElection.leaseName", le.LeaseName)
+		v.positive("daemon.leaderElection.leaseDuration", le.LeaseDuration)
+		v.positive("daemon.leaderElection.renewDeadline", le.RenewDeadline)
+		v.positive("daemon.leaderElection.retryPeriod", le.RetryPeriod)
+		if le.RenewDeadline >= le.LeaseDuration && le.LeaseDuration > 0 {
+			v.add("daemon.leaderElection.renewDeadline", "%s must be shorter than leaseDuration %s", le.RenewDeadline, le.LeaseDuration)
+		}
+		if le.RetryPeriod >= le.RenewDeadline && le.RenewDeadline > 0 {
+			v.add("daemon.leaderElection.retryPeriod", "%s must be shorter than renewDeadline %s", le.RetryPeriod, le.RenewDeadline)
+		}
+	}
+	if d.APITokenFile != "" {
+		v.readable("daemon.apiTokenFile", d.APITokenFile)
+	}
+	needKey := false
+	for _, g := range c.Groups {
+		for _, s := range g.Sites {
+			needKey = needKey || s.Sidecar != nil
+		}
+	}
+	switch {
+	case d.ViewSigningKeyFile != "":
+		v.readable("daemon.viewSigningKeyFile", d.ViewSigningKeyFile)
+	case needKey:
+		v.add("daemon.viewSigningKeyFile", "missing; sites have sidecars, which only trust views signed with this key: point it at a file with a random secret")
+	}
+}
+
+func (v *validator) group(path string, g Group) {
+	v.name(path+".name", g.Name)
+	switch g.Engine {
+	case EngineMySQL, EngineMariaDB:
+	default:
+		v.add(path+".engine", "%q is not supported; write mysql or mariadb", g.Engine)
+	}
+	v.positive(path+".pollInterval", g.PollInterval)
+	v.positive(path+".probeTimeout", g.ProbeTimeout)
+	if g.ProbeTimeout >= g.PollInterval && g.PollInterval > 0 {
+		// A probe longer than the poll interval would pile up probes on a hung site.
+		v.add(path+".probeTimeout", "%s must be shorter than pollInterval %s", g.ProbeTimeout, g.PollInterval)
+	}
+	v.atLeastOne(path+".failureThreshold", g.FailureThreshold)
+	v.atLeastOne(path+".recoveryThreshold", g.RecoveryThreshold)
+	v.oneOf(path+".detection", g.Detection, DetectionCorroborated, DetectionDaemonOnly)
+	if g.Fencing != "" {
+		v.oneOf(path+".fencing", g.Fencing, FencingSidecar, FencingConfirmed, FencingNone)
+	}
+	if g.FailoverCooldown < 0 {
+		v.add(path+".failoverCooldown", "%s is negative; write a positive duration such as 10m", g.FailoverCooldown)
+	}
+	v.atLeastOne(path+".escalation.maxFailovers", g.Escalation.MaxFailovers)
+	v.positive(path+".escalation.window", g.Escalation.Window)
+	v.positive(path+".relayDrainTimeout", g.RelayDrainTimeout)
+	v.oneOf(path+".onDrainTimeout", g.OnDrainTimeout, "abort", "promote")
+	v.positive(path+".maxCandidateLag", g.MaxCandidateLag)
+	v.account(path+".credentials.admin", g.Credentials.Admin)
+	v.account(path+".credentials.replication", g.Credentials.Replication)
+	v.tls(path+".tls", g.TLS)
+	v.positive(path+".sidecar.leaseTimeout", g.Sidecar.LeaseTimeout)
+	v.positive(path+".sidecar.checkInterval", g.Sidecar.CheckInterval)
+	if g.Sidecar.CheckInterval > 0 && 2*g.Sidecar.CheckInterval > g.Sidecar.LeaseTimeout {
+		// A lease checked too rarely could outlive its timeout before the sidecar fences.
+		v.add(path+".sidecar.checkInterval", "%s must be at most half of leaseTimeout %s", g.Sidecar.CheckInterval, g.Sidecar.LeaseTimeout)
+	}
+	v.sites(path, g)
+	if g.DNS != nil {
+		v.dns(path+".dns", *g.DNS)
+	}
+	if g.Cache != nil {
+		c := *g.Cache
+		v.oneOf(path+".cache.engine", c.Engine, CacheDragonfly, CacheRedis)
+		v.positive(path+".cache.maxSyncWait", c.MaxSyncWait)
+		v.oneOf(path+".cache.onSyncTimeout", c.OnSyncTimeout, "proceed", "fail")
+		if c.PasswordFile != "" {
+			v.readable(path+".cache.passwordFile", c.PasswordFile)
+		}
+	}
+}
+
+func (v *validator) sites(path string, g Group) {
+	if len(g.Sites) < MinSites || len(g.Sites) > MaxSites {
+		v.add(path+".sites", "%d site(s); a group needs %d to %d sites", len(g.Sites), MinSites, MaxSites)
+	}
+	names := map[string]int{}
+	candidates := 0
+	for i, s := range g.Sites {
+		sp := fmt.Sprintf("%s.sites[%d]", path, i)
+		v.name(sp+".name", s.Name)
+		if prev, dup := names[s.Name]; dup && s.Name != "" {
+			v.add(sp+".name", "duplicate site name %q (also %s.sites[%d]); give each site its own name", s.Name, path, prev)
+		}
+		names[s.Name] = i
+		switch s.Role {
+		case RolePrimaryCandidate:
+			candidates++
+		case RoleDROnly:
+		default:
+			v.add(sp+".role", "%q is not a role; write %s or %s", s.Role, RolePrimaryCandidate, RoleDROnly)
+		}
+		v.hostPort(sp+".mysql.address", s.MySQL.Address, false)
+		if s.MySQL.ReplicationAddress != "" {
+			v.hostPort(sp+".mysql.replicationAddress", s.MySQL.ReplicationAddress, false)
+		}
+		if k := s.Kubernetes; k != nil {
+			v.clusterRef(sp+".kubernetes.cluster", k.Cluster)
+			v.nonEmpty(sp+".kubernetes.namespace", k.Namespace)
+			if k.Service != "" && len(k.PodSelector) == 0 {
+				v.add(sp+".kubernetes.podSelector", "missing; the Service %q needs the pod labels of this site's primary", k.Service)
+			}
+			if k.Service == "" && len(k.NodeSelector) == 0 {
+				v.add(sp+".kubernetes", "neither service nor nodeSelector set; give at least one, or remove the kubernetes section")
+			}
+		}
+		v.siteDNS(sp, s, g.DNS)
+		if s.Cache != nil {
+			v.hostPort(sp+".cache.address", s.Cache.Address, false)
+			if g.Cache == nil {
+				v.add(sp+".cache", "set but %s.cache is missing; add the group's cache section (engine, maxSyncWait)", path)
+			}
+		} else if g.Cache != nil && s.Role == RolePrimaryCandidate {
+			v.add(sp+".cache.address", "missing; the group's cache follows the MySQL primary, so every primary-candidate needs its cache address")
+		}
+		if s.Sidecar != nil {
+			v.hostPort(sp+".sidecar.address", s.Sidecar.Address, false)
+		} else if g.Fencing == FencingSidecar && s.Role == RolePrimaryCandidate {
+			v.add(sp+".sidecar.address", "missing; fencing: sidecar needs a sidecar at every primary-candidate (or choose fencing: confirmed)")
+		}
+	}
+	if candidates < 2 && len(g.Sites) > 0 {
+		v.add(path+".sites", "%d primary-candidate site(s); failover needs at least 2 (set role: primary-candidate on another site)", candidates)
+	}
+	if p := g.SplitBrain.PreferSite; p != "" {
+		if _, ok := names[p]; !ok {
+			v.add(path+".splitBrain.preferSite", "site %q is not in this group; name one of its sites", p)
+		}
+	}
+}
+
+func (v *validator) siteDNS(sp string, s Site, group *DNS) {
+	if s.DNS == nil {
+		if group != nil && s.Role == RolePrimaryCandidate {
+			v.add(sp+".dns.target", "missing; the group's DNS record follows the primary, so every primary-candidate needs its target")
+		}
+		return
+	}
+	if group == nil {
+		v.add(sp+".dns", "set but the group has no dns section; add it (cluster, namespace, endpointName, hostname)")
+		return
+	}
+	t := s.DNS.Target
+	ip := net.ParseIP(t)
+	switch {
+	case t == "":
+		v.add(sp+".dns.target", "missing; write an IP address or a hostname")
+	case group.RecordType == "A" && (ip == nil || ip.To4() == nil):
+		v.add(sp+".dns.target", "%q is not an IPv4 address, which recordType A needs", t)
+	case group.RecordType == "AAAA" && (ip == nil || ip.To4() != nil):
+		v.add(sp+".dns.target", "%q is not an IPv6 address, which recordType AAAA needs", t)
+	case group.RecordType == "CNAME" && ip != nil:
+		v.add(sp+".dns.target", "%q is an IP address; recordType CNAME needs a hostname", t)
+	}
+}
+
+func (v *validator) dns(path string, d DNS) {
+	v.clusterRef(path+".cluster", d.Cluster)
+	v.nonEmpty(path+".namespace", d.Namespace)
+	v.nonEmpty(path+".endpointName", d.EndpointName)
+	v.nonEmpty(path+".hostname", d.Hostname)
+	v.oneOf(path+".recordType", d.RecordType, "A", "AAAA", "CNAME")
+	v.positive(path+".ttl", d.TTL)
+}
+
+func (v *validator) account(path string, a Account) {
+	v.nonEmpty(path+".user", a.User)
+	if a.PasswordFile == "" {
+		v.add(path+".passwordFile", "missing; point it at a file holding the password (never put passwords in this file)")
+		return
+	}
+	v.readable(path+".passwordFile", a.PasswordFile)
+}
+
+func (v *validator) tls(path string, t TLS) {
+	if !t.Enabled {
+		return
+	}
+	for _, f := range []struct{ key, file string }{{"caFile", t.CAFile}, {"certFile", t.CertFile}, {"keyFile", t.KeyFile}} {
+		if f.file != "" {
+			v.readable(path+"."+f.key, f.file)
+		}
+	}
+	if (t.CertFile == "") != (t.KeyFile == "") {
+		v.add(path+".keyFile", "certFile and keyFile go together; set both or neither")
+	}
+}
+
+func (v *validator) name(path, name string) {
+	switch {
+	case name == "":
+		v.add(path, "missing; give a name of lower-case letters, digits and dashes")
+	case !nameRE.MatchString(name):
+		v.add(path, "%q is not a valid name; use lower-case letters, digits and dashes (at most 63)", name)
+	}
+}
+
+func (v *validator) nonEmpty(path, s string) {
+	if strings.TrimSpace(s) == "" {
+		v.add(path, "missing; it is required here")
+	}
+}
+
+func (v *validator) positive(path string, d time.Duration) {
+	if d <= 0 {
+		v.add(path, "%s is not positive; write a duration above zero such as 500ms or 10s", d)
+	}
+}
+
+func (v *validator) atLeastOne(path string, n int) {
+	if n < 1 {
+		v.add(path, "%d is below 1; write a whole number of at least 1", n)
+	}
+}
+
+func (v *validator) oneOf(path, got string, allowed ...string) {
+	for _, a := range allowed {
+		if got == a {
+			return
+		}
+	}
+	v.add(path, "%q is not allowed; write one of %s", got, strings.Join(allowed, ", "))
+}
+
+// hostPort checks a host:port address; listen addresses may omit the host.
+func (v *validator) hostPort(path, addr string, listen bool) {
+	if addr == "" {
+		v.add(path, "missing; write host:port")
+		return
+	}
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		if strings.Contains(err.Error(), "missing port") {
+			v.add(path, "%q is missing a port; write host:port", addr)
+		} else {
+			v.add(path, "%q is not host:port (%s)", addr, strings.TrimPrefix(err.Error(), "address "+addr+": "))
+		}
+		return
+	}
+	if host == "" && !listen {
+		v.add(path, "%q has no host; write host:port", addr)
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+		v.add(path, "port %q is not a number from 1 to 65535", port)
+	}
+}
+
+func (v *validator) readable(path, file string) {
+	f, err := os.Open(file)
+	if err != nil {
+		v.add(path, "cannot read %s (%s); fix the path or the file's permissions", file, reason(err))
+		return
+	}
+	_ = f.Close() // opened only to prove it is readable
+}
+
+// reason strips the path from an *os.PathError's text.
+func reason(err error) string {
+	if pe, ok := err.(*os.PathError); ok {
+		return pe.Err.Error()
+	}
+	return err.Error()
+}
