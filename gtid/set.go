@@ -1,0 +1,321 @@
+package gtid
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"math"
+	"math/bits"
+	"slices"
+	"strings"
+)
+
+// Flavor is the GTID dialect of a server.
+type Flavor int
+
+// The supported flavors. The zero Flavor is "unknown" (the zero Set).
+const (
+	MySQL Flavor = iota + 1
+	MariaDB
+)
+
+// String returns "mysql", "mariadb" or "unknown".
+func (f Flavor) String() string {
+	switch f {
+	case MySQL:
+		return "mysql"
+	case MariaDB:
+		return "mariadb"
+	}
+	return "unknown"
+}
+
+// ParseFlavor parses "mysql" or "mariadb" (case-insensitive).
+func ParseFlavor(s string) (Flavor, error) {
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "mysql":
+		return MySQL, nil
+	case "mariadb":
+		return MariaDB, nil
+	}
+	return 0, fmt.Errorf("%w: %q", ErrUnknownFlavor, s)
+}
+
+// MarshalText implements encoding.TextMarshaler.
+func (f Flavor) MarshalText() ([]byte, error) {
+	if f != MySQL && f != MariaDB {
+		return nil, fmt.Errorf("%w: %d", ErrUnknownFlavor, int(f))
+	}
+	return []byte(f.String()), nil
+}
+
+// UnmarshalText implements encoding.TextUnmarshaler via [ParseFlavor].
+func (f *Flavor) UnmarshalText(b []byte) error {
+	v, err := ParseFlavor(string(b))
+	if err != nil {
+		return err
+	}
+	*f = v
+	return nil
+}
+
+var (
+	// ErrParse is wrapped by every error Parse returns (a *ParseError).
+	ErrParse = errors.New("gtid: malformed GTID set")
+	// ErrFlavorMismatch is wrapped by CheckFlavor's error and by the panic
+	// value of binary operations on non-empty sets of different flavors.
+	ErrFlavorMismatch = errors.New("gtid: flavor mismatch")
+	// ErrUnknownFlavor is returned for a flavor that is neither MySQL nor MariaDB.
+	ErrUnknownFlavor = errors.New("gtid: unknown flavor")
+)
+
+// key identifies the source of a sequence of transactions.
+// MySQL: major/minor are the big-endian halves of the server UUID, tag the
+// (lower-case) GTID tag or "". MariaDB: major = domain_id, minor = server_id.
+type key struct {
+	major, minor uint64
+	tag          string
+}
+
+func cmpKey(a, b key) int {
+	if c := cmp.Compare(a.major, b.major); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(a.minor, b.minor); c != 0 {
+		return c
+	}
+	return strings.Compare(a.tag, b.tag)
+}
+
+// run is the non-empty, canonical interval list of one key.
+type run struct {
+	k  key
+	iv []interval
+}
+
+// Set is an immutable set of GTIDs of one flavor; see the package doc.
+// The zero value is the empty set of unknown flavor.
+type Set struct {
+	f    Flavor
+	runs []run // sorted by key, no duplicate keys, no empty runs; never mutated
+}
+
+// Flavor returns the flavor the set was parsed with (0 for the zero Set).
+func (s Set) Flavor() Flavor { return s.f }
+
+// IsEmpty reports whether the set holds no transactions.
+func (s Set) IsEmpty() bool { return len(s.runs) == 0 }
+
+// Count returns the number of transactions in the set, saturating at
+// math.MaxUint64. For MariaDB it is an upper bound (see the package doc).
+func (s Set) Count() uint64 {
+	var n, carry uint64
+	for _, r := range s.runs {
+		for _, v := range r.iv {
+			if n, carry = bits.Add64(n, v.size(), 0); carry != 0 {
+				return math.MaxUint64
+			}
+		}
+	}
+	return n
+}
+
+// CheckFlavor returns an error wrapping ErrFlavorMismatch if a and b are both
+// non-empty and of different flavors, i.e. if a binary operation would panic.
+func CheckFlavor(a, b Set) error {
+	if !a.IsEmpty() && !b.IsEmpty() && a.f != b.f {
+		return fmt.Errorf("%w: %s set with %s set", ErrFlavorMismatch, a.f, b.f)
+	}
+	return nil
+}
+
+// resultFlavor returns the flavor of op(a, b) and panics on mismatched
+// non-empty operands.
+func resultFlavor(op string, a, b Set) Flavor {
+	// Comparing a MySQL UUID with a MariaDB domain would silently yield
+	// nonsense that could promote the wrong site; fail loudly instead.
+	if err := CheckFlavor(a, b); err != nil {
+		panic(fmt.Errorf("gtid: %s: %w", op, err))
+	}
+	switch {
+	case !a.IsEmpty():
+		return a.f
+	case !b.IsEmpty():
+		return b.f
+	case a.f != 0:
+		return a.f
+	}
+	return b.f
+}
+
+// Equal reports whether s and o hold exactly the same transactions. Two empty
+// sets are equal whatever their flavors.
+func (s Set) Equal(o Set) bool {
+	resultFlavor("Equal", s, o)
+	return slices.EqualFunc(s.runs, o.runs, func(a, b run) bool {
+		return a.k == b.k && slices.Equal(a.iv, b.iv)
+	})
+}
+
+// Contains reports whether s ⊇ o (every transaction of o is in s).
+// It runs in linear time and does not allocate.
+func (s Set) Contains(o Set) bool {
+	resultFlavor("Contains", s, o)
+	i := 0
+	for _, r := range o.runs {
+		for i < len(s.runs) && cmpKey(s.runs[i].k, r.k) < 0 {
+			i++
+		}
+		if i == len(s.runs) || s.runs[i].k != r.k || !containsIv(s.runs[i].iv, r.iv) {
+			return false
+		}
+	}
+	return true
+}
+
+// Comparable reports whether a ⊇ b or b ⊇ a, i.e. whether the two histories
+// have not diverged.
+func Comparable(a, b Set) bool { return a.Contains(b) || b.Contains(a) }
+
+// Union returns s ∪ o.
+func (s Set) Union(o Set) Set {
+	f := resultFlavor("Union", s, o)
+	if o.IsEmpty() {
+		return Set{f: f, runs: s.runs}
+	}
+	if s.IsEmpty() {
+		return Set{f: f, runs: o.runs}
+	}
+	out := make([]run, 0, max(len(s.runs), len(o.runs)))
+	join(s.runs, o.runs, func(k key, x, y []interval) {
+		switch {
+		case y == nil || (x != nil && containsIv(x, y)):
+			out = append(out, run{k, x}) // shared: runs are immutable
+		case x == nil || containsIv(y, x):
+			out = append(out, run{k, y})
+		default:
+			out = append(out, run{k, unionIv(x, y)})
+		}
+	})
+	return Set{f: f, runs: out}
+}
+
+// Intersect returns s ∩ o.
+func (s Set) Intersect(o Set) Set {
+	f := resultFlavor("Intersect", s, o)
+	var out []run
+	join(s.runs, o.runs, func(k key, x, y []interval) {
+		if x != nil && y != nil {
+			if iv := intersectIv(x, y); len(iv) > 0 {
+				out = append(out, run{k, iv})
+			}
+		}
+	})
+	return Set{f: f, runs: out}
+}
+
+// Subtract returns s − o: the transactions of s that are not in o.
+func (s Set) Subtract(o Set) Set {
+	f := resultFlavor("Subtract", s, o)
+	if o.IsEmpty() {
+		return Set{f: f, runs: s.runs}
+	}
+	var out []run
+	join(s.runs, o.runs, func(k key, x, y []interval) {
+		switch {
+		case x == nil:
+		case y == nil:
+			out = append(out, run{k, x})
+		default:
+			if iv := subtractIv(x, y); len(iv) > 0 {
+				out = append(out, run{k, iv})
+			}
+		}
+	})
+	return Set{f: f, runs: out}
+}
+
+// join walks two key-sorted run lists in step and calls fn once per key with
+// that key's intervals on each side (nil where the key is absent).
+func join(a, b []run, fn func(k key, x, y []interval)) {
+	i, j := 0, 0
+	for i < len(a) || j < len(b) {
+		c := 0
+		switch {
+		case i == len(a):
+			c = 1
+		case j == len(b):
+			c = -1
+		default:
+			c = cmpKey(a[i].k, b[j].k)
+		}
+		switch {
+		case c < 0:
+			fn(a[i].k, a[i].iv, nil)
+			i++
+		case c > 0:
+			fn(b[j].k, nil, b[j].iv)
+			j++
+		default:
+			fn(a[i].k, a[i].iv, b[j].iv)
+			i++
+			j++
+		}
+	}
+}
+
+// builder accumulates (key, interval) pairs in any order and produces the
+// canonical run list. Pairs arriving in key order (as servers print them) are
+// stored in one shared backing array and need no sorting.
+type builder struct {
+	ivs   []interval // all intervals, grouped by run in arrival order
+	runs  []run      // one per group; iv is filled in by set
+	ends  []int      // ivs index where each group ends
+	dirty bool       // a key arrived after a larger one
+}
+
+// grow pre-sizes the builder for about n intervals in about m groups.
+func (b *builder) grow(n, m int) {
+	b.ivs = slices.Grow(b.ivs, n)
+	b.runs = slices.Grow(b.runs, m)
+	b.ends = slices.Grow(b.ends, m)
+}
+
+func (b *builder) add(k key, v interval) {
+	n := len(b.runs)
+	switch {
+	case n > 0 && b.runs[n-1].k == k:
+		b.ends[n-1]++
+	default:
+		b.dirty = b.dirty || (n > 0 && cmpKey(b.runs[n-1].k, k) > 0)
+		b.runs = append(b.runs, run{k: k})
+		b.ends = append(b.ends, len(b.ivs)+1)
+	}
+	b.ivs = append(b.ivs, v)
+}
+
+func (b *builder) set(f Flavor) Set {
+	runs, start := b.runs, 0
+	for i, end := range b.ends {
+		// Full slice expression: a later append must never write into a neighbour.
+		runs[i].iv = b.ivs[start:end:end]
+		start = end
+	}
+	if b.dirty {
+		slices.SortStableFunc(runs, func(x, y run) int { return cmpKey(x.k, y.k) })
+		out := runs[:1]
+		for _, r := range runs[1:] {
+			if last := &out[len(out)-1]; last.k == r.k {
+				last.iv = append(last.iv, r.iv...) // reallocates: cap == len
+			} else {
+				out = append(out, r)
+			}
+		}
+		runs = out
+	}
+	for i := range runs {
+		runs[i].iv = normalize(runs[i].iv)
+	}
+	*b = builder{}
+	return Set{f: f, runs: slices.Clip(runs)}
+}

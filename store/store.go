@@ -1,0 +1,151 @@
+// Package store persists each group's state: its epoch, active site, failover
+// history, known-diverged sites and the failover in flight. The daemon writes
+// it before and after every step of an action, so a daemon killed at any
+// point resumes from what it had durably done, never from in-memory defaults.
+//
+// Two backends: File (default; one JSON document written atomically with
+// temp file + fsync + rename) and ConfigMap (Kubernetes, optimistic
+// concurrency on the resourceVersion) for Deployment installs. A state that
+// cannot be read is an error that stops startup: the store never resets
+// silently, because a forgotten epoch or in-flight failover can let two sites
+// be writable.
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// SchemaVersion is the version of the persisted document. Loading a newer
+// version is refused (ErrNewerSchema) so an old binary cannot drop fields.
+const SchemaVersion = 1
+
+// Sentinel errors.
+var (
+	// ErrCorrupt means the persisted state exists but cannot be decoded.
+	ErrCorrupt = errors.New("state is corrupt")
+	// ErrNewerSchema means the state was written by a newer failoverd.
+	ErrNewerSchema = errors.New("state was written by a newer failoverd")
+	// ErrConflict means another writer changed the state since we read it.
+	ErrConflict = errors.New("state changed concurrently")
+	// ErrEpochRegression means a save would lower the epoch.
+	ErrEpochRegression = errors.New("epoch would go backwards")
+)
+
+// Store loads and saves group states. Implementations are safe for
+// concurrent use by the independent group loops.
+type Store interface {
+	// Load returns the group's state; a group never saved yields a zero
+	// GroupState with Exists false.
+	Load(ctx context.Context, group string) (GroupState, error)
+	// Save durably replaces the group's state. It refuses an epoch lower
+	// than the one stored (ErrEpochRegression).
+	Save(ctx context.Context, st GroupState) error
+	// Describe names the backend and location for messages ("file /var/...").
+	Describe() string
+}
+
+// GroupState is the persisted state of one group. GTID sets are kept as text
+// in the engine's own syntax so the document stays readable by operators.
+type GroupState struct {
+	// Group is the group's name.
+	Group string `json:"group"`
+	// Exists is false for a group that was never saved (not persisted).
+	Exists bool `json:"-"`
+	// Epoch only grows; every authoritative view carries it.
+	Epoch uint64 `json:"epoch"`
+	// ActiveSite is the site allowed to accept writes; empty while a failover
+	// has revoked the old primary and not yet promoted the new one.
+	ActiveSite string `json:"activeSite"`
+	// LastFailover is the most recent completed failover or switchover.
+	LastFailover *Failover `json:"lastFailover,omitempty"`
+	// History holds the start times of recent failovers (for escalation).
+	History []time.Time `json:"history,omitempty"`
+	// Halted stops automatic failover until a human acknowledges.
+	Halted bool `json:"halted,omitempty"`
+	// HaltedReason says why automatic failover was halted.
+	HaltedReason string `json:"haltedReason,omitempty"`
+	// Diverged maps a site to the GTID set it has that the primary lacks.
+	Diverged map[string]string `json:"diverged,omitempty"`
+	// OperatorFenced lists sites an operator excluded from promotion.
+	OperatorFenced []string `json:"operatorFenced,omitempty"`
+	// InFlight is the action under way, if any.
+	InFlight *InFlight `json:"inFlight,omitempty"`
+	// UpdatedAt is when this state was saved (daemon clock).
+	UpdatedAt time.Time `json:"updatedAt"`
+}
+
+// Failover records a completed failover or switchover.
+type Failover struct {
+	// Kind is "failover" (automatic) or "switchover" (planned).
+	Kind string `json:"kind"`
+	// From is the old primary, To the promoted site.
+	From string `json:"from"`
+	// To is the site promoted.
+	To string `json:"to"`
+	// At is when the new primary was confirmed writable.
+	At time.Time `json:"at"`
+	// Epoch is the epoch that named To active.
+	Epoch uint64 `json:"epoch"`
+	// PromotionGTID is To's executed GTID set right before it became writable.
+	PromotionGTID string `json:"promotionGTID"`
+}
+
+// InFlight is an action under way; its Step is persisted before and after
+// each step so a restarted daemon resumes it.
+type InFlight struct {
+	// ID identifies the action in logs.
+	ID string `json:"id"`
+	// Kind is "failover" or "switchover".
+	Kind string `json:"kind"`
+	// From is the old primary, To the chosen candidate.
+	From string `json:"from"`
+	// To is the chosen candidate.
+	To string `json:"to"`
+	// Step is the last step started or completed (see daemon).
+	Step string `json:"step"`
+	// StepDone tells whether Step completed.
+	StepDone bool `json:"stepDone"`
+	// StartedAt is when the action began.
+	StartedAt time.Time `json:"startedAt"`
+	// RevokedAt is when the revoking epoch was published (daemon clock);
+	// the sidecar lease deadline is measured from it.
+	RevokedAt time.Time `json:"revokedAt,omitzero"`
+	// RevokedEpoch is the epoch that revoked the old primary.
+	RevokedEpoch uint64 `json:"revokedEpoch,omitempty"`
+	// PromotionGTID is recorded once replication on To was stopped.
+	PromotionGTID string `json:"promotionGTID,omitempty"`
+}
+
+// document is the whole persisted JSON: every group of the daemon.
+type document struct {
+	Version int                    `json:"version"`
+	Groups  map[string]*GroupState `json:"groups"`
+}
+
+func (d *document) check(where string) error {
+	if d.Version > SchemaVersion {
+		return fmt.Errorf("%s: %w (schema %d, this binary knows %d); upgrade failoverd", where, ErrNewerSchema, d.Version, SchemaVersion)
+	}
+	if d.Version < 1 {
+		return fmt.Errorf("%s: %w: no schema version", where, ErrCorrupt)
+	}
+	for name, g := range d.Groups {
+		if g == nil || g.Group != name {
+			return fmt.Errorf("%s: %w: entry %q does not describe group %q", where, ErrCorrupt, name, name)
+		}
+	}
+	return nil
+}
+
+// checkEpoch refuses to lower a group's epoch.
+func checkEpoch(old *GroupState, next GroupState) error {
+	// Guards against a stale writer re-publishing an old epoch, which would let
+	// sidecars trust a revoked primary again.
+	if old != nil && next.Epoch < old.Epoch {
+		return fmt.Errorf("save group %s: %w (stored %d, new %d)", next.Group, ErrEpochRegression, old.Epoch, next.Epoch)
+	}
+	return nil
+}
