@@ -1,0 +1,67 @@
+package sitepair
+
+import (
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/failoverd/failoverd/gtid"
+)
+
+// MaxHistory bounds Persisted.FailoverHistory; older entries are dropped.
+const MaxHistory = 64
+
+// Apply returns the persisted state after d was carried out successfully at
+// now (daemon clock). It never modifies st. Decisions that change nothing
+// durable (None, Alert, FenceSites, Rejoin) return an equal copy.
+func Apply(st Persisted, d Decision, now time.Time) Persisted {
+	next := st
+	next.Diverged = maps.Clone(st.Diverged)
+	next.OperatorFenced = slices.Clone(st.OperatorFenced)
+	next.FailoverHistory = slices.Clone(st.FailoverHistory)
+	if st.InFlight != nil {
+		f := *st.InFlight
+		next.InFlight = &f
+	}
+	switch d.Action {
+	case RevokeEpoch:
+		next.Epoch = max(st.Epoch, d.Epoch)
+		next.ActiveSite = ""
+		next.InFlight = &InFlight{Epoch: next.Epoch, RevokedAt: now, From: d.From, To: d.Target, Planned: d.Planned}
+	case Promote:
+		next.ActiveSite = d.Target
+		next.InFlight = nil
+		next.LastFailoverAt = now
+		next.LastFailoverTarget = d.Target
+		next.PromotionGTID = d.PromotionGTID
+		// Only automatic failovers count towards the escalation limit.
+		if !d.Planned {
+			next.FailoverHistory = append(next.FailoverHistory, now)
+			if n := len(next.FailoverHistory); n > MaxHistory {
+				next.FailoverHistory = next.FailoverHistory[n-MaxHistory:]
+			}
+		}
+	case ReassertPrimary, AdoptPrimary:
+		next.Epoch = max(st.Epoch, d.Epoch)
+		next.ActiveSite = d.Target
+	case MarkDiverged:
+		if next.Diverged == nil {
+			next.Diverged = map[string]gtid.Set{}
+		}
+		for _, x := range d.Diverged {
+			next.Diverged[x.Site] = x.Set
+		}
+	case HaltFailover:
+		next.EscalationHalted = true
+	}
+	return next
+}
+
+// Acknowledge is a human's acknowledgement of an escalation halt: automatic
+// failover is allowed again and the failover history starts afresh.
+func Acknowledge(st Persisted) Persisted {
+	next := Apply(st, Decision{Action: None}, time.Time{})
+	next.EscalationHalted = false
+	next.FailoverHistory = nil
+	return next
+}

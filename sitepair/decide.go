@@ -1,0 +1,677 @@
+package sitepair
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/failoverd/failoverd/gtid"
+	"github.com/failoverd/failoverd/statemachine"
+)
+
+// Decide returns the group's next decision. It is pure and deterministic:
+// the same inputs always give the same Decision. The caller carries the
+// decision out and, once it succeeded, persists Apply(st, decision, now).
+func Decide(obs Observed, st Persisted, pol Policy, now time.Time) Decision {
+	v, d, ok := prepare(obs, st, pol, now)
+	if !ok {
+		return d
+	}
+	// A revoked epoch is resumed before anything else: the group has no
+	// active site until phase 2 completes.
+	if st.InFlight != nil {
+		return v.inFlight()
+	}
+	switch v.det.Code {
+	case statemachine.TotalLoss:
+		return v.decision(ReasonTotalLoss, "every site is unreachable; nothing can be promoted")
+	case statemachine.SplitBrain:
+		return v.splitBrain()
+	case statemachine.Undetermined:
+		return v.decision(ReasonWaitingForProbes, "no debounced state yet for %s", strings.Join(v.inState(statemachine.Unknown), ", "))
+	case statemachine.PrimaryDebouncing:
+		return v.decision(ReasonPrimaryDebouncing, "primary %s is failing probes but has not reached the failure threshold", v.det.Primary)
+	case statemachine.UnreachablePrimary:
+		return v.decision(ReasonPrimaryPartitioned, "the daemon cannot reach primary %s but %s still stream from it: partition between the daemon and the primary, no failover",
+			v.st.ActiveSite, strings.Join(v.det.Streaming, ", "))
+	case statemachine.PrimaryDownUncorroborated:
+		return v.decision(ReasonUncorroborated, "primary %s is unreachable but no reachable replica follows it to corroborate; automatic failover refused (an operator may switch over)", v.st.ActiveSite)
+	case statemachine.PrimaryDown:
+		return v.failover()
+	case statemachine.NoPrimary:
+		return v.noPrimary()
+	case statemachine.UnexpectedPrimary:
+		return v.decision(ReasonUnexpectedPrimary, "%s is the only writable site but the recorded primary is %s (changed outside failoverd); a human must reconcile",
+			v.det.Primary, v.st.ActiveSite)
+	}
+	return v.healthy()
+}
+
+// DecideSwitchover decides an operator's planned switchover to target. It
+// checks the same safety rules as an automatic failover (fence before
+// promote, no dr-only, diverged or operator-fenced target, no target lacking
+// another replica's transactions) but not the cooldown or the escalation
+// limit. Accepted, it returns RevokeEpoch with Planned set; phase 2 comes
+// from Decide once the old primary is fenced and the target caught up.
+func DecideSwitchover(obs Observed, st Persisted, pol Policy, target string, now time.Time) Decision {
+	v, d, ok := prepare(obs, st, pol, now)
+	if !ok {
+		return d
+	}
+	// One failover at a time: a second revoke would orphan the first.
+	if st.InFlight != nil {
+		return v.decision(ReasonSwitchoverInFlight, "a failover from %s to %s is in flight", st.InFlight.From, st.InFlight.To)
+	}
+	switch v.det.Code {
+	case statemachine.Healthy, statemachine.ReplicaUnreachable, statemachine.ReplicationBroken,
+		statemachine.ReplicaNotFollowingPrimary, statemachine.PrimaryDebouncing,
+		statemachine.PrimaryDown, statemachine.PrimaryDownUncorroborated, statemachine.UnreachablePrimary:
+	default:
+		return v.decision(ReasonSwitchoverGroupState, "group state %s has no single recorded primary to switch from", v.det.Code)
+	}
+	if st.ActiveSite == "" {
+		return v.decision(ReasonSwitchoverGroupState, "no active site is recorded")
+	}
+	if target == st.ActiveSite {
+		return v.decision(ReasonSwitchoverTargetIsPrimary, "%s already is the primary", target)
+	}
+	t := v.index(target)
+	if t < 0 {
+		return v.decision(ReasonSwitchoverBadTarget, "unknown site %q", target)
+	}
+	if why := v.ineligible(t, st.ActiveSite, false); why != "" {
+		return v.decision(ReasonSwitchoverBadTarget, "%s cannot be promoted: %s", target, why)
+	}
+	// The target must already hold what every other replica holds; the old
+	// primary's newest transactions are awaited after it is fenced.
+	if j := v.lacking(t, st.ActiveSite); j >= 0 {
+		return v.decision(ReasonSwitchoverTargetBehind, "%s lacks %s", target, v.missing(t, j))
+	}
+	d = v.decision(ReasonSwitchover, "planned switchover from %s to %s: revoking epoch %d", st.ActiveSite, target, st.Epoch)
+	d.Epoch = st.Epoch + 1
+	d.Target, d.From, d.Planned = target, st.ActiveSite, true
+	d.Fence = []string{st.ActiveSite}
+	return d
+}
+
+// view is one Decide call's validated input plus derived facts.
+type view struct {
+	sites []SiteObservation
+	st    Persisted
+	pol   Policy
+	now   time.Time
+	det   statemachine.Result
+	have  []gtid.Set // per site: Executed ∪ Retrieved
+}
+
+func prepare(obs Observed, st Persisted, pol Policy, now time.Time) (*view, Decision, bool) {
+	v := &view{sites: obs.Sites, st: st, pol: pol, now: now}
+	if err := pol.Validate(); err != nil {
+		return nil, v.decision(ReasonInvalidPolicy, "%v", err), false
+	}
+	if err := validate(obs, st, pol); err != nil {
+		return nil, v.decision(ReasonInvalidInput, "%v", err), false
+	}
+	v.have = make([]gtid.Set, len(obs.Sites))
+	in := statemachine.GroupInput{
+		Primary:      st.ActiveSite,
+		Sites:        make([]statemachine.SiteInput, len(obs.Sites)),
+		Detection:    pol.Detection,
+		SilenceAfter: pol.SilenceAfter,
+	}
+	for i, s := range obs.Sites {
+		v.have[i] = s.Executed.Union(s.Retrieved)
+		in.Sites[i] = statemachine.SiteInput{
+			Name: s.Name, State: s.State, Debouncing: s.Debouncing,
+			ReplicatingFrom: s.ReplicatingFrom, IOConnected: s.IOConnected,
+			SourceSilent: s.SourceSilent, LastHeartbeatAge: s.LastHeartbeatAge,
+			ReplicationBroken: s.ReplicationBroken,
+		}
+	}
+	v.det = statemachine.Detect(in)
+	return v, Decision{}, true
+}
+
+// validate rejects inputs the rules cannot reason about.
+func validate(obs Observed, st Persisted, pol Policy) error {
+	n := len(obs.Sites)
+	if n < MinSites || n > MaxSites {
+		return fmt.Errorf("%d sites, want %d to %d: %w", n, MinSites, MaxSites, ErrInvalidInput)
+	}
+	has := func(name string) bool {
+		return slices.ContainsFunc(obs.Sites, func(s SiteObservation) bool { return s.Name == name })
+	}
+	var ref gtid.Set
+	for i, s := range obs.Sites {
+		if s.Name == "" || slices.ContainsFunc(obs.Sites[:i], func(o SiteObservation) bool { return o.Name == s.Name }) {
+			return fmt.Errorf("site name %q empty or repeated: %w", s.Name, ErrInvalidInput)
+		}
+		if s.Role != PrimaryCandidate && s.Role != DROnly {
+			return fmt.Errorf("site %s: role %q: %w", s.Name, s.Role, ErrInvalidInput)
+		}
+		for _, set := range []gtid.Set{s.Executed, s.Retrieved} {
+			// Mixing MySQL and MariaDB sets would make every comparison
+			// meaningless (and panic).
+			if err := gtid.CheckFlavor(ref, set); err != nil {
+				return fmt.Errorf("site %s: %w: %w", s.Name, ErrInvalidInput, err)
+			}
+			if ref.IsEmpty() {
+				ref = set
+			}
+		}
+	}
+	if err := gtid.CheckFlavor(ref, st.PromotionGTID); err != nil {
+		return fmt.Errorf("promotion GTID: %w: %w", ErrInvalidInput, err)
+	}
+	for site, set := range st.Diverged {
+		if err := gtid.CheckFlavor(ref, set); err != nil {
+			return fmt.Errorf("diverged set of %s: %w: %w", site, ErrInvalidInput, err)
+		}
+	}
+	if st.ActiveSite != "" && !has(st.ActiveSite) {
+		return fmt.Errorf("active site %q is not in the group: %w", st.ActiveSite, ErrInvalidInput)
+	}
+	if pol.PreferSite != "" && !has(pol.PreferSite) {
+		return fmt.Errorf("preferred site %q is not in the group: %w", pol.PreferSite, ErrInvalidInput)
+	}
+	if f := st.InFlight; f != nil {
+		switch {
+		case !has(f.From) || !has(f.To) || f.From == f.To:
+			return fmt.Errorf("in-flight failover %q -> %q does not name two sites of the group: %w", f.From, f.To, ErrInvalidInput)
+		case f.Epoch != st.Epoch:
+			return fmt.Errorf("in-flight epoch %d differs from the persisted epoch %d: %w", f.Epoch, st.Epoch, ErrInvalidInput)
+		case st.ActiveSite != "":
+			return fmt.Errorf("active site %s recorded while a failover is in flight: %w", st.ActiveSite, ErrInvalidInput)
+		}
+	}
+	return nil
+}
+
+// decision builds a Decision for reason r, with the action r belongs to.
+func (v *view) decision(r Reason, format string, args ...any) Decision {
+	a, ok := reasonAction[r]
+	if !ok {
+		panic("sitepair: reason without action: " + string(r))
+	}
+	return Decision{Action: a, Reason: r, Message: fmt.Sprintf(format, args...), Epoch: v.st.Epoch, Detection: v.det}
+}
+
+func (v *view) index(name string) int {
+	for i := range v.sites {
+		if v.sites[i].Name == name {
+			return i
+		}
+	}
+	return -1
+}
+
+func (v *view) opFenced(name string) bool { return slices.Contains(v.st.OperatorFenced, name) }
+
+func (v *view) diverged(name string) bool {
+	_, ok := v.st.Diverged[name]
+	return ok
+}
+
+func (v *view) inState(st statemachine.State) []string {
+	var out []string
+	for _, s := range v.sites {
+		if s.State == st {
+			out = append(out, s.Name)
+		}
+	}
+	return out
+}
+
+// unpromotable says why site i may never be promoted whatever its state
+// ("" if it may): dr-only, operator-fenced or known-diverged.
+func (v *view) unpromotable(i int) string {
+	s := &v.sites[i]
+	switch {
+	case s.Role != PrimaryCandidate:
+		return "dr-only"
+	case v.opFenced(s.Name):
+		return "operator-fenced"
+	case v.diverged(s.Name):
+		return "known-diverged"
+	}
+	return ""
+}
+
+// ineligible says why site i cannot be promoted now ("" if it can).
+// oldPrimary is never a candidate; lag is checked only for automatic
+// failovers.
+func (v *view) ineligible(i int, oldPrimary string, checkLag bool) string {
+	s := &v.sites[i]
+	if s.Name == oldPrimary {
+		return "old primary"
+	}
+	if why := v.unpromotable(i); why != "" {
+		return why
+	}
+	switch {
+	case s.State != statemachine.ReadOnly:
+		return s.State.String()
+	case s.ReplicationBroken:
+		return "replication broken"
+	case checkLag && v.pol.MaxLag > 0 && s.Lag > v.pol.MaxLag:
+		return fmt.Sprintf("lag %v over %v", s.Lag, v.pol.MaxLag)
+	}
+	return ""
+}
+
+// need is what a promoted site must hold of site j's transactions: all of
+// them, except the divergent set recorded for a known-diverged site (its
+// errant transactions must not be required; anything newer still is).
+func (v *view) need(j int) gtid.Set {
+	if d, ok := v.st.Diverged[v.sites[j].Name]; ok {
+		return v.have[j].Subtract(d)
+	}
+	return v.have[j]
+}
+
+// lacking returns a reachable site (other than t and skip) holding
+// transactions site t lacks (see need), or -1.
+func (v *view) lacking(t int, skip string) int {
+	for j, s := range v.sites {
+		if j == t || s.Name == skip || !s.State.Reachable() {
+			continue
+		}
+		if !v.have[t].Contains(v.need(j)) {
+			return j
+		}
+	}
+	return -1
+}
+
+// missing describes what site t lacks from site j.
+func (v *view) missing(t, j int) string {
+	m := v.need(j).Subtract(v.have[t])
+	return fmt.Sprintf("%d transactions that %s has (%s)", m.Count(), v.sites[j].Name, m.Compact())
+}
+
+// better reports whether candidate i ranks before j: the preferred site
+// (in-flight target), then Policy.PreferSite, then higher Priority, then
+// lower declaration Index.
+func (v *view) better(i, j int, prefer string) bool {
+	a, b := &v.sites[i], &v.sites[j]
+	for _, p := range []string{prefer, v.pol.PreferSite} {
+		if p != "" && (a.Name == p) != (b.Name == p) {
+			return a.Name == p
+		}
+	}
+	if a.Priority != b.Priority {
+		return a.Priority > b.Priority
+	}
+	return a.Index < b.Index
+}
+
+// choose picks the failover target: among eligible candidates, the one
+// whose set contains every other candidate's, ranked by better. It blocks
+// (ok false, with an Alert decision) when no candidate is eligible or when
+// the candidates' sets are incomparable. Callers then check that the pick
+// lacks nothing another reachable site has.
+func (v *view) choose(oldPrimary, prefer string) (int, Decision, bool) {
+	var elig []int
+	var why []string
+	for i, s := range v.sites {
+		if r := v.ineligible(i, oldPrimary, true); r != "" {
+			if s.Name != oldPrimary {
+				why = append(why, s.Name+": "+r)
+			}
+			continue
+		}
+		elig = append(elig, i)
+	}
+	if len(elig) == 0 {
+		return -1, v.decision(ReasonNoEligibleCandidate, "no eligible candidate (%s)", strings.Join(why, "; ")), false
+	}
+	pick := -1
+	for _, i := range elig {
+		top := true
+		for _, j := range elig {
+			top = top && v.have[i].Contains(v.have[j])
+		}
+		if top && (pick < 0 || v.better(i, pick, prefer)) {
+			pick = i
+		}
+	}
+	if pick < 0 {
+		var sets []string
+		for _, i := range elig {
+			sets = append(sets, v.sites[i].Name+"="+v.have[i].Compact())
+		}
+		return -1, v.decision(ReasonIncomparableCandidates, "no candidate has every other candidate's transactions: %s", strings.Join(sets, "; ")), false
+	}
+	return pick, Decision{}, true
+}
+
+// failover handles a corroborated PrimaryDown: anti-flap checks, candidate
+// choice, then phase 1.
+func (v *view) failover() Decision {
+	st, pol, now := v.st, v.pol, v.now
+	// A human asked us to stop after too many failovers.
+	if st.EscalationHalted {
+		return v.decision(ReasonEscalationHalted, "primary %s is down but automatic failover is halted until a human acknowledges", st.ActiveSite)
+	}
+	// Anti-flap: a clock that went backwards also counts as "too recent".
+	if !st.LastFailoverAt.IsZero() && now.Sub(st.LastFailoverAt) < pol.FailoverCooldown {
+		return v.decision(ReasonCooldown, "primary %s is down but the last failover was at %s, within the %v cooldown",
+			st.ActiveSite, st.LastFailoverAt.Format(time.RFC3339), pol.FailoverCooldown)
+	}
+	recent := 0
+	for _, t := range st.FailoverHistory {
+		if now.Sub(t) < pol.EscalationWindow {
+			recent++
+		}
+	}
+	// Repeated failovers mean something a failover cannot fix.
+	if recent >= pol.EscalationCount {
+		return v.decision(ReasonEscalationLimit, "%d automatic failovers within %v (limit %d): halting automatic failover until a human acknowledges",
+			recent, pol.EscalationWindow, pol.EscalationCount)
+	}
+	t, d, ok := v.choose(st.ActiveSite, "")
+	if !ok {
+		return d
+	}
+	// Promoting a site that lacks what a reachable replica (even an
+	// ineligible one) holds would throw acknowledged transactions away.
+	if j := v.lacking(t, st.ActiveSite); j >= 0 {
+		return v.decision(ReasonCandidateLacksTransactions, "best candidate %s lacks %s", v.sites[t].Name, v.missing(t, j))
+	}
+	target := v.sites[t].Name
+	d = v.decision(ReasonFailoverRevoke, "primary %s is down (%s); failing over to %s: revoking epoch %d (phase 1 of 2)",
+		st.ActiveSite, v.corroboration(), target, st.Epoch)
+	if pol.Fencing == FencingNone {
+		d.Message += "; fencing none: the promotion will not wait for a fence proof (durability risk)"
+	}
+	d.Epoch = st.Epoch + 1
+	d.Target, d.From = target, st.ActiveSite
+	d.Fence = []string{st.ActiveSite}
+	return d
+}
+
+func (v *view) corroboration() string {
+	if v.pol.Detection == statemachine.DaemonOnly {
+		return "daemon-only detection"
+	}
+	return "corroborated by " + strings.Join(v.det.Lost, ", ")
+}
+
+// proof returns the fence proof for the in-flight failover's old primary,
+// or "" if none holds.
+func (v *view) proof() FenceProof {
+	inf := v.st.InFlight
+	from := v.sites[v.index(inf.From)]
+	switch {
+	case from.State == statemachine.Writable:
+		// A writable old primary is never fenced, whatever else we know.
+		return ""
+	case from.FencedEpoch >= inf.Epoch:
+		return ProofFenceConfirmed
+	case from.MysqldDown && from.State == statemachine.Unreachable:
+		return ProofPrimaryDown
+	case v.pol.Fencing == FencingSidecar && !v.now.Before(v.pol.LeaseDeadline(inf.RevokedAt)):
+		return ProofLeaseExpired
+	case v.pol.Fencing == FencingNone:
+		return ProofNoFencing
+	}
+	return ""
+}
+
+// inFlight is phase 2 of a failover: promote once the old primary is
+// provably fenced.
+func (v *view) inFlight() Decision {
+	inf := v.st.InFlight
+	// A site of unknown state could be writable: wait for probes.
+	if u := v.inState(statemachine.Unknown); len(u) > 0 {
+		return v.decision(ReasonWaitingForProbes, "failover %s -> %s in flight; no debounced state yet for %s", inf.From, inf.To, strings.Join(u, ", "))
+	}
+	var others []string
+	for _, w := range v.inState(statemachine.Writable) {
+		if w != inf.To {
+			others = append(others, w)
+		}
+	}
+	// Nothing but the target may be writable once the epoch is revoked.
+	if len(others) > 0 {
+		d := v.decision(ReasonFenceWritableDuringFailover, "failover %s -> %s in flight and %s writable: fencing", inf.From, inf.To, strings.Join(others, ", "))
+		d.Fence = others
+		return d
+	}
+	to, from := v.index(inf.To), v.index(inf.From)
+	proof := v.proof()
+	if v.sites[to].State == statemachine.Writable {
+		// A writable target that may not be primary (dr-only, diverged,
+		// operator-fenced) is fenced; the failover then picks another.
+		if why := v.unpromotable(to); why != "" {
+			d := v.decision(ReasonFenceWritableDuringFailover, "in-flight target %s is writable but cannot be promoted (%s): fencing", inf.To, why)
+			d.Fence = []string{inf.To}
+			return d
+		}
+		// Someone made the target writable without a proof: do not
+		// endorse it.
+		if proof == "" {
+			return v.decision(ReasonTargetWritableWithoutProof, "%s is writable but nothing proves %s is fenced", inf.To, inf.From)
+		}
+		if j := v.lacking(to, ""); j >= 0 {
+			return v.decision(ReasonCandidateLacksTransactions, "%s is already writable but lacks %s; a human must reconcile", inf.To, v.missing(to, j))
+		}
+		return v.promote(to, proof, ReasonPromoteResume, "%s is already writable; finishing the promotion", inf.To)
+	}
+	if proof == "" {
+		if v.sites[from].State == statemachine.ReadOnly {
+			d := v.decision(ReasonFenceOldPrimary, "old primary %s is reachable; fencing it at epoch %d", inf.From, inf.Epoch)
+			d.Fence = []string{inf.From}
+			return d
+		}
+		if v.pol.Fencing == FencingSidecar {
+			dl := v.pol.LeaseDeadline(inf.RevokedAt)
+			return v.decision(ReasonAwaitLeaseExpiry, "waiting for %s's sidecar lease to expire at %s (in %v)", inf.From, dl.Format(time.RFC3339Nano), dl.Sub(v.now))
+		}
+		return v.decision(ReasonAwaitFenceConfirmation, "fencing confirmed: %s is unreachable and its mysqld was not seen down; promotion waits for a fence read-back or mysqld down, forever if its host is lost (a human must confirm)", inf.From)
+	}
+	var t int
+	if inf.Planned {
+		// An operator chose the target: never substitute another one.
+		if why := v.ineligible(to, inf.From, false); why != "" {
+			return v.decision(ReasonNoEligibleCandidate, "switchover target %s is no longer eligible (%s); the group stays revoked until a human decides", inf.To, why)
+		}
+		t = to
+	} else {
+		var d Decision
+		var ok bool
+		if t, d, ok = v.choose(inf.From, inf.To); !ok {
+			return d
+		}
+	}
+	if d, ok := v.caughtUp(t, from); !ok {
+		return d
+	}
+	reason := ReasonPromote
+	msg := "promoting %s at epoch %d (%s)"
+	switch {
+	case proof == ProofNoFencing:
+		reason = ReasonPromoteNoFencing
+		msg += "; fencing none: nothing proves the old primary stopped accepting writes, acknowledged writes on it may be lost (durability risk)"
+	case t != to:
+		reason = ReasonPromoteRetarget
+		msg += "; the in-flight target " + inf.To + " is no longer the best candidate"
+	}
+	return v.promote(t, proof, reason, msg, v.sites[t].Name, inf.Epoch, proof)
+}
+
+// caughtUp checks that target t lacks nothing a reachable site (the fenced
+// old primary included) has (see need). Missing
+// transactions that the reachable old primary holds and t is receiving from
+// it are awaited; anything else blocks the promotion.
+func (v *view) caughtUp(t, from int) (Decision, bool) {
+	s := &v.sites[t]
+	receiving := v.sites[from].State.Reachable() && s.ReplicatingFrom == v.sites[from].Name && s.IOConnected && !s.ReplicationBroken
+	wait := -1
+	for j, o := range v.sites {
+		if j == t || !o.State.Reachable() || v.have[t].Contains(v.need(j)) {
+			continue
+		}
+		// Promoting now would throw these transactions away.
+		if !receiving || !v.have[from].Contains(v.need(j)) {
+			return v.decision(ReasonCandidateLacksTransactions, "%s lacks %s and is not receiving them", s.Name, v.missing(t, j)), false
+		}
+		wait = j
+	}
+	if wait >= 0 {
+		return v.decision(ReasonAwaitCatchUp, "%s still lacks %s; waiting for it to arrive from %s", s.Name, v.missing(t, wait), v.sites[from].Name), false
+	}
+	return Decision{}, true
+}
+
+// promote builds the phase-2 decision for site t.
+func (v *view) promote(t int, proof FenceProof, r Reason, format string, args ...any) Decision {
+	inf := v.st.InFlight
+	d := v.decision(r, format, args...)
+	d.Target, d.From, d.Planned = v.sites[t].Name, inf.From, inf.Planned
+	d.FenceProof = proof
+	d.PromotionGTID = v.have[t]
+	if proof != ProofFenceConfirmed {
+		d.Fence = []string{inf.From} // best effort; the proof already holds
+	}
+	for _, s := range v.sites {
+		if s.Name != d.Target && s.Name != inf.From && s.State == statemachine.ReadOnly && !v.diverged(s.Name) && !v.opFenced(s.Name) {
+			d.Repoint = append(d.Repoint, s.Name)
+		}
+	}
+	return d
+}
+
+// splitBrain keeps one writable site when history says which, and fences
+// the others; otherwise it only alerts.
+func (v *view) splitBrain() Decision {
+	w := v.inState(statemachine.Writable)
+	keep, reason := "", ReasonSplitBrainKeepWinner
+	if last := v.st.LastFailoverTarget; last != "" {
+		// We promoted it: it is the legitimate primary.
+		if !slices.Contains(w, last) {
+			return v.decision(ReasonSplitBrainAlertOnly, "%s are writable and our last failover target %s is not among them; a human must choose", strings.Join(w, ", "), last)
+		}
+		keep, reason = last, ReasonSplitBrainKeepPromoted
+	} else {
+		keep = v.splitWinner(w)
+		if keep == "" {
+			return v.decision(ReasonSplitBrainAlertOnly, "%s are writable and none may stay primary; a human must choose", strings.Join(w, ", "))
+		}
+	}
+	var fence []string
+	for _, s := range w {
+		if s != keep {
+			fence = append(fence, s)
+		}
+	}
+	d := v.decision(reason, "%s are writable: keeping %s, fencing %s", strings.Join(w, ", "), keep, strings.Join(fence, ", "))
+	d.Target = keep
+	d.Fence = fence
+	return d
+}
+
+// splitWinner picks who stays writable without failover history: the
+// recorded active site, else PreferSite, else the best-ranked eligible
+// primary candidate.
+func (v *view) splitWinner(w []string) string {
+	if slices.Contains(w, v.st.ActiveSite) {
+		return v.st.ActiveSite
+	}
+	best := -1
+	for _, name := range w {
+		i := v.index(name)
+		if v.unpromotable(i) != "" {
+			continue
+		}
+		if best < 0 || v.better(i, best, "") {
+			best = i
+		}
+	}
+	if best < 0 {
+		return ""
+	}
+	return v.sites[best].Name
+}
+
+// noPrimary re-asserts the recorded primary when that is provably safe.
+func (v *view) noPrimary() Decision {
+	t := v.st.ActiveSite
+	if t == "" {
+		return v.decision(ReasonNoPrimaryNoActiveSite, "no site is writable and no primary is recorded; a human must choose one")
+	}
+	// An unreachable site might be writable: re-asserting could make two.
+	if u := v.inState(statemachine.Unreachable); len(u) > 0 {
+		return v.decision(ReasonNoPrimaryNotAllReachable, "no site is writable and %s unreachable; not re-asserting %s", strings.Join(u, ", "), t)
+	}
+	i := v.index(t)
+	if why := v.unpromotable(i); why != "" {
+		return v.decision(ReasonNoPrimaryTargetIneligible, "no site is writable and the recorded primary %s is %s", t, why)
+	}
+	// Re-enabling a primary that lacks a peer's transactions would lose them.
+	if j := v.lacking(i, ""); j >= 0 {
+		return v.decision(ReasonNoPrimaryTargetBehind, "no site is writable and the recorded primary %s lacks %s", t, v.missing(i, j))
+	}
+	if !v.have[i].Contains(v.st.PromotionGTID) {
+		m := v.st.PromotionGTID.Subtract(v.have[i])
+		return v.decision(ReasonNoPrimaryTargetBehind, "no site is writable and the recorded primary %s lacks %d transactions of its own promotion set (%s)", t, m.Count(), m.Compact())
+	}
+	d := v.decision(ReasonReassertPrimary, "every site is read-only and %s has every transaction: re-asserting it at epoch %d", t, v.st.Epoch+1)
+	d.Target = t
+	d.Epoch = v.st.Epoch + 1
+	return d
+}
+
+// healthy handles exactly one writable site that is the recorded primary
+// (or no primary is recorded yet): adoption, recovery, else health report.
+func (v *view) healthy() Decision {
+	p := v.det.Primary
+	if v.st.ActiveSite == "" {
+		d := v.decision(ReasonAdoptPrimary, "no primary recorded; adopting the only writable site %s at epoch %d", p, v.st.Epoch+1)
+		d.Target = p
+		d.Epoch = v.st.Epoch + 1
+		return d
+	}
+	pi := v.index(p)
+	var rejoin []string
+	var div []Divergence
+	for _, s := range v.sites {
+		if s.Name == p || s.State != statemachine.ReadOnly || s.ReplicatingFrom == p || v.opFenced(s.Name) || v.diverged(s.Name) {
+			continue
+		}
+		// Only a site whose history is a prefix of the primary's can
+		// replicate from it without corrupting data.
+		if v.sites[pi].Executed.Contains(s.Executed) {
+			rejoin = append(rejoin, s.Name)
+			continue
+		}
+		extra := s.Executed.Subtract(v.sites[pi].Executed)
+		div = append(div, Divergence{Site: s.Name, Set: extra, Count: extra.Count()})
+	}
+	if len(div) > 0 {
+		var parts []string
+		for _, x := range div {
+			parts = append(parts, fmt.Sprintf("%s has %d transactions %s lacks (%s)", x.Site, x.Count, p, x.Set.Compact()))
+		}
+		d := v.decision(ReasonMarkDiverged, "diverged from primary %s: %s; a human must reconcile", p, strings.Join(parts, "; "))
+		d.Target = p
+		d.Diverged = div
+		return d
+	}
+	if len(rejoin) > 0 {
+		d := v.decision(ReasonRejoin, "%s not replicating from primary %s and contained in it: rejoining", strings.Join(rejoin, ", "), p)
+		d.Target = p
+		d.Repoint = rejoin
+		return d
+	}
+	switch v.det.Code {
+	case statemachine.ReplicationBroken:
+		return v.decision(ReasonDegradedReplicationBroken, "primary %s is healthy but a replica's replication stopped on an error", p)
+	case statemachine.ReplicaNotFollowingPrimary:
+		return v.decision(ReasonDegradedNotFollowing, "primary %s is healthy but a replica does not follow it (IO not connected, operator-fenced or diverged)", p)
+	case statemachine.ReplicaUnreachable:
+		return v.decision(ReasonDegradedReplicaUnreachable, "primary %s is healthy but %s unreachable", p, strings.Join(v.inState(statemachine.Unreachable), ", "))
+	}
+	return v.decision(ReasonHealthy, "primary %s is writable and every replica follows it", p)
+}

@@ -1,0 +1,307 @@
+package sitepair
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/failoverd/failoverd/gtid"
+	"github.com/failoverd/failoverd/statemachine"
+)
+
+func ptr[T any](v T) *T { return &v }
+
+// TestDecideTwoSites walks every row of the decision matrix (docs/decisions.md)
+// for a two-site group a, b.
+func TestDecideTwoSites(t *testing.T) {
+	healthyPair := group(site("a", W), site("b", RO, follows("a")))
+	downPair := group(site("a", UR), site("b", RO, lost("a")))
+	tests := []decideCase{
+		// Healthy and degraded.
+		{name: "healthy: a writable, b follows", obs: healthyPair, st: active("a"),
+			want: want{action: None, reason: ReasonHealthy, epoch: 1}},
+		{name: "degraded: replica unreachable", obs: group(site("a", W), site("b", UR)), st: active("a"),
+			want: want{action: Alert, reason: ReasonDegradedReplicaUnreachable}},
+		{name: "degraded: replica replication broken", obs: group(site("a", W), site("b", RO, follows("a"), broken)), st: active("a"),
+			want: want{action: Alert, reason: ReasonDegradedReplicationBroken}},
+		{name: "degraded: replica IO thread disconnected", obs: group(site("a", W), site("b", RO, lost("a"))), st: active("a"),
+			want: want{action: Alert, reason: ReasonDegradedNotFollowing}},
+		{name: "first start adopts the only writable site", obs: healthyPair, st: Persisted{},
+			want: want{action: AdoptPrimary, reason: ReasonAdoptPrimary, target: "a", epoch: 1}},
+		{name: "unexpected primary: b writable while a is recorded", obs: group(site("a", RO, follows("b")), site("b", W)), st: active("a"),
+			want: want{action: Alert, reason: ReasonUnexpectedPrimary}},
+		{name: "waiting for probes: replica unknown", obs: group(site("a", W), site("b", UK)), st: active("a"),
+			want: want{action: None, reason: ReasonWaitingForProbes}},
+		{name: "primary debouncing: failed probes below threshold", obs: group(site("a", W, bounce), site("b", RO, follows("a"))), st: active("a"),
+			want: want{action: None, reason: ReasonPrimaryDebouncing}},
+
+		// Primary down and its blockers.
+		{name: "corroborated primary down: revoke epoch to fail over to b", obs: downPair, st: active("a"),
+			want: want{action: RevokeEpoch, reason: ReasonFailoverRevoke, target: "b", fence: []string{"a"}, epoch: 2}},
+		{name: "daemon-only: down even though b still streams", obs: group(site("a", UR), site("b", RO, follows("a"))), st: active("a"),
+			pol:  ptr(polWith(func(p *Policy) { p.Detection = statemachine.DaemonOnly })),
+			want: want{action: RevokeEpoch, reason: ReasonFailoverRevoke, target: "b", fence: []string{"a"}, epoch: 2}},
+		{name: "partition: daemon lost a but b still streams from it", obs: group(site("a", UR), site("b", RO, follows("a"))), st: active("a"),
+			want: want{action: Alert, reason: ReasonPrimaryPartitioned}},
+		{name: "uncorroborated: the only replica does not follow a", obs: group(site("a", UR), site("b", RO)), st: active("a"),
+			want: want{action: Alert, reason: ReasonUncorroborated}},
+		{name: "total loss", obs: group(site("a", UR), site("b", UR)), st: active("a"),
+			want: want{action: Alert, reason: ReasonTotalLoss}},
+		{name: "primary down inside the cooldown", obs: downPair, st: with(promoted("a"), func(p *Persisted) { p.LastFailoverAt = now.Add(-time.Minute) }),
+			want: want{action: Alert, reason: ReasonCooldown}},
+		{name: "primary down exactly at the end of the cooldown fails over", obs: downPair,
+			st:   with(promoted("a"), func(p *Persisted) { p.LastFailoverAt = now.Add(-DefaultPolicy().FailoverCooldown) }),
+			want: want{action: RevokeEpoch, reason: ReasonFailoverRevoke, target: "b", fence: []string{"a"}, epoch: 3}},
+		{name: "primary down after three failovers in the window halts", obs: downPair,
+			st: with(promoted("a"), func(p *Persisted) {
+				p.FailoverHistory = []time.Time{now.Add(-50 * time.Minute), now.Add(-40 * time.Minute), now.Add(-30 * time.Minute)}
+				p.LastFailoverAt = now.Add(-30 * time.Minute)
+			}),
+			want: want{action: HaltFailover, reason: ReasonEscalationLimit}},
+		{name: "failovers older than the window do not count", obs: downPair,
+			st: with(promoted("a"), func(p *Persisted) {
+				p.FailoverHistory = []time.Time{now.Add(-3 * time.Hour), now.Add(-2 * time.Hour), now.Add(-30 * time.Minute)}
+				p.LastFailoverAt = now.Add(-30 * time.Minute)
+			}),
+			want: want{action: RevokeEpoch, reason: ReasonFailoverRevoke, target: "b", fence: []string{"a"}}},
+		{name: "primary down while escalation is halted", obs: downPair, st: with(active("a"), func(p *Persisted) { p.EscalationHalted = true }),
+			want: want{action: Alert, reason: ReasonEscalationHalted}},
+		{name: "primary down, only replica is dr-only", obs: group(site("a", UR), site("b", RO, lost("a"), dr)), st: active("a"),
+			want: want{action: Alert, reason: ReasonNoEligibleCandidate}},
+		{name: "primary down, only replica operator-fenced", obs: downPair, st: with(active("a"), func(p *Persisted) { p.OperatorFenced = []string{"b"} }),
+			want: want{action: Alert, reason: ReasonNoEligibleCandidate}},
+		{name: "primary down, only replica known-diverged", obs: downPair, st: with(active("a"), func(p *Persisted) { p.Diverged = map[string]gtid.Set{"b": errant("b", 1)} }),
+			want: want{action: Alert, reason: ReasonNoEligibleCandidate}},
+		{name: "primary down, only replica's replication broken", obs: group(site("a", UR), site("b", RO, lost("a"), broken)), st: active("a"),
+			want: want{action: Alert, reason: ReasonNoEligibleCandidate}},
+		{name: "primary down, only replica over max lag", obs: group(site("a", UR), site("b", RO, lost("a"), lag(time.Minute))), st: active("a"),
+			want: want{action: Alert, reason: ReasonNoEligibleCandidate}},
+		{name: "primary down, replica lag exactly at max lag is eligible", obs: group(site("a", UR), site("b", RO, lost("a"), lag(30*time.Second))), st: active("a"),
+			want: want{action: RevokeEpoch, reason: ReasonFailoverRevoke, target: "b", fence: []string{"a"}}},
+
+		// In flight (phase 2).
+		{name: "in flight, sidecar lease not expired: wait", obs: downPair, st: revoked("a", "b", leasePending),
+			want: want{action: None, reason: ReasonAwaitLeaseExpiry}},
+		{name: "in flight, one nanosecond before the lease deadline: wait", obs: downPair,
+			st:   revoked("a", "b", now.Add(-DefaultPolicy().LeaseTimeout-DefaultPolicy().SidecarCheckInterval-LeaseMargin+time.Nanosecond)),
+			want: want{action: None, reason: ReasonAwaitLeaseExpiry}},
+		{name: "in flight, exactly at the lease deadline: promote", obs: downPair,
+			st:   revoked("a", "b", now.Add(-DefaultPolicy().LeaseTimeout-DefaultPolicy().SidecarCheckInterval-LeaseMargin)),
+			want: want{action: Promote, reason: ReasonPromote, target: "b", fence: []string{"a"}, proof: ProofLeaseExpired, epoch: 2}},
+		{name: "in flight, fence read back at this epoch: promote", obs: group(site("a", UR, fencedAt(2)), site("b", RO, lost("a"))), st: revoked("a", "b", leasePending),
+			want: want{action: Promote, reason: ReasonPromote, target: "b", proof: ProofFenceConfirmed}},
+		{name: "in flight, fence read back at an older epoch does not count", obs: group(site("a", UR, fencedAt(1)), site("b", RO, lost("a"))), st: revoked("a", "b", leasePending),
+			want: want{action: None, reason: ReasonAwaitLeaseExpiry}},
+		{name: "in flight, old primary's mysqld refused: promote", obs: group(site("a", UR, down), site("b", RO, lost("a"))), st: revoked("a", "b", leasePending),
+			want: want{action: Promote, reason: ReasonPromote, target: "b", fence: []string{"a"}, proof: ProofPrimaryDown}},
+		{name: "in flight, confirmed fencing, old primary unreachable: blocks", obs: downPair, st: revoked("a", "b", leasePending),
+			pol:  ptr(polWith(func(p *Policy) { p.Fencing = FencingConfirmed })),
+			want: want{action: Alert, reason: ReasonAwaitFenceConfirmation}},
+		{name: "in flight, confirmed fencing ignores an expired lease", obs: downPair, st: revoked("a", "b", leaseExpired),
+			pol:  ptr(polWith(func(p *Policy) { p.Fencing = FencingConfirmed })),
+			want: want{action: Alert, reason: ReasonAwaitFenceConfirmation}},
+		{name: "in flight, confirmed fencing with mysqld down: promote", obs: group(site("a", UR, down), site("b", RO, lost("a"))), st: revoked("a", "b", leasePending),
+			pol:  ptr(polWith(func(p *Policy) { p.Fencing = FencingConfirmed })),
+			want: want{action: Promote, reason: ReasonPromote, target: "b", fence: []string{"a"}, proof: ProofPrimaryDown}},
+		{name: "in flight, no fencing: promote flagged as a durability risk", obs: downPair, st: revoked("a", "b", leasePending),
+			pol:  ptr(polWith(func(p *Policy) { p.Fencing = FencingNone })),
+			want: want{action: Promote, reason: ReasonPromoteNoFencing, target: "b", fence: []string{"a"}, proof: ProofNoFencing}},
+		{name: "in flight, old primary back writable: fence it", obs: group(site("a", W), site("b", RO, follows("a"))), st: revoked("a", "b", leaseExpired),
+			want: want{action: FenceSites, reason: ReasonFenceWritableDuringFailover, fence: []string{"a"}}},
+		{name: "in flight, old primary back read-only but not fenced yet: fence it", obs: group(site("a", RO), site("b", RO, follows("a"))), st: revoked("a", "b", leasePending),
+			want: want{action: FenceSites, reason: ReasonFenceOldPrimary, fence: []string{"a"}}},
+		{name: "in flight, fenced old primary ahead, target receiving: wait for catch-up",
+			obs: group(site("a", RO, fencedAt(2), exec(upto(12))), site("b", RO, follows("a"))), st: revoked("a", "b", leasePending),
+			want: want{action: None, reason: ReasonAwaitCatchUp}},
+		{name: "in flight, fenced old primary ahead, target not receiving: block",
+			obs: group(site("a", RO, fencedAt(2), exec(upto(12))), site("b", RO, lost("a"))), st: revoked("a", "b", leasePending),
+			want: want{action: Alert, reason: ReasonCandidateLacksTransactions}},
+		{name: "in flight, fenced old primary caught up: promote",
+			obs: group(site("a", RO, fencedAt(2), exec(upto(12))), site("b", RO, follows("a"), retr(upto(12)))), st: revoked("a", "b", leasePending),
+			want: want{action: Promote, reason: ReasonPromote, target: "b", proof: ProofFenceConfirmed}},
+		{name: "in flight, target already writable with a proof: resume", obs: group(site("a", UR), site("b", W)), st: revoked("a", "b", leaseExpired),
+			want: want{action: Promote, reason: ReasonPromoteResume, target: "b", fence: []string{"a"}, proof: ProofLeaseExpired}},
+		{name: "in flight, target writable without a proof: alert", obs: group(site("a", UR), site("b", W)), st: revoked("a", "b", leasePending),
+			want: want{action: Alert, reason: ReasonTargetWritableWithoutProof}},
+		{name: "in flight, a site still unknown: wait", obs: group(site("a", UK), site("b", RO)), st: revoked("a", "b", leaseExpired),
+			want: want{action: None, reason: ReasonWaitingForProbes}},
+		{name: "in flight, target unreachable and no other candidate: stay revoked", obs: group(site("a", UR), site("b", UR)), st: revoked("a", "b", leaseExpired),
+			want: want{action: Alert, reason: ReasonNoEligibleCandidate}},
+
+		// Split brain.
+		{name: "split brain after our failover to b: fence a", obs: group(site("a", W), site("b", W)), st: promoted("b"),
+			want: want{action: FenceSites, reason: ReasonSplitBrainKeepPromoted, target: "b", fence: []string{"a"}}},
+		{name: "split brain without history: the recorded primary stays", obs: group(site("a", W), site("b", W, prio(9))), st: active("a"),
+			want: want{action: FenceSites, reason: ReasonSplitBrainKeepWinner, target: "a", fence: []string{"b"}}},
+		{name: "split brain without history or primary: preferSite stays", obs: group(site("a", W, prio(9)), site("b", W)), st: Persisted{},
+			pol:  ptr(polWith(func(p *Policy) { p.PreferSite = "b" })),
+			want: want{action: FenceSites, reason: ReasonSplitBrainKeepWinner, target: "b", fence: []string{"a"}}},
+		{name: "split brain without history or primary: higher priority stays", obs: group(site("a", W), site("b", W, prio(2))), st: Persisted{},
+			want: want{action: FenceSites, reason: ReasonSplitBrainKeepWinner, target: "b", fence: []string{"a"}}},
+		{name: "split brain without history or primary: declaration order breaks ties", obs: group(site("a", W), site("b", W)), st: Persisted{},
+			want: want{action: FenceSites, reason: ReasonSplitBrainKeepWinner, target: "a", fence: []string{"b"}}},
+		{name: "split brain with no eligible winner: alert only", obs: group(site("a", W), site("b", W, dr)), st: with(Persisted{}, func(p *Persisted) { p.OperatorFenced = []string{"a"} }),
+			want: want{action: Alert, reason: ReasonSplitBrainAlertOnly}},
+
+		// No primary.
+		{name: "no primary: re-assert the recorded primary holding everything", obs: group(site("a", RO), site("b", RO, follows("a"))), st: promoted("a"),
+			want: want{action: ReassertPrimary, reason: ReasonReassertPrimary, target: "a", epoch: 3}},
+		{name: "no primary: recorded primary lacks a peer's transactions", obs: group(site("a", RO), site("b", RO, follows("a"), retr(upto(11)))), st: promoted("a"),
+			want: want{action: Alert, reason: ReasonNoPrimaryTargetBehind}},
+		{name: "no primary: recorded primary lacks its promotion set", obs: group(site("a", RO, exec(upto(8))), site("b", RO, exec(upto(8)))), st: promoted("a"),
+			want: want{action: Alert, reason: ReasonNoPrimaryTargetBehind}},
+		{name: "no primary and none recorded", obs: group(site("a", RO), site("b", RO)), st: Persisted{},
+			want: want{action: Alert, reason: ReasonNoPrimaryNoActiveSite}},
+		{name: "no primary: recorded primary operator-fenced", obs: group(site("a", RO), site("b", RO)), st: with(active("a"), func(p *Persisted) { p.OperatorFenced = []string{"a"} }),
+			want: want{action: Alert, reason: ReasonNoPrimaryTargetIneligible}},
+		{name: "no primary: a replica is unreachable", obs: group(site("a", RO), site("b", UR)), st: active("a"),
+			want: want{action: Alert, reason: ReasonNoPrimaryNotAllReachable}},
+
+		// Recovery of a former primary.
+		{name: "recovery: former primary contained in the new one rejoins", obs: group(site("a", RO), site("b", W, exec(upto(12)))), st: promoted("b"),
+			want: want{action: Rejoin, reason: ReasonRejoin, target: "b", repoint: []string{"a"}}},
+		{name: "recovery: former primary with extra transactions is marked diverged", obs: group(site("a", RO, exec(upto(10).Union(errant("a", 2)))), site("b", W)), st: promoted("b"),
+			want: want{action: MarkDiverged, reason: ReasonMarkDiverged, target: "b"}},
+		{name: "recovery: known-diverged former primary is left to a human", obs: group(site("a", RO, exec(errant("a", 2))), site("b", W)),
+			st:   with(promoted("b"), func(p *Persisted) { p.Diverged = map[string]gtid.Set{"a": errant("a", 2)} }),
+			want: want{action: Alert, reason: ReasonDegradedNotFollowing}},
+		{name: "recovery: operator-fenced former primary is left alone", obs: group(site("a", RO), site("b", W)),
+			st:   with(promoted("b"), func(p *Persisted) { p.OperatorFenced = []string{"a"} }),
+			want: want{action: Alert, reason: ReasonDegradedNotFollowing}},
+
+		// Invalid input.
+		{name: "invalid: a single site", obs: group(site("a", W)), st: active("a"),
+			want: want{action: Alert, reason: ReasonInvalidInput}},
+		{name: "invalid: duplicate site names", obs: group(site("a", W), site("a", RO)), st: active("a"),
+			want: want{action: Alert, reason: ReasonInvalidInput}},
+		{name: "invalid: unknown role", obs: group(site("a", W), site("b", RO, func(o *SiteObservation) { o.Role = "arbiter" })), st: active("a"),
+			want: want{action: Alert, reason: ReasonInvalidInput}},
+		{name: "invalid: MySQL and MariaDB sets mixed", obs: group(site("a", W), site("b", RO, exec(gtid.MustParse(gtid.MariaDB, "0-1-10")))), st: active("a"),
+			want: want{action: Alert, reason: ReasonInvalidInput}},
+		{name: "invalid: recorded primary not in the group", obs: healthyPair, st: active("z"),
+			want: want{action: Alert, reason: ReasonInvalidInput}},
+		{name: "invalid: in-flight epoch differs from the persisted one", obs: downPair, st: with(revoked("a", "b", leasePending), func(p *Persisted) { p.Epoch = 3 }),
+			want: want{action: Alert, reason: ReasonInvalidInput}},
+		{name: "invalid: active site recorded while in flight", obs: downPair, st: with(revoked("a", "b", leasePending), func(p *Persisted) { p.ActiveSite = "a" }),
+			want: want{action: Alert, reason: ReasonInvalidInput}},
+		{name: "invalid policy: unknown fencing mode", obs: healthyPair, st: active("a"),
+			pol:  ptr(polWith(func(p *Policy) { p.Fencing = "stonith" })),
+			want: want{action: Alert, reason: ReasonInvalidPolicy}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) { tc.run(t) })
+	}
+}
+
+func TestMarkDivergedReportsTheDivergentSet(t *testing.T) {
+	extra := errant("a", 2)
+	d := Decide(group(site("a", RO, exec(upto(10).Union(extra))), site("b", W)), promoted("b"), DefaultPolicy(), now)
+	if len(d.Diverged) != 1 || d.Diverged[0].Site != "a" || !d.Diverged[0].Set.Equal(extra) || d.Diverged[0].Count != 2 {
+		t.Fatalf("Diverged = %+v, want a with %s (2 transactions)", d.Diverged, extra)
+	}
+}
+
+func TestPromoteCarriesThePromotionSet(t *testing.T) {
+	d := Decide(group(site("a", UR, down), site("b", RO, lost("a"), retr(upto(11)))), revoked("a", "b", leasePending), DefaultPolicy(), now)
+	if d.Action != Promote || !d.PromotionGTID.Equal(upto(11)) {
+		t.Fatalf("decision %s with promotion set %s, want promote with %s", d, d.PromotionGTID, upto(11))
+	}
+}
+
+func TestAwaitLeaseMessageNamesTheDeadline(t *testing.T) {
+	d := Decide(group(site("a", UR), site("b", RO, lost("a"))), revoked("a", "b", now), DefaultPolicy(), now)
+	if d.Reason != ReasonAwaitLeaseExpiry || !strings.Contains(d.Message, "13s") {
+		t.Fatalf("decision %s; want the message to say the deadline is 13s away (10s lease + 1s check + 2s margin)", d)
+	}
+}
+
+func TestDecideSwitchover(t *testing.T) {
+	healthy3 := group(site("a", W), site("b", RO, follows("a")), site("c", RO, follows("a")))
+	tests := []struct {
+		name   string
+		obs    Observed
+		st     Persisted
+		target string
+		want   want
+	}{
+		{"healthy pair: switch over to b", group(site("a", W), site("b", RO, follows("a"))), active("a"), "b",
+			want{action: RevokeEpoch, reason: ReasonSwitchover, target: "b", fence: []string{"a"}, epoch: 2}},
+		{"inside the cooldown: manual operations bypass it", healthy3, with(promoted("a"), func(p *Persisted) { p.LastFailoverAt = now.Add(-time.Second) }), "c",
+			want{action: RevokeEpoch, reason: ReasonSwitchover, target: "c", fence: []string{"a"}, epoch: 3}},
+		{"escalation halted: manual operations bypass it", healthy3, with(active("a"), func(p *Persisted) { p.EscalationHalted = true }), "b",
+			want{action: RevokeEpoch, reason: ReasonSwitchover, target: "b", fence: []string{"a"}}},
+		{"manual failover when the primary is down but uncorroborated", group(site("a", UR), site("b", RO), site("c", UR)), active("a"), "b",
+			want{action: RevokeEpoch, reason: ReasonSwitchover, target: "b", fence: []string{"a"}}},
+		{"refused: target already primary", healthy3, active("a"), "a", want{action: None, reason: ReasonSwitchoverTargetIsPrimary}},
+		{"refused: unknown target", healthy3, active("a"), "z", want{action: None, reason: ReasonSwitchoverBadTarget}},
+		{"refused: dr-only target", group(site("a", W), site("b", RO, follows("a"), dr)), active("a"), "b", want{action: None, reason: ReasonSwitchoverBadTarget}},
+		{"refused: unreachable target", group(site("a", W), site("b", UR)), active("a"), "b", want{action: None, reason: ReasonSwitchoverBadTarget}},
+		{"refused: known-diverged target", healthy3, with(active("a"), func(p *Persisted) { p.Diverged = map[string]gtid.Set{"b": errant("b", 1)} }), "b",
+			want{action: None, reason: ReasonSwitchoverBadTarget}},
+		{"refused: target lacks another replica's transactions", group(site("a", W, exec(upto(12))), site("b", RO, follows("a")), site("c", RO, follows("a"), exec(upto(11)))), active("a"), "b",
+			want{action: None, reason: ReasonSwitchoverTargetBehind}},
+		{"refused: failover in flight", group(site("a", UR), site("b", RO)), revoked("a", "b", leasePending), "b", want{action: None, reason: ReasonSwitchoverInFlight}},
+		{"refused: split brain", group(site("a", W), site("b", W)), active("a"), "b", want{action: None, reason: ReasonSwitchoverGroupState}},
+		{"refused: no primary recorded", group(site("a", W), site("b", RO, follows("a"))), Persisted{}, "b", want{action: None, reason: ReasonSwitchoverGroupState}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			d := DecideSwitchover(tc.obs, tc.st, DefaultPolicy(), tc.target, now)
+			tc.want.check(t, d)
+			if d.Action == RevokeEpoch && !d.Planned {
+				t.Errorf("switchover revoke not marked planned: %s", d)
+			}
+		})
+	}
+}
+
+// TestSwitchoverPhaseTwo: a planned switchover waits for the target to catch
+// up with the fenced old primary and never substitutes another target.
+func TestSwitchoverPhaseTwo(t *testing.T) {
+	st := with(revoked("a", "b", leasePending), func(p *Persisted) { p.InFlight.Planned = true })
+	behind := group(site("a", RO, fencedAt(2), exec(upto(12))), site("b", RO, follows("a")), site("c", RO, follows("a"), prio(9), retr(upto(12))))
+	want{action: None, reason: ReasonAwaitCatchUp}.check(t, Decide(behind, st, DefaultPolicy(), now))
+
+	caught := group(site("a", RO, fencedAt(2), exec(upto(12))), site("b", RO, follows("a"), retr(upto(12))), site("c", RO, follows("a"), prio(9), retr(upto(12))))
+	d := Decide(caught, st, DefaultPolicy(), now)
+	want{action: Promote, reason: ReasonPromote, target: "b", proof: ProofFenceConfirmed, repoint: []string{"c"}}.check(t, d)
+	if !d.Planned {
+		t.Errorf("planned switchover promote not marked planned: %s", d)
+	}
+
+	gone := group(site("a", RO, fencedAt(2)), site("b", UR), site("c", RO, follows("a")))
+	want{action: Alert, reason: ReasonNoEligibleCandidate}.check(t, Decide(gone, st, DefaultPolicy(), now))
+}
+
+func TestPolicyValidate(t *testing.T) {
+	if err := DefaultPolicy().Validate(); err != nil {
+		t.Fatalf("default policy invalid: %v", err)
+	}
+	bad := map[string]func(*Policy){
+		"fencing":           func(p *Policy) { p.Fencing = "" },
+		"detection":         func(p *Policy) { p.Detection = "quorum" },
+		"sidecar lease":     func(p *Policy) { p.LeaseTimeout = 0 },
+		"negative cooldown": func(p *Policy) { p.FailoverCooldown = -1 },
+		"escalation count":  func(p *Policy) { p.EscalationCount = 0 },
+	}
+	for name, f := range bad {
+		if err := polWith(f).Validate(); err == nil || !strings.Contains(err.Error(), ErrInvalidPolicy.Error()) {
+			t.Errorf("%s: Validate() = %v, want ErrInvalidPolicy", name, err)
+		}
+	}
+	// Confirmed and none fencing need no lease.
+	if err := polWith(func(p *Policy) { p.Fencing = FencingConfirmed; p.LeaseTimeout = 0 }).Validate(); err != nil {
+		t.Errorf("confirmed fencing without lease: %v", err)
+	}
+}
+
+func TestEveryReasonHasAnAction(t *testing.T) {
+	for _, r := range Reasons() {
+		if a, ok := ActionOf(r); !ok || a == "" {
+			t.Errorf("reason %s has no action", r)
+		}
+	}
+	if _, ok := ActionOf("made-up"); ok {
+		t.Error("ActionOf accepted an unknown reason")
+	}
+}

@@ -1,0 +1,35 @@
+// Package sitepair is failoverd's pure group decision core: given what the
+// daemon observed about every site of a group ([Observed]), what it persisted
+// ([Persisted]) and the group's [Policy], [Decide] returns exactly one
+// [Decision]: a typed [Action] with its targets, a machine-readable [Reason]
+// and a human message. [DecideSwitchover] is the same for an operator's
+// planned switchover, and [Apply] computes the persisted state after a
+// decision was carried out.
+//
+// The package performs no I/O and never reads the clock: "now" is a
+// parameter, and every instant it compares (now, InFlight.RevokedAt,
+// LastFailoverAt, FailoverHistory) comes from the daemon's own clock. No
+// decision compares timestamps taken on different machines; replica-side
+// ages (lag, heartbeat age) are durations measured by the replica itself.
+//
+// # Fence before promote
+//
+// A failover is two decisions. Phase 1, [RevokeEpoch], bumps the epoch and
+// clears the active site so that no sidecar lease can be renewed and every
+// site is told to stay read-only. Phase 2, [Promote], is returned by a later
+// Decide call only while the revoked state is persisted and a [FenceProof]
+// shows the old primary cannot accept writes any more:
+//
+//   - [ProofFenceConfirmed]: read_only=ON was read back from it at the
+//     revoked epoch;
+//   - [ProofPrimaryDown]: its mysqld refused connections (host up, server
+//     down; sites must start with read_only=ON in their configuration);
+//   - [ProofLeaseExpired] (fencing "sidecar" only): now is at least
+//     [Policy.LeaseDeadline] of the revocation time, so its sidecar has
+//     self-fenced;
+//   - [ProofNoFencing] (fencing "none" only): no proof at all, a durability
+//     risk spelled out in the reason.
+//
+// The full detection and decision tables and the invariants checked by the
+// exhaustive model test are in docs/decisions.md.
+package sitepair

@@ -1,0 +1,422 @@
+package sitepair
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/failoverd/failoverd/gtid"
+	"github.com/failoverd/failoverd/statemachine"
+)
+
+// relation is a site's GTID history relative to the common base upto(10).
+type relation int
+
+const (
+	relEqual    relation = iota // upto(10)
+	relAhead                    // executed upto(11), retrieved upto(12)
+	relBehind                   // upto(8)
+	relDiverged                 // upto(9) plus one errant transaction of its own
+	numRelations
+)
+
+func (r relation) sets(site string) (executed, retrieved gtid.Set) {
+	switch r {
+	case relAhead:
+		return upto(11), upto(12)
+	case relBehind:
+		return upto(8), gtid.Set{}
+	case relDiverged:
+		return upto(9).Union(errant(site, 1)), gtid.Set{}
+	}
+	return upto(10), gtid.Set{}
+}
+
+// evidence is what the daemon knows about the old primary's fence.
+type evidence int
+
+const (
+	evNone     evidence = iota
+	evReadBack          // read_only=ON read back at the current epoch
+	evDown              // mysqld refused connections (only when unreachable)
+	numEvidence
+)
+
+// extras are the dimensions enumerated beside the core ones.
+type extras struct {
+	streaming bool // replicas' IO threads connected to the recorded primary
+	stray     bool // the first non-primary site replicates from nobody (a former primary)
+	lastDR    bool // the last declared site is dr-only
+	knownDiv  bool // sites with relDiverged are recorded in Persisted.Diverged
+	mode      FencingMode
+	ev        evidence
+}
+
+// modelStats counts what the enumeration produced, so the test can prove
+// that it is not vacuous.
+type modelStats struct {
+	states  int
+	reasons map[Reason]int
+	proofs  map[FenceProof]int
+}
+
+// enumerate feeds every combination for n sites to visit:
+//
+//   - per site: 4 debounced states × 4 GTID relations;
+//   - history: no failover (a recorded primary) or "we promoted X" for every
+//     site X, the latter with the last failover inside or outside the
+//     cooldown;
+//   - in flight: none, or revoked from the recorded primary to every other
+//     site with the sidecar lease pending or expired;
+//   - without a failover in flight: replicas streaming or not × the first
+//     non-primary site replicating from nobody (a former primary) or not ×
+//     last site dr-only or not × diverged sites recorded or not;
+//   - with a failover in flight: fencing mode (3) × fence evidence for the
+//     old primary (none, read back, mysqld down) × replicas streaming or
+//     not; for 2 sites also × last site dr-only × diverged sites recorded
+//     (for 3 sites those two alternate deterministically, to keep the run
+//     short).
+func enumerate(n int, visit func(obs Observed, st Persisted, pol Policy)) {
+	names := []string{"a", "b", "c", "d"}[:n]
+	pow := 1
+	for range n {
+		pow *= 4
+	}
+	bools := []bool{false, true}
+	var noFlight, inFlight []extras
+	for _, s := range bools {
+		for _, d := range bools {
+			for _, k := range bools {
+				for _, stray := range bools {
+					noFlight = append(noFlight, extras{streaming: s, stray: stray, lastDR: d, knownDiv: k, mode: FencingSidecar})
+				}
+				if n > 2 && (d || k) {
+					continue
+				}
+				for _, m := range []FencingMode{FencingSidecar, FencingConfirmed, FencingNone} {
+					for ev := range numEvidence {
+						inFlight = append(inFlight, extras{streaming: s, lastDR: d, knownDiv: k, mode: m, ev: ev})
+					}
+				}
+			}
+		}
+	}
+	var histories []Persisted
+	histories = append(histories, Persisted{Epoch: 1, ActiveSite: names[0]})
+	for _, x := range names {
+		for _, ago := range []time.Duration{time.Minute, 2 * time.Hour} { // inside, outside the 10 min cooldown
+			histories = append(histories, Persisted{Epoch: 2, ActiveSite: x, LastFailoverAt: now.Add(-ago),
+				LastFailoverTarget: x, PromotionGTID: upto(8), FailoverHistory: []time.Time{now.Add(-ago)}})
+		}
+	}
+	// The GTID sets of every (relation, site), built once.
+	var sets [numRelations][][2]gtid.Set
+	for r := range numRelations {
+		for _, name := range names {
+			e, x := r.sets(name)
+			sets[r] = append(sets[r], [2]gtid.Set{e, x})
+		}
+	}
+	all := statemachine.AllStates()
+	states := make([]statemachine.State, n)
+	rels := make([]relation, n)
+	buf := make([]SiteObservation, n) // reused: visit must not retain obs
+	mix := 0
+	for si := range pow {
+		for i, x := 0, si; i < n; i, x = i+1, x/4 {
+			states[i] = all[x%4]
+		}
+		for ri := range pow {
+			for i, x := 0, ri; i < n; i, x = i+1, x/4 {
+				rels[i] = relation(x % 4)
+			}
+			build := func(primary string, epoch uint64, ex extras) Observed {
+				return modelObserved(buf, names, states, rels, &sets, primary, epoch, ex)
+			}
+			for _, h := range histories {
+				primary := h.ActiveSite
+				// No failover in flight.
+				for _, ex := range noFlight {
+					visit(build(primary, h.Epoch, ex), withDiverged(h, names, rels, ex), modelPolicy(ex))
+				}
+				// Revoked from the recorded primary to every other site.
+				for _, to := range names {
+					if to == primary {
+						continue
+					}
+					for _, at := range []time.Time{leasePending, leaseExpired} {
+						st := h
+						st.Epoch++
+						st.ActiveSite = ""
+						st.InFlight = &InFlight{Epoch: st.Epoch, RevokedAt: at, From: primary, To: to}
+						for _, ex := range inFlight {
+							if n > 2 {
+								mix++
+								ex.lastDR, ex.knownDiv = mix%2 == 1, mix%3 == 1
+							}
+							visit(build(primary, st.Epoch, ex), withDiverged(st, names, rels, ex), modelPolicy(ex))
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+func modelObserved(buf []SiteObservation, names []string, states []statemachine.State, rels []relation, sets *[numRelations][][2]gtid.Set, primary string, epoch uint64, ex extras) Observed {
+	obs := Observed{Sites: buf}
+	for i, name := range names {
+		s := SiteObservation{Name: name, Role: PrimaryCandidate, Index: i, State: states[i]}
+		s.Executed, s.Retrieved = sets[rels[i]][i][0], sets[rels[i]][i][1]
+		if ex.lastDR && i == len(names)-1 {
+			s.Role = DROnly
+		}
+		if name != primary {
+			s.ReplicatingFrom, s.IOConnected = primary, ex.streaming
+			if ex.stray {
+				s.ReplicatingFrom, s.IOConnected, ex.stray = "", false, false
+			}
+		}
+		s.MysqldDown = ex.ev == evDown && s.State == UR
+		if ex.ev == evReadBack {
+			s.FencedEpoch = epoch
+		}
+		obs.Sites[i] = s
+	}
+	return obs
+}
+
+func withDiverged(st Persisted, names []string, rels []relation, ex extras) Persisted {
+	if !ex.knownDiv {
+		return st
+	}
+	st.Diverged = map[string]gtid.Set{}
+	for i, name := range names {
+		if rels[i] == relDiverged {
+			st.Diverged[name] = errant(name, 1)
+		}
+	}
+	return st
+}
+
+func modelPolicy(ex extras) Policy {
+	p := DefaultPolicy()
+	p.Fencing = ex.mode
+	return p
+}
+
+// checkInvariants returns the first safety invariant d violates.
+func checkInvariants(obs Observed, st Persisted, pol Policy, d Decision) error {
+	// Every decision explains itself with a known reason of its action.
+	if a, ok := ActionOf(d.Reason); !ok || a != d.Action || d.Message == "" {
+		return fmt.Errorf("reason %q (action %q) or message %q invalid for action %s", d.Reason, a, d.Message, d.Action)
+	}
+	// Epochs only grow, by one at most.
+	if d.Epoch != st.Epoch && d.Epoch != st.Epoch+1 {
+		return fmt.Errorf("epoch %d from persisted %d", d.Epoch, st.Epoch)
+	}
+	bumps := d.Action == RevokeEpoch || d.Action == ReassertPrimary || d.Action == AdoptPrimary
+	if bumps != (d.Epoch == st.Epoch+1) {
+		return fmt.Errorf("%s with epoch %d from persisted %d", d.Action, d.Epoch, st.Epoch)
+	}
+	site := func(name string) (SiteObservation, bool) {
+		for _, s := range obs.Sites {
+			if s.Name == name {
+				return s, true
+			}
+		}
+		return SiteObservation{}, false
+	}
+	// Never two sites made writable: the decided-writable site plus the
+	// sites still writable and not fenced by the decision.
+	made := d.MakesWritable()
+	before, after := 0, 0
+	var left []string
+	for _, s := range obs.Sites {
+		w := s.State == W
+		if w {
+			before++
+		}
+		if (w && !slices.Contains(d.Fence, s.Name)) || s.Name == made {
+			after++
+			left = append(left, s.Name)
+		}
+	}
+	if made != "" && after != 1 {
+		return fmt.Errorf("making %s writable leaves writable %v", made, left)
+	}
+	if before <= 1 && after > 1 {
+		return fmt.Errorf("decision creates a second writable site: %v", left)
+	}
+	if d.Action == FenceSites && (len(d.Fence) == 0 || slices.Contains(d.Fence, d.Target) && d.Target != "") {
+		return fmt.Errorf("fence list %v with kept site %q", d.Fence, d.Target)
+	}
+	have := func(s SiteObservation) gtid.Set { return s.Executed.Union(s.Retrieved) }
+	// need: what a promoted site must hold of s (a known divergence excepted).
+	need := func(s SiteObservation) gtid.Set { return have(s).Subtract(st.Diverged[s.Name]) }
+	// The target of a failover or re-assertion: never dr-only, diverged or
+	// operator-fenced, never lacking what another reachable site has.
+	target := made
+	if d.Action == RevokeEpoch {
+		target = d.Target
+	}
+	if target != "" {
+		t, ok := site(target)
+		if !ok {
+			return fmt.Errorf("target %q unknown", target)
+		}
+		if _, div := st.Diverged[target]; div || t.Role == DROnly || slices.Contains(st.OperatorFenced, target) {
+			return fmt.Errorf("target %s is diverged, dr-only or operator-fenced", target)
+		}
+		if t.State != RO && !(d.Reason == ReasonPromoteResume && t.State == W) {
+			return fmt.Errorf("target %s is %s", target, t.State)
+		}
+		for _, s := range obs.Sites {
+			if s.Name == target || !s.State.Reachable() {
+				continue
+			}
+			if d.Action == RevokeEpoch && s.Name == d.From {
+				continue // the old primary is checked again before phase 2
+			}
+			if !have(t).Contains(need(s)) {
+				return fmt.Errorf("target %s lacks transactions of %s", target, s.Name)
+			}
+		}
+	}
+	switch d.Action {
+	case RevokeEpoch:
+		// Decide never revokes inside the cooldown or while halted.
+		if !st.LastFailoverAt.IsZero() && now.Sub(st.LastFailoverAt) < pol.FailoverCooldown {
+			return fmt.Errorf("failover inside the cooldown (last at %v)", st.LastFailoverAt)
+		}
+		if st.EscalationHalted || st.InFlight != nil || d.From != st.ActiveSite {
+			return fmt.Errorf("revoke while halted, in flight, or from %q not the recorded primary %q", d.From, st.ActiveSite)
+		}
+	case Promote:
+		// Never promote unless a fence proof holds for the old primary.
+		f := st.InFlight
+		if f == nil || d.Epoch != f.Epoch || d.From != f.From {
+			return fmt.Errorf("promote without a matching failover in flight")
+		}
+		from, _ := site(f.From)
+		if from.State == W {
+			return fmt.Errorf("promote while the old primary %s is writable", f.From)
+		}
+		var ok bool
+		switch d.FenceProof {
+		case ProofFenceConfirmed:
+			ok = from.FencedEpoch >= f.Epoch
+		case ProofPrimaryDown:
+			ok = from.MysqldDown && from.State == UR
+		case ProofLeaseExpired:
+			ok = pol.Fencing == FencingSidecar && !now.Before(pol.LeaseDeadline(f.RevokedAt))
+		case ProofNoFencing:
+			ok = pol.Fencing == FencingNone
+		}
+		if !ok {
+			return fmt.Errorf("promote with proof %q that does not hold (mode %s)", d.FenceProof, pol.Fencing)
+		}
+		if t, _ := site(d.Target); from.State.Reachable() && !have(t).Contains(need(from)) {
+			return fmt.Errorf("promote %s lacking the reachable old primary's transactions", d.Target)
+		}
+	case ReassertPrimary:
+		for _, s := range obs.Sites {
+			if s.State != RO {
+				return fmt.Errorf("re-assert while %s is %s", s.Name, s.State)
+			}
+		}
+		if st.InFlight != nil || d.Target != st.ActiveSite {
+			return fmt.Errorf("re-assert of %s with recorded primary %q", d.Target, st.ActiveSite)
+		}
+	case Rejoin:
+		p, _ := site(d.Target)
+		for _, r := range d.Repoint {
+			if rs, _ := site(r); !p.Executed.Contains(rs.Executed) {
+				return fmt.Errorf("rejoin of %s whose set is not contained in %s's", r, d.Target)
+			}
+		}
+	case MarkDiverged:
+		for _, x := range d.Diverged {
+			if x.Set.IsEmpty() || x.Count == 0 {
+				return fmt.Errorf("divergence of %s is empty", x.Site)
+			}
+		}
+	}
+	return nil
+}
+
+func runModel(t *testing.T, n int) modelStats {
+	t.Helper()
+	stats := modelStats{reasons: map[Reason]int{}, proofs: map[FenceProof]int{}}
+	failures := 0
+	enumerate(n, func(obs Observed, st Persisted, pol Policy) {
+		stats.states++
+		d := Decide(obs, st, pol, now)
+		stats.reasons[d.Reason]++
+		if d.Action == Promote {
+			stats.proofs[d.FenceProof]++
+		}
+		if err := checkInvariants(obs, st, pol, d); err != nil {
+			failures++
+			if failures <= 5 {
+				t.Errorf("invariant violated: %v\n  decision: %s\n  persisted: %+v\n  observed: %s", err, d, st, describe(obs))
+			}
+		}
+	})
+	if failures > 0 {
+		t.Errorf("%d of %d states violate an invariant", failures, stats.states)
+	}
+	return stats
+}
+
+func describe(obs Observed) string {
+	out := ""
+	for _, s := range obs.Sites {
+		out += fmt.Sprintf("[%s %s %s exec=%s retr=%s from=%q io=%v down=%v fenced=%d] ",
+			s.Name, s.Role, s.State, s.Executed.Compact(), s.Retrieved.Compact(), s.ReplicatingFrom, s.IOConnected, s.MysqldDown, s.FencedEpoch)
+	}
+	return out
+}
+
+// TestModelCheck enumerates every combination described at enumerate for
+// two and three sites and checks the safety invariants on each decision.
+func TestModelCheck(t *testing.T) {
+	common := []Reason{ReasonFailoverRevoke, ReasonPromote, ReasonPromoteNoFencing, ReasonPromoteResume,
+		ReasonCooldown, ReasonSplitBrainKeepPromoted, ReasonSplitBrainKeepWinner, ReasonReassertPrimary, ReasonRejoin,
+		ReasonMarkDiverged, ReasonFenceWritableDuringFailover, ReasonFenceOldPrimary, ReasonAwaitLeaseExpiry,
+		ReasonAwaitFenceConfirmation, ReasonAwaitCatchUp, ReasonTargetWritableWithoutProof, ReasonCandidateLacksTransactions,
+		ReasonPrimaryPartitioned, ReasonUncorroborated, ReasonTotalLoss, ReasonNoEligibleCandidate, ReasonHealthy}
+	tests := []struct {
+		n         int
+		minStates int // the enumeration must never silently shrink
+		reach     []Reason
+	}{
+		// states × relations × histories × (no-flight extras + targets × lease phases × in-flight extras)
+		{2, 16 * 16 * 5 * (16 + 1*2*72), common},
+		{3, 64 * 64 * 7 * (16 + 2*2*18), append(common, ReasonIncomparableCandidates, ReasonPromoteRetarget)},
+	}
+	for _, tc := range tests {
+		t.Run(fmt.Sprintf("%d sites", tc.n), func(t *testing.T) {
+			if tc.n > 2 && testing.Short() {
+				t.Skip("three-site model check skipped in -short mode")
+			}
+			stats := runModel(t, tc.n)
+			t.Logf("%d sites: %d states checked; %d distinct reasons; promotions by proof %v", tc.n, stats.states, len(stats.reasons), stats.proofs)
+			if stats.states < tc.minStates {
+				t.Errorf("checked %d states, want at least %d", stats.states, tc.minStates)
+			}
+			// The model must reach the outcomes the invariants are about.
+			for _, r := range tc.reach {
+				if stats.reasons[r] == 0 {
+					t.Errorf("no state produced %s", r)
+				}
+			}
+			for _, p := range []FenceProof{ProofFenceConfirmed, ProofPrimaryDown, ProofLeaseExpired, ProofNoFencing} {
+				if stats.proofs[p] == 0 {
+					t.Errorf("no promotion with proof %s", p)
+				}
+			}
+		})
+	}
+}

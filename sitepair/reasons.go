@@ -1,0 +1,221 @@
+package sitepair
+
+import (
+	"maps"
+	"slices"
+)
+
+// Reason is the machine-readable cause of a Decision. Every Reason belongs
+// to exactly one Action (see ActionOf).
+type Reason string
+
+// Reasons, grouped by situation. docs/decisions.md has the full table.
+const (
+	// ReasonInvalidPolicy (Alert): the Policy failed Validate.
+	ReasonInvalidPolicy Reason = "invalid-policy"
+	// ReasonInvalidInput (Alert): observations or persisted state are
+	// inconsistent (site count, names, references, GTID flavors, in-flight).
+	ReasonInvalidInput Reason = "invalid-input"
+
+	// ReasonHealthy (None): one writable primary, every replica follows it.
+	ReasonHealthy Reason = "healthy"
+	// ReasonDegradedReplicaUnreachable (Alert): the primary is fine, some
+	// replica is unreachable.
+	ReasonDegradedReplicaUnreachable Reason = "degraded-replica-unreachable"
+	// ReasonDegradedReplicationBroken (Alert): a replica's replication
+	// stopped on an error.
+	ReasonDegradedReplicationBroken Reason = "degraded-replication-broken"
+	// ReasonDegradedNotFollowing (Alert): a replica does not follow the
+	// primary and cannot be rejoined automatically (IO thread not
+	// connected, operator-fenced or known-diverged).
+	ReasonDegradedNotFollowing Reason = "degraded-not-following"
+	// ReasonAdoptPrimary (AdoptPrimary): no active site recorded yet; the
+	// sole writable site is adopted.
+	ReasonAdoptPrimary Reason = "adopt-primary"
+	// ReasonUnexpectedPrimary (Alert): the sole writable site is not the
+	// recorded active site (changed outside failoverd).
+	ReasonUnexpectedPrimary Reason = "unexpected-primary"
+	// ReasonRejoin (Rejoin): read-only sites not replicating from the
+	// primary whose sets the primary contains are repointed to it.
+	ReasonRejoin Reason = "rejoin"
+	// ReasonMarkDiverged (MarkDiverged): read-only sites not replicating
+	// from the primary hold transactions the primary lacks.
+	ReasonMarkDiverged Reason = "mark-diverged"
+
+	// ReasonWaitingForProbes (None): some site has no debounced state yet.
+	ReasonWaitingForProbes Reason = "waiting-for-probes"
+	// ReasonPrimaryDebouncing (None): the primary fails probes but has not
+	// reached the failure threshold.
+	ReasonPrimaryDebouncing Reason = "primary-debouncing"
+	// ReasonTotalLoss (Alert): every site is unreachable.
+	ReasonTotalLoss Reason = "total-loss"
+	// ReasonPrimaryPartitioned (Alert): the daemon cannot reach the primary
+	// but a replica still streams from it; never fail over.
+	ReasonPrimaryPartitioned Reason = "primary-partitioned"
+	// ReasonUncorroborated (Alert): the primary is unreachable and no
+	// reachable replica follows it to corroborate; automatic failover is
+	// refused (an operator may switch over).
+	ReasonUncorroborated Reason = "uncorroborated"
+
+	// ReasonNoPrimaryNoActiveSite (Alert): nobody is writable and no active
+	// site is recorded to re-assert.
+	ReasonNoPrimaryNoActiveSite Reason = "no-primary-no-active-site"
+	// ReasonNoPrimaryNotAllReachable (Alert): nobody is writable and some
+	// site is unreachable, so re-asserting could create a second primary.
+	ReasonNoPrimaryNotAllReachable Reason = "no-primary-not-all-reachable"
+	// ReasonNoPrimaryTargetIneligible (Alert): the active site is dr-only,
+	// operator-fenced or known-diverged.
+	ReasonNoPrimaryTargetIneligible Reason = "no-primary-target-ineligible"
+	// ReasonNoPrimaryTargetBehind (Alert): the active site lacks
+	// transactions a peer has, or its own promotion GTID set.
+	ReasonNoPrimaryTargetBehind Reason = "no-primary-target-behind"
+	// ReasonReassertPrimary (ReassertPrimary): every site is reachable and
+	// read-only and the active site has every transaction: re-enable it.
+	ReasonReassertPrimary Reason = "reassert-primary"
+
+	// ReasonSplitBrainKeepPromoted (FenceSites): several writable sites;
+	// the target of our last failover stays, the others are fenced.
+	ReasonSplitBrainKeepPromoted Reason = "split-brain-keep-promoted"
+	// ReasonSplitBrainKeepWinner (FenceSites): several writable sites, no
+	// failover history: the active site, else PreferSite, else the highest
+	// priority candidate stays; the others are fenced.
+	ReasonSplitBrainKeepWinner Reason = "split-brain-keep-winner"
+	// ReasonSplitBrainAlertOnly (Alert): several writable sites and no safe
+	// winner (our last target is not among them, or none is eligible).
+	ReasonSplitBrainAlertOnly Reason = "split-brain-alert-only"
+
+	// ReasonEscalationHalted (Alert): automatic failover is halted until a
+	// human acknowledges.
+	ReasonEscalationHalted Reason = "escalation-halted"
+	// ReasonCooldown (Alert): the primary is down but the last failover is
+	// more recent than FailoverCooldown.
+	ReasonCooldown Reason = "cooldown"
+	// ReasonEscalationLimit (HaltFailover): EscalationCount automatic
+	// failovers happened within EscalationWindow.
+	ReasonEscalationLimit Reason = "escalation-limit"
+	// ReasonNoEligibleCandidate (Alert): no reachable primary-candidate
+	// replica passes the candidate filters.
+	ReasonNoEligibleCandidate Reason = "no-eligible-candidate"
+	// ReasonIncomparableCandidates (Alert): no candidate's GTID set
+	// contains every other candidate's.
+	ReasonIncomparableCandidates Reason = "incomparable-candidates"
+	// ReasonCandidateLacksTransactions (Alert): the best candidate lacks
+	// transactions another reachable site (even an ineligible one) has.
+	ReasonCandidateLacksTransactions Reason = "candidate-lacks-transactions"
+	// ReasonFailoverRevoke (RevokeEpoch): corroborated primary down: phase 1.
+	ReasonFailoverRevoke Reason = "failover-revoke"
+
+	// ReasonFenceWritableDuringFailover (FenceSites): a failover is in
+	// flight and some site other than its target is writable.
+	ReasonFenceWritableDuringFailover Reason = "fence-writable-during-failover"
+	// ReasonFenceOldPrimary (FenceSites): the old primary is reachable but
+	// its fence was not read back at the revoked epoch yet.
+	ReasonFenceOldPrimary Reason = "fence-old-primary"
+	// ReasonAwaitLeaseExpiry (None): sidecar fencing; the old primary's
+	// lease deadline has not passed yet.
+	ReasonAwaitLeaseExpiry Reason = "await-lease-expiry"
+	// ReasonAwaitFenceConfirmation (Alert): confirmed fencing; the old
+	// primary is unreachable and not seen down: blocks until it answers or
+	// a human intervenes (forever if its host is lost).
+	ReasonAwaitFenceConfirmation Reason = "await-fence-confirmation"
+	// ReasonAwaitCatchUp (None): the target still lacks transactions of
+	// the fenced old primary and is receiving them.
+	ReasonAwaitCatchUp Reason = "await-catch-up"
+	// ReasonTargetWritableWithoutProof (Alert): the in-flight target is
+	// already writable but no fence proof holds for the old primary.
+	ReasonTargetWritableWithoutProof Reason = "target-writable-without-proof"
+	// ReasonPromote (Promote): phase 2 with a fence proof.
+	ReasonPromote Reason = "promote"
+	// ReasonPromoteRetarget (Promote): phase 2, the in-flight target is no
+	// longer the best candidate; another one is promoted.
+	ReasonPromoteRetarget Reason = "promote-retarget"
+	// ReasonPromoteResume (Promote): the target is already writable (the
+	// daemon stopped mid-promotion); finish the idempotent promotion.
+	ReasonPromoteResume Reason = "promote-resume"
+	// ReasonPromoteNoFencing (Promote): fencing "none": promoted without
+	// proof; acknowledged writes on the old primary may be lost.
+	ReasonPromoteNoFencing Reason = "promote-no-fencing"
+
+	// ReasonSwitchover (RevokeEpoch): operator switchover accepted: phase 1.
+	ReasonSwitchover Reason = "switchover"
+	// ReasonSwitchoverInFlight (None): refused, a failover is in flight.
+	ReasonSwitchoverInFlight Reason = "switchover-refused-in-flight"
+	// ReasonSwitchoverGroupState (None): refused, the group has no single
+	// recorded primary to switch from (split brain, no primary, unknown...).
+	ReasonSwitchoverGroupState Reason = "switchover-refused-group-state"
+	// ReasonSwitchoverTargetIsPrimary (None): refused, the target already is
+	// the primary.
+	ReasonSwitchoverTargetIsPrimary Reason = "switchover-refused-target-is-primary"
+	// ReasonSwitchoverBadTarget (None): refused, the target is unknown,
+	// dr-only, operator-fenced, known-diverged, not read-only or broken.
+	ReasonSwitchoverBadTarget Reason = "switchover-refused-bad-target"
+	// ReasonSwitchoverTargetBehind (None): refused, the target lacks
+	// transactions another replica has.
+	ReasonSwitchoverTargetBehind Reason = "switchover-refused-target-behind"
+)
+
+var reasonAction = map[Reason]Action{
+	ReasonInvalidPolicy: Alert,
+	ReasonInvalidInput:  Alert,
+
+	ReasonHealthy:                    None,
+	ReasonDegradedReplicaUnreachable: Alert,
+	ReasonDegradedReplicationBroken:  Alert,
+	ReasonDegradedNotFollowing:       Alert,
+	ReasonAdoptPrimary:               AdoptPrimary,
+	ReasonUnexpectedPrimary:          Alert,
+	ReasonRejoin:                     Rejoin,
+	ReasonMarkDiverged:               MarkDiverged,
+
+	ReasonWaitingForProbes:   None,
+	ReasonPrimaryDebouncing:  None,
+	ReasonTotalLoss:          Alert,
+	ReasonPrimaryPartitioned: Alert,
+	ReasonUncorroborated:     Alert,
+
+	ReasonNoPrimaryNoActiveSite:     Alert,
+	ReasonNoPrimaryNotAllReachable:  Alert,
+	ReasonNoPrimaryTargetIneligible: Alert,
+	ReasonNoPrimaryTargetBehind:     Alert,
+	ReasonReassertPrimary:           ReassertPrimary,
+
+	ReasonSplitBrainKeepPromoted: FenceSites,
+	ReasonSplitBrainKeepWinner:   FenceSites,
+	ReasonSplitBrainAlertOnly:    Alert,
+
+	ReasonEscalationHalted:           Alert,
+	ReasonCooldown:                   Alert,
+	ReasonEscalationLimit:            HaltFailover,
+	ReasonNoEligibleCandidate:        Alert,
+	ReasonIncomparableCandidates:     Alert,
+	ReasonCandidateLacksTransactions: Alert,
+	ReasonFailoverRevoke:             RevokeEpoch,
+
+	ReasonFenceWritableDuringFailover: FenceSites,
+	ReasonFenceOldPrimary:             FenceSites,
+	ReasonAwaitLeaseExpiry:            None,
+	ReasonAwaitFenceConfirmation:      Alert,
+	ReasonAwaitCatchUp:                None,
+	ReasonTargetWritableWithoutProof:  Alert,
+	ReasonPromote:                     Promote,
+	ReasonPromoteRetarget:             Promote,
+	ReasonPromoteResume:               Promote,
+	ReasonPromoteNoFencing:            Promote,
+
+	ReasonSwitchover:                RevokeEpoch,
+	ReasonSwitchoverInFlight:        None,
+	ReasonSwitchoverGroupState:      None,
+	ReasonSwitchoverTargetIsPrimary: None,
+	ReasonSwitchoverBadTarget:       None,
+	ReasonSwitchoverTargetBehind:    None,
+}
+
+// ActionOf returns the Action every decision with reason r carries, and
+// false for an unknown reason.
+func ActionOf(r Reason) (Action, bool) {
+	a, ok := reasonAction[r]
+	return a, ok
+}
+
+// Reasons returns every Reason, sorted.
+func Reasons() []Reason { return slices.Sorted(maps.Keys(reasonAction)) }

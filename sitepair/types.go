@@ -1,0 +1,353 @@
+package sitepair
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/failoverd/failoverd/gtid"
+	"github.com/failoverd/failoverd/statemachine"
+)
+
+// MinSites and MaxSites bound the size of a group.
+const (
+	MinSites = 2
+	MaxSites = 16
+)
+
+// Role says whether a site may be promoted.
+type Role string
+
+// Site roles.
+const (
+	// PrimaryCandidate sites may become the primary.
+	PrimaryCandidate Role = "primary-candidate"
+	// DROnly sites replicate but are never promoted by failoverd.
+	DROnly Role = "dr-only"
+)
+
+// SiteObservation is everything the daemon observed about one site in one
+// round of probes.
+type SiteObservation struct {
+	// Name is the site's unique name.
+	Name string
+	// Role is PrimaryCandidate or DROnly.
+	Role Role
+	// Priority breaks ties between equally up-to-date candidates; higher
+	// wins.
+	Priority int
+	// Index is the site's declaration order in the configuration (0-based);
+	// the final tie-breaker, lower wins.
+	Index int
+	// State is the site's debounced state (statemachine.Machine.State).
+	State statemachine.State
+	// Debouncing is statemachine.Machine.Debouncing: failed or writable
+	// probes are accumulating but have not reached their threshold.
+	Debouncing bool
+	// Executed is @@gtid_executed (MariaDB: @@gtid_binlog_state).
+	Executed gtid.Set
+	// Retrieved is the replication channel's received set
+	// (Retrieved_Gtid_Set); empty when not a replica or unknown. What a
+	// replica "has" is Executed ∪ Retrieved: retrieved transactions are
+	// applied when its relay log is drained before promotion.
+	Retrieved gtid.Set
+	// ReplicatingFrom names the site this server's replication channel
+	// points at; "" when it has none.
+	ReplicatingFrom string
+	// IOConnected: the replication IO (receiver) thread is connected.
+	IOConnected bool
+	// SourceSilent: no events or heartbeats from the source for longer than
+	// the observer's silence threshold (measured by the replica itself).
+	SourceSilent bool
+	// LastHeartbeatAge is the age of the last event or heartbeat received
+	// from the source, computed on the replica against its own clock; 0
+	// means unknown. Compared with Policy.SilenceAfter.
+	LastHeartbeatAge time.Duration
+	// ReplicationBroken: the IO or SQL thread stopped on an error.
+	ReplicationBroken bool
+	// Lag is the replica's apply lag as last measured (kept at its last
+	// value while the source is unreachable); 0 when unknown or none.
+	Lag time.Duration
+	// MysqldDown: the last probe was refused (connection refused: the host
+	// answered, mysqld is not listening), as opposed to a timeout.
+	MysqldDown bool
+	// FencedEpoch is the epoch under which read_only=ON was last read back
+	// from this site after a fence by the daemon; 0 = never.
+	FencedEpoch uint64
+}
+
+// Observed is one round of observations of a group.
+//
+// Group detection (statemachine.Detect) is computed inside Decide from
+// these same fields, so the detection code can never disagree with the
+// observations it is based on; it is returned in Decision.Detection.
+type Observed struct {
+	// Sites lists every site of the group, each exactly once.
+	Sites []SiteObservation
+}
+
+// InFlight is a failover between its two phases: the epoch was revoked,
+// the promotion has not been recorded yet.
+type InFlight struct {
+	// Epoch is the revoked epoch N (equal to Persisted.Epoch).
+	Epoch uint64
+	// RevokedAt is when the revocation was persisted, on the daemon's clock.
+	RevokedAt time.Time
+	// From is the old primary ("" if there was none).
+	From string
+	// To is the chosen target.
+	To string
+	// Planned marks an operator's switchover (no re-targeting).
+	Planned bool
+}
+
+// Persisted is the group state the daemon stores durably between decisions.
+// The zero value is a fresh group: epoch 0, no active site, no history.
+type Persisted struct {
+	// Epoch is the monotonic term number; it only ever grows.
+	Epoch uint64
+	// ActiveSite is the recorded primary; "" while a failover is in flight
+	// (revoked) or before the first primary was adopted.
+	ActiveSite string
+	// LastFailoverAt is when the last failover or switchover was promoted
+	// (zero if never).
+	LastFailoverAt time.Time
+	// LastFailoverTarget is the site promoted by the last failover or
+	// switchover ("" if never).
+	LastFailoverTarget string
+	// PromotionGTID is the target's GTID set when it was promoted.
+	PromotionGTID gtid.Set
+	// Diverged maps known-diverged sites to their divergent transactions
+	// (their set minus the primary's). Only a human clears an entry.
+	Diverged map[string]gtid.Set
+	// OperatorFenced lists sites an operator fenced: never promoted,
+	// rejoined or chosen as split-brain winner.
+	OperatorFenced []string
+	// FailoverHistory holds the times of automatic failovers, for the
+	// escalation limit.
+	FailoverHistory []time.Time
+	// EscalationHalted stops automatic failover until a human acknowledges
+	// (see Acknowledge).
+	EscalationHalted bool
+	// InFlight is the failover between RevokeEpoch and Promote, or nil.
+	InFlight *InFlight
+}
+
+// FencingMode says what proves the old primary can no longer write.
+type FencingMode string
+
+// Fencing modes.
+const (
+	// FencingSidecar accepts a read-back fence, a refused mysqld, or the
+	// provable expiry of the old primary's sidecar lease.
+	FencingSidecar FencingMode = "sidecar"
+	// FencingConfirmed accepts only a read-back fence or a refused mysqld;
+	// it blocks forever when the old primary's host is lost.
+	FencingConfirmed FencingMode = "confirmed"
+	// FencingNone promotes without proof: acknowledged writes can be lost.
+	FencingNone FencingMode = "none"
+)
+
+// LeaseMargin is added to the sidecar lease before the daemon treats it as
+// expired: it covers the sidecar's time to run its fence and the rate
+// difference between the two machines' monotonic clocks over one lease.
+const LeaseMargin = 2 * time.Second
+
+// Policy is a group's decision policy.
+type Policy struct {
+	// Fencing is the fencing mode.
+	Fencing FencingMode
+	// LeaseTimeout is the sidecar's self-fence lease: how long it keeps its
+	// site writable without a fresh view saying the site is active.
+	LeaseTimeout time.Duration
+	// SidecarCheckInterval is how often a sidecar checks its lease; the
+	// fence may start up to one interval after the lease ran out.
+	SidecarCheckInterval time.Duration
+	// FailoverCooldown is the minimum time between the last failover or
+	// switchover and a new automatic failover.
+	FailoverCooldown time.Duration
+	// EscalationCount automatic failovers within EscalationWindow halt
+	// automatic failover until a human acknowledges.
+	EscalationCount int
+	// EscalationWindow is the sliding window for EscalationCount.
+	EscalationWindow time.Duration
+	// MaxLag excludes candidates lagging more than this; 0 = no limit.
+	MaxLag time.Duration
+	// PreferSite wins ties between equal candidates and split brains
+	// without history; "" = priority, then declaration order.
+	PreferSite string
+	// Detection is the corroboration policy.
+	Detection statemachine.Detection
+	// SilenceAfter: a replica whose LastHeartbeatAge exceeds it has lost its
+	// source; 0 disables the age check.
+	SilenceAfter time.Duration
+}
+
+// DefaultPolicy returns the defaults of the configuration: sidecar fencing
+// with a 10 s lease checked every second, 10 min cooldown, 3 failovers per
+// hour, 30 s max lag, corroborated detection.
+func DefaultPolicy() Policy {
+	return Policy{
+		Fencing:              FencingSidecar,
+		LeaseTimeout:         10 * time.Second,
+		SidecarCheckInterval: time.Second,
+		FailoverCooldown:     10 * time.Minute,
+		EscalationCount:      3,
+		EscalationWindow:     time.Hour,
+		MaxLag:               30 * time.Second,
+		Detection:            statemachine.Corroborated,
+	}
+}
+
+// LeaseDeadline is the first instant (daemon clock) at which the old
+// primary's sidecar has provably fenced it, given the time the epoch was
+// revoked: revokedAt + LeaseTimeout + SidecarCheckInterval + LeaseMargin.
+// It relies on the sidecar measuring its lease from the moment it sent the
+// request whose answer last renewed it, which precedes revokedAt.
+func (p Policy) LeaseDeadline(revokedAt time.Time) time.Time {
+	return revokedAt.Add(p.LeaseTimeout + p.SidecarCheckInterval + LeaseMargin)
+}
+
+// ErrInvalidPolicy is wrapped by Policy.Validate errors.
+var ErrInvalidPolicy = errors.New("sitepair: invalid policy")
+
+// ErrInvalidInput is wrapped by errors about inconsistent observations or
+// persisted state.
+var ErrInvalidInput = errors.New("sitepair: invalid input")
+
+// Validate checks the policy.
+func (p Policy) Validate() error {
+	switch p.Fencing {
+	case FencingSidecar, FencingConfirmed, FencingNone:
+	default:
+		return fmt.Errorf("fencing %q: %w", p.Fencing, ErrInvalidPolicy)
+	}
+	if _, err := statemachine.ParseDetection(string(p.Detection)); err != nil {
+		return fmt.Errorf("detection: %w: %w", ErrInvalidPolicy, err)
+	}
+	if p.Fencing == FencingSidecar && p.LeaseTimeout <= 0 {
+		return fmt.Errorf("lease timeout %v must be positive with sidecar fencing: %w", p.LeaseTimeout, ErrInvalidPolicy)
+	}
+	if p.LeaseTimeout < 0 || p.SidecarCheckInterval < 0 || p.FailoverCooldown < 0 || p.EscalationWindow < 0 || p.MaxLag < 0 || p.SilenceAfter < 0 {
+		return fmt.Errorf("durations must not be negative: %w", ErrInvalidPolicy)
+	}
+	if p.EscalationCount < 1 {
+		return fmt.Errorf("escalation count %d must be at least 1: %w", p.EscalationCount, ErrInvalidPolicy)
+	}
+	return nil
+}
+
+// Action is what a decision asks the daemon to do.
+type Action string
+
+// Actions.
+const (
+	// None: nothing to do (Reason says why).
+	None Action = "none"
+	// Alert: nothing automatic; a human should look (Reason says why).
+	Alert Action = "alert"
+	// AdoptPrimary: record the sole writable site Target as the active site
+	// (first start); bumps the epoch.
+	AdoptPrimary Action = "adopt-primary"
+	// RevokeEpoch: failover phase 1. Persist Epoch (the old one + 1), no
+	// active site, and InFlight{From, Target}; best-effort fence Fence.
+	RevokeEpoch Action = "revoke-epoch"
+	// Promote: failover phase 2. Fence Fence (best effort), drain Target's
+	// relay log, make Target writable, repoint Repoint to it.
+	Promote Action = "promote"
+	// FenceSites: set read_only=ON on every site in Fence and read it back.
+	FenceSites Action = "fence-sites"
+	// ReassertPrimary: make the recorded active site Target writable again;
+	// bumps the epoch.
+	ReassertPrimary Action = "reassert-primary"
+	// Rejoin: repoint every site in Repoint to replicate from Target.
+	Rejoin Action = "rejoin"
+	// MarkDiverged: record every Diverged entry in Persisted.Diverged.
+	MarkDiverged Action = "mark-diverged"
+	// HaltFailover: set Persisted.EscalationHalted.
+	HaltFailover Action = "halt-failover"
+)
+
+// FenceProof says why a Promote is safe with respect to the old primary.
+type FenceProof string
+
+// Fence proofs.
+const (
+	// ProofFenceConfirmed: read_only=ON read back from the old primary at
+	// the revoked epoch.
+	ProofFenceConfirmed FenceProof = "fence-confirmed"
+	// ProofPrimaryDown: the old primary's mysqld refused connections.
+	ProofPrimaryDown FenceProof = "primary-down"
+	// ProofLeaseExpired: the old primary's sidecar lease provably expired.
+	ProofLeaseExpired FenceProof = "lease-expired"
+	// ProofNoFencing: fencing "none": no proof (durability risk).
+	ProofNoFencing FenceProof = "no-fencing"
+)
+
+// Divergence is a site holding transactions the primary does not have.
+type Divergence struct {
+	// Site is the diverged site.
+	Site string
+	// Set is its GTID set minus the primary's.
+	Set gtid.Set
+	// Count is Set.Count() (an upper bound for MariaDB).
+	Count uint64
+}
+
+// Decision is the outcome of Decide or DecideSwitchover.
+type Decision struct {
+	// Action is what to do.
+	Action Action
+	// Reason is the machine-readable cause; never empty.
+	Reason Reason
+	// Message explains the decision to a human; never empty.
+	Message string
+	// Target is the site to promote, re-assert or adopt (RevokeEpoch,
+	// Promote, ReassertPrimary, AdoptPrimary) or the primary to rejoin to
+	// (Rejoin).
+	Target string
+	// From is the old primary of a failover (RevokeEpoch, Promote).
+	From string
+	// Epoch is the group epoch once the decision is carried out: Persisted
+	// Epoch + 1 for RevokeEpoch, ReassertPrimary and AdoptPrimary, the
+	// persisted epoch otherwise.
+	Epoch uint64
+	// Fence lists the sites to set read-only (FenceSites; best effort for
+	// RevokeEpoch and Promote).
+	Fence []string
+	// Repoint lists the sites to replicate from Target (Promote, Rejoin).
+	Repoint []string
+	// Diverged lists the divergences to record (MarkDiverged).
+	Diverged []Divergence
+	// FenceProof says why a Promote is safe; "" for every other action.
+	FenceProof FenceProof
+	// PromotionGTID is Target's GTID set at promotion (Promote).
+	PromotionGTID gtid.Set
+	// Planned marks an operator's switchover (RevokeEpoch, Promote).
+	Planned bool
+	// Detection is the group detection result the decision was based on.
+	Detection statemachine.Result
+}
+
+// MakesWritable returns the site the decision makes writable ("" if none).
+func (d Decision) MakesWritable() string {
+	if d.Action == Promote || d.Action == ReassertPrimary {
+		return d.Target
+	}
+	return ""
+}
+
+// String renders the decision for logs.
+func (d Decision) String() string {
+	s := fmt.Sprintf("%s (%s)", d.Action, d.Reason)
+	if d.Target != "" {
+		s += " target=" + d.Target
+	}
+	if len(d.Fence) > 0 {
+		s += fmt.Sprintf(" fence=%v", d.Fence)
+	}
+	if d.FenceProof != "" {
+		s += " proof=" + string(d.FenceProof)
+	}
+	return s + ": " + d.Message
+}

@@ -1,0 +1,379 @@
+package statemachine
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+)
+
+// Detection is the corroboration policy for declaring the primary down.
+type Detection string
+
+// Detection policies.
+const (
+	// Corroborated (the default) declares the primary down only when the
+	// daemon cannot reach it AND every reachable replica following it has
+	// lost it too.
+	Corroborated Detection = "corroborated"
+	// DaemonOnly trusts the daemon's own probes alone; replicas' views are
+	// ignored. Use it only where replicas cannot be observed.
+	DaemonOnly Detection = "daemon-only"
+)
+
+// ErrUnknownDetection is returned by ParseDetection for an unknown policy.
+var ErrUnknownDetection = errors.New("statemachine: unknown detection policy")
+
+// ParseDetection parses "corroborated", "daemon-only" or "" (Corroborated).
+func ParseDetection(s string) (Detection, error) {
+	switch Detection(s) {
+	case "", Corroborated:
+		return Corroborated, nil
+	case DaemonOnly:
+		return DaemonOnly, nil
+	}
+	return "", fmt.Errorf("parse detection %q: %w", s, ErrUnknownDetection)
+}
+
+// SiteInput is what group detection knows about one site.
+type SiteInput struct {
+	// Name is the site's unique name.
+	Name string
+	// State is the site's debounced state (Machine.State).
+	State State
+	// Debouncing is Machine.Debouncing: probes disagree with State but have
+	// not reached their threshold yet.
+	Debouncing bool
+	// ReplicatingFrom names the site this server's replication channel
+	// points at; "" when it has none.
+	ReplicatingFrom string
+	// IOConnected: the replication IO (receiver) thread is connected to its
+	// source.
+	IOConnected bool
+	// SourceSilent: the replica has received neither events nor heartbeats
+	// from its source for longer than the configured silence threshold.
+	SourceSilent bool
+	// LastHeartbeatAge is the age of the last event or heartbeat received
+	// from the source, computed by the replica against its own clock (never
+	// by comparing two machines' clocks); 0 means unknown. It is compared
+	// with GroupInput.SilenceAfter as an alternative to SourceSilent.
+	LastHeartbeatAge time.Duration
+	// ReplicationBroken: the IO or SQL thread stopped on an error.
+	ReplicationBroken bool
+}
+
+// Streaming reports whether the replica is still receiving from its source:
+// IO thread connected and the source not silent.
+func (s SiteInput) Streaming(silenceAfter time.Duration) bool {
+	silent := s.SourceSilent || (silenceAfter > 0 && s.LastHeartbeatAge > silenceAfter)
+	return s.IOConnected && !silent
+}
+
+// GroupInput is everything group detection looks at.
+type GroupInput struct {
+	// Primary is the site the daemon believes is the primary (its persisted
+	// active site); "" when none is known.
+	Primary string
+	// Sites are all the group's sites.
+	Sites []SiteInput
+	// Detection is the corroboration policy; "" means Corroborated.
+	Detection Detection
+	// SilenceAfter: a replica whose LastHeartbeatAge exceeds it counts as
+	// having lost its source. 0 disables the age check (SourceSilent still
+	// applies).
+	SilenceAfter time.Duration
+}
+
+// Site returns the named site.
+func (in GroupInput) Site(name string) (SiteInput, bool) {
+	for _, s := range in.Sites {
+		if s.Name == name {
+			return s, true
+		}
+	}
+	return SiteInput{}, false
+}
+
+// InState returns the names of the sites in state st, in input order.
+func (in GroupInput) InState(st State) []string {
+	var out []string
+	for _, s := range in.Sites {
+		if s.State == st {
+			out = append(out, s.Name)
+		}
+	}
+	return out
+}
+
+func (in GroupInput) count(st State) int {
+	n := 0
+	for _, s := range in.Sites {
+		if s.State == st {
+			n++
+		}
+	}
+	return n
+}
+
+// EffectivePrimary is the sole writable site when exactly one site is
+// writable, otherwise the expected Primary.
+func (in GroupInput) EffectivePrimary() string {
+	w := ""
+	for _, s := range in.Sites {
+		if s.State == Writable {
+			if w != "" {
+				return in.Primary
+			}
+			w = s.Name
+		}
+	}
+	if w != "" {
+		return w
+	}
+	return in.Primary
+}
+
+// Witnesses splits the reachable replicas whose replication channel points
+// at the expected primary into those that lost it and those still streaming
+// from it. Replicas pointed elsewhere (or nowhere) can neither confirm nor
+// refute an outage and are not witnesses.
+func (in GroupInput) Witnesses() (lost, streaming []string) {
+	if in.Primary == "" {
+		return nil, nil
+	}
+	for _, s := range in.Sites {
+		if s.Name == in.Primary || s.State != ReadOnly || s.ReplicatingFrom != in.Primary {
+			continue
+		}
+		if s.Streaming(in.SilenceAfter) {
+			streaming = append(streaming, s.Name)
+		} else {
+			lost = append(lost, s.Name)
+		}
+	}
+	return lost, streaming
+}
+
+// witnessCounts is Witnesses without allocating.
+func (in GroupInput) witnessCounts() (lost, streaming int) {
+	if in.Primary == "" {
+		return 0, 0
+	}
+	for _, s := range in.Sites {
+		if s.Name == in.Primary || s.State != ReadOnly || s.ReplicatingFrom != in.Primary {
+			continue
+		}
+		if s.Streaming(in.SilenceAfter) {
+			streaming++
+		} else {
+			lost++
+		}
+	}
+	return lost, streaming
+}
+
+// primaryUnreachable: nobody is writable and the expected primary is
+// debounced Unreachable. The base of the three PrimaryDown* rows.
+func (in GroupInput) primaryUnreachable() bool {
+	p, ok := in.Site(in.Primary)
+	return ok && p.State == Unreachable && in.count(Writable) == 0
+}
+
+func (in GroupInput) corroborated() bool { return in.Detection != DaemonOnly }
+
+// soleWritable returns the only writable site, if exactly one is.
+func (in GroupInput) soleWritable() (string, bool) {
+	w, n := "", 0
+	for _, s := range in.Sites {
+		if s.State == Writable {
+			w, n = s.Name, n+1
+		}
+	}
+	return w, n == 1
+}
+
+// anyReplica reports whether fn holds for some read-only site other than the
+// sole writable one (false when not exactly one site is writable).
+func (in GroupInput) anyReplica(fn func(s SiteInput, primary string) bool) bool {
+	p, ok := in.soleWritable()
+	if !ok {
+		return false
+	}
+	for _, s := range in.Sites {
+		if s.Name != p && s.State == ReadOnly && fn(s, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// Code names a detection outcome.
+type Code string
+
+// Detection codes, from the most to the least urgent; see Table for the
+// exact rules and docs/decisions.md for the meaning.
+const (
+	// TotalLoss: every site is unreachable.
+	TotalLoss Code = "TotalLoss"
+	// SplitBrain: more than one site is writable.
+	SplitBrain Code = "SplitBrain"
+	// Undetermined: some site has no debounced state yet.
+	Undetermined Code = "Undetermined"
+	// PrimaryDebouncing: the writable primary is failing probes below the
+	// failure threshold.
+	PrimaryDebouncing Code = "PrimaryDebouncing"
+	// UnreachablePrimary: the daemon cannot reach the primary but a replica
+	// still streams from it (partition; never fail over).
+	UnreachablePrimary Code = "UnreachablePrimary"
+	// PrimaryDownUncorroborated: the primary is unreachable and no replica
+	// can corroborate.
+	PrimaryDownUncorroborated Code = "PrimaryDownUncorroborated"
+	// PrimaryDown: the primary is unreachable and (corroborated) every
+	// witness lost it.
+	PrimaryDown Code = "PrimaryDown"
+	// NoPrimary: nobody is writable, some site is read-only.
+	NoPrimary Code = "NoPrimary"
+	// UnexpectedPrimary: the sole writable site is not the expected primary.
+	UnexpectedPrimary Code = "UnexpectedPrimary"
+	// ReplicationBroken: a replica's replication stopped on an error.
+	ReplicationBroken Code = "ReplicationBroken"
+	// ReplicaNotFollowingPrimary: a replica does not replicate (connected)
+	// from the primary.
+	ReplicaNotFollowingPrimary Code = "ReplicaNotFollowingPrimary"
+	// ReplicaUnreachable: the primary is writable, some replica unreachable.
+	ReplicaUnreachable Code = "ReplicaUnreachable"
+	// Healthy: one writable primary, every replica follows it.
+	Healthy Code = "Healthy"
+)
+
+// Row is one line of the detection table.
+type Row struct {
+	// Code is the outcome this row detects.
+	Code Code
+	// Priority orders evaluation: lower runs first and wins.
+	Priority int
+	// Meaning is a one-line human description.
+	Meaning string
+	// Match reports whether the row applies. Rows may overlap; Priority
+	// resolves overlaps.
+	Match func(GroupInput) bool
+}
+
+var table = []Row{
+	{TotalLoss, 10, "every site is unreachable",
+		func(in GroupInput) bool { return len(in.Sites) > 0 && in.count(Unreachable) == len(in.Sites) }},
+	{SplitBrain, 20, "more than one site is writable",
+		func(in GroupInput) bool { return in.count(Writable) > 1 }},
+	{Undetermined, 30, "some site has no debounced state yet (or there are no sites)",
+		func(in GroupInput) bool { return len(in.Sites) == 0 || in.count(Unknown) > 0 }},
+	{PrimaryDebouncing, 40, "the writable primary is failing probes but has not reached the failure threshold",
+		func(in GroupInput) bool {
+			p, ok := in.Site(in.EffectivePrimary())
+			return ok && p.State == Writable && p.Debouncing
+		}},
+	{UnreachablePrimary, 50, "the daemon cannot reach the primary but a replica still streams from it: partition, never fail over",
+		func(in GroupInput) bool {
+			_, streaming := in.witnessCounts()
+			return in.primaryUnreachable() && in.corroborated() && streaming > 0
+		}},
+	{PrimaryDownUncorroborated, 60, "the primary is unreachable and no reachable replica follows it to corroborate",
+		func(in GroupInput) bool {
+			lost, streaming := in.witnessCounts()
+			return in.primaryUnreachable() && in.corroborated() && lost == 0 && streaming == 0
+		}},
+	{PrimaryDown, 70, "the primary is unreachable and (corroborated) every reachable replica following it lost it",
+		func(in GroupInput) bool {
+			if !in.primaryUnreachable() {
+				return false
+			}
+			if !in.corroborated() {
+				return true
+			}
+			lost, streaming := in.witnessCounts()
+			return lost > 0 && streaming == 0
+		}},
+	{NoPrimary, 80, "no site is writable and some site is read-only",
+		func(in GroupInput) bool { return in.count(Writable) == 0 && in.count(ReadOnly) > 0 }},
+	{UnexpectedPrimary, 90, "exactly one site is writable but it is not the expected primary",
+		func(in GroupInput) bool {
+			w, ok := in.soleWritable()
+			return ok && in.Primary != "" && w != in.Primary
+		}},
+	{ReplicationBroken, 100, "a read-only replica's replication stopped on an error",
+		func(in GroupInput) bool {
+			return in.anyReplica(func(s SiteInput, _ string) bool { return s.ReplicationBroken })
+		}},
+	{ReplicaNotFollowingPrimary, 110, "a read-only replica does not replicate (connected) from the primary",
+		func(in GroupInput) bool {
+			return in.anyReplica(func(s SiteInput, p string) bool { return s.ReplicatingFrom != p || !s.IOConnected })
+		}},
+	{ReplicaUnreachable, 120, "the primary is writable but some replica is unreachable",
+		func(in GroupInput) bool {
+			_, ok := in.soleWritable()
+			return ok && in.count(Unreachable) > 0
+		}},
+	{Healthy, 130, "exactly one writable site; every other site is read-only and follows it",
+		func(in GroupInput) bool {
+			p, ok := in.soleWritable()
+			if !ok {
+				return false
+			}
+			for _, s := range in.Sites {
+				if s.Name == p {
+					continue
+				}
+				if s.State != ReadOnly || s.ReplicatingFrom != p || !s.IOConnected || s.ReplicationBroken {
+					return false
+				}
+			}
+			return true
+		}},
+}
+
+// Table returns a copy of the detection table, in evaluation order.
+func Table() []Row { return slices.Clone(table) }
+
+// Meaning returns the one-line meaning of code ("" for an unknown code).
+func Meaning(code Code) string {
+	for _, r := range table {
+		if r.Code == code {
+			return r.Meaning
+		}
+	}
+	return ""
+}
+
+// Result is the outcome of Detect.
+type Result struct {
+	// Code is the highest-priority matching row.
+	Code Code
+	// Matched lists every matching row, highest priority first (Code is
+	// Matched[0]); lower rows describe secondary problems, e.g. a replica
+	// unreachable while another one's replication is broken.
+	Matched []Code
+	// Primary is GroupInput.EffectivePrimary.
+	Primary string
+	// Lost and Streaming are GroupInput.Witnesses.
+	Lost, Streaming []string
+}
+
+// Has reports whether code is among the matched rows.
+func (r Result) Has(code Code) bool { return slices.Contains(r.Matched, code) }
+
+// Detect evaluates the table against in.
+func Detect(in GroupInput) Result {
+	r := Result{Primary: in.EffectivePrimary(), Matched: make([]Code, 0, 4)}
+	r.Lost, r.Streaming = in.Witnesses()
+	for _, row := range table {
+		if row.Match(in) {
+			r.Matched = append(r.Matched, row.Code)
+		}
+	}
+	if len(r.Matched) == 0 {
+		// Unreachable by construction (the rows cover every input), but a
+		// hole in the table must never read as Healthy.
+		r.Matched = []Code{Undetermined}
+	}
+	r.Code = r.Matched[0]
+	return r
+}
