@@ -29,6 +29,9 @@ func Apply(st Persisted, d Decision, now time.Time) Persisted {
 		next.ActiveSite = ""
 		next.InFlight = &InFlight{Epoch: next.Epoch, RevokedAt: now, From: d.From, To: d.Target, Planned: d.Planned}
 	case Promote:
+		// The new primary gets a new epoch: a view naming it must supersede
+		// the revoking view of the same failover, never tie with it.
+		next.Epoch = max(st.Epoch+1, d.Epoch)
 		next.ActiveSite = d.Target
 		next.InFlight = nil
 		next.LastFailoverAt = now

@@ -33,9 +33,9 @@ func TestApply(t *testing.T) {
 				t.Error("in-flight switchover not marked planned")
 			}
 		}},
-		{"automatic promote records the failover", revoked("a", "b", leasePending), Decision{Action: Promote, Epoch: 2, From: "a", Target: "b", PromotionGTID: upto(11)}, func(t *testing.T, got Persisted) {
+		{"automatic promote records the failover", revoked("a", "b", leasePending), Decision{Action: Promote, Epoch: 3, From: "a", Target: "b", PromotionGTID: upto(11)}, func(t *testing.T, got Persisted) {
 			if got.ActiveSite != "b" || got.InFlight != nil || got.LastFailoverTarget != "b" || !got.LastFailoverAt.Equal(now) ||
-				!got.PromotionGTID.Equal(upto(11)) || len(got.FailoverHistory) != 1 || got.Epoch != 2 {
+				!got.PromotionGTID.Equal(upto(11)) || len(got.FailoverHistory) != 1 || got.Epoch != 3 {
 				t.Errorf("got %+v", got)
 			}
 		}},
@@ -157,8 +157,8 @@ func TestFailoverLifecycle(t *testing.T) {
 	step("everyone follows b", group(site("a", RO, follows("b"), exec(upto(12))), site("b", W, exec(upto(12)))), None, ReasonHealthy)
 	clock = clock.Add(time.Minute)
 	step("b dies inside the cooldown", group(site("a", RO, lost("b"), exec(upto(12))), site("b", UR, exec(upto(12)))), Alert, ReasonCooldown)
-	if st.Epoch != 2 {
-		t.Fatalf("epoch %d after the lifecycle, want 2", st.Epoch)
+	if st.Epoch != 3 {
+		t.Fatalf("epoch %d after the lifecycle, want 3 (adopt 1, revoke 2, promote 3)", st.Epoch)
 	}
 }
 

@@ -498,7 +498,7 @@ func (v *view) inFlight() Decision {
 		reason = ReasonPromoteRetarget
 		msg += "; the in-flight target " + inf.To + " is no longer the best candidate"
 	}
-	return v.promote(t, proof, reason, msg, v.sites[t].Name, inf.Epoch, proof)
+	return v.promote(t, proof, reason, msg, v.sites[t].Name, inf.Epoch+1, proof)
 }
 
 // caughtUp checks that target t lacks nothing a reachable site (the fenced
@@ -530,6 +530,7 @@ func (v *view) promote(t int, proof FenceProof, r Reason, format string, args ..
 	inf := v.st.InFlight
 	d := v.decision(r, format, args...)
 	d.Target, d.From, d.Planned = v.sites[t].Name, inf.From, inf.Planned
+	d.Epoch = inf.Epoch + 1
 	d.FenceProof = proof
 	d.PromotionGTID = v.have[t]
 	if proof != ProofFenceConfirmed {

@@ -87,7 +87,7 @@ func TestDecideTwoSites(t *testing.T) {
 			want: want{action: None, reason: ReasonAwaitLeaseExpiry}},
 		{name: "in flight, exactly at the lease deadline: promote", obs: downPair,
 			st:   revoked("a", "b", now.Add(-DefaultPolicy().LeaseTimeout-DefaultPolicy().SidecarCheckInterval-LeaseMargin)),
-			want: want{action: Promote, reason: ReasonPromote, target: "b", fence: []string{"a"}, proof: ProofLeaseExpired, epoch: 2}},
+			want: want{action: Promote, reason: ReasonPromote, target: "b", fence: []string{"a"}, proof: ProofLeaseExpired, epoch: 3}},
 		{name: "in flight, fence read back at this epoch: promote", obs: group(site("a", UR, fencedAt(2)), site("b", RO, lost("a"))), st: revoked("a", "b", leasePending),
 			want: want{action: Promote, reason: ReasonPromote, target: "b", proof: ProofFenceConfirmed}},
 		{name: "in flight, fence read back at an older epoch does not count", obs: group(site("a", UR, fencedAt(1)), site("b", RO, lost("a"))), st: revoked("a", "b", leasePending),

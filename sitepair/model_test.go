@@ -216,7 +216,7 @@ func checkInvariants(obs Observed, st Persisted, pol Policy, d Decision) error {
 	if d.Epoch != st.Epoch && d.Epoch != st.Epoch+1 {
 		return fmt.Errorf("epoch %d from persisted %d", d.Epoch, st.Epoch)
 	}
-	bumps := d.Action == RevokeEpoch || d.Action == ReassertPrimary || d.Action == AdoptPrimary
+	bumps := d.Action == RevokeEpoch || d.Action == Promote || d.Action == ReassertPrimary || d.Action == AdoptPrimary
 	if bumps != (d.Epoch == st.Epoch+1) {
 		return fmt.Errorf("%s with epoch %d from persisted %d", d.Action, d.Epoch, st.Epoch)
 	}
@@ -296,7 +296,7 @@ func checkInvariants(obs Observed, st Persisted, pol Policy, d Decision) error {
 	case Promote:
 		// Never promote unless a fence proof holds for the old primary.
 		f := st.InFlight
-		if f == nil || d.Epoch != f.Epoch || d.From != f.From {
+		if f == nil || d.Epoch != f.Epoch+1 || d.From != f.From {
 			return fmt.Errorf("promote without a matching failover in flight")
 		}
 		from, _ := site(f.From)

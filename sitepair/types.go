@@ -309,8 +309,9 @@ type Decision struct {
 	// From is the old primary of a failover (RevokeEpoch, Promote).
 	From string
 	// Epoch is the group epoch once the decision is carried out: Persisted
-	// Epoch + 1 for RevokeEpoch, ReassertPrimary and AdoptPrimary, the
-	// persisted epoch otherwise.
+	// Epoch + 1 for RevokeEpoch, Promote, ReassertPrimary and AdoptPrimary
+	// (a failover thus moves N → N+1 with no active site → N+2 naming the
+	// new primary), the persisted epoch otherwise.
 	Epoch uint64
 	// Fence lists the sites to set read-only (FenceSites; best effort for
 	// RevokeEpoch and Promote).
