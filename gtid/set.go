@@ -7,6 +7,7 @@ import (
 	"math"
 	"math/bits"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -318,4 +319,39 @@ func (b *builder) set(f Flavor) Set {
 	}
 	*b = builder{}
 	return Set{f: f, runs: slices.Clip(runs)}
+}
+
+// OriginatedBy returns the transactions of s that one server originated:
+// MySQL the server's @@server_uuid (every tag), MariaDB its @@server_id
+// (every domain), given in decimal. A replica's errant transactions are the
+// ones it originated that its primary lacks; unlike a plain difference this
+// is immune to the two servers having been observed at different moments.
+func (s Set) OriginatedBy(server string) (Set, error) {
+	var match func(k key) bool
+	switch s.f {
+	case 0:
+		return Set{}, nil
+	case MySQL:
+		u, ok := parseUUID(strings.ToLower(strings.TrimSpace(server)))
+		if !ok {
+			return Set{}, fmt.Errorf("originated by %q: %w: not a server UUID", server, ErrParse)
+		}
+		match = func(k key) bool { return k.major == u.major && k.minor == u.minor }
+	case MariaDB:
+		id, err := strconv.ParseUint(strings.TrimSpace(server), 10, 32)
+		if err != nil {
+			return Set{}, fmt.Errorf("originated by %q: %w: not a server id", server, ErrParse)
+		}
+		match = func(k key) bool { return k.minor == id }
+	}
+	out := Set{f: s.f}
+	for _, r := range s.runs {
+		if match(r.k) {
+			out.runs = append(out.runs, r)
+		}
+	}
+	if len(out.runs) == 0 {
+		out.runs = nil
+	}
+	return out, nil
 }

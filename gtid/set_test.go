@@ -3,6 +3,7 @@ package gtid
 import (
 	"errors"
 	"math"
+	"strings"
 	"testing"
 )
 
@@ -221,5 +222,39 @@ func TestCompact(t *testing.T) {
 		if got := MustParse(tt.f, tt.in).Compact(); got != tt.want {
 			t.Errorf("Compact(%q) = %q, want %q", tt.in, got, tt.want)
 		}
+	}
+}
+
+func TestOriginatedBy(t *testing.T) {
+	const u1, u2 = "3e11fa47-71ca-11e1-9e33-c80aa9429562", "4d8b2e3a-0f1c-11ef-8b2a-0242ac120002"
+	cases := []struct {
+		name   string
+		f      Flavor
+		set    string
+		server string
+		want   string
+	}{
+		{"mysql one uuid, all tags", MySQL, u1 + ":1-5:t:1-2," + u2 + ":1-9", u1, u1 + ":1-5:t:1-2"},
+		{"mysql upper-case server uuid", MySQL, u1 + ":1-5," + u2 + ":1-9", strings.ToUpper(u2), u2 + ":1-9"},
+		{"mysql absent", MySQL, u1 + ":1-5", u2, ""},
+		{"mariadb every domain of a server", MariaDB, "0-1-50,0-3-51,1-3-7,1-2-9", "3", "0-3-51,1-3-7"},
+		{"mariadb absent", MariaDB, "0-1-50", "2", ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got, err := MustParse(c.f, c.set).OriginatedBy(c.server)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := MustParse(c.f, c.want); !got.Equal(want) {
+				t.Errorf("OriginatedBy(%s) = %s, want %s", c.server, got, want)
+			}
+		})
+	}
+	if _, err := MustParse(MySQL, u1+":1").OriginatedBy("nope"); !errors.Is(err, ErrParse) {
+		t.Errorf("bad uuid: %v", err)
+	}
+	if _, err := MustParse(MariaDB, "0-1-1").OriginatedBy("x"); !errors.Is(err, ErrParse) {
+		t.Errorf("bad server id: %v", err)
 	}
 }

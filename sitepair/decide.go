@@ -626,6 +626,19 @@ func (v *view) noPrimary() Decision {
 
 // healthy handles exactly one writable site that is the recorded primary
 // (or no primary is recorded yet): adoption, recovery, else health report.
+// errant returns the transactions replica s originated itself that primary
+// lacks (empty when s's server identity is unknown).
+func (v *view) errant(s, primary SiteObservation) gtid.Set {
+	if s.ServerID == "" {
+		return gtid.Set{}
+	}
+	own, err := s.Executed.OriginatedBy(s.ServerID)
+	if err != nil {
+		return gtid.Set{}
+	}
+	return own.Subtract(primary.Executed)
+}
+
 func (v *view) healthy() Decision {
 	p := v.det.Primary
 	if v.st.ActiveSite == "" {
@@ -638,7 +651,15 @@ func (v *view) healthy() Decision {
 	var rejoin []string
 	var div []Divergence
 	for _, s := range v.sites {
-		if s.Name == p || s.State != statemachine.ReadOnly || s.ReplicatingFrom == p || v.opFenced(s.Name) || v.diverged(s.Name) {
+		if s.Name == p || s.State != statemachine.ReadOnly || v.opFenced(s.Name) || v.diverged(s.Name) {
+			continue
+		}
+		if s.ReplicatingFrom == p {
+			// A replica that wrote transactions of its own (errant) must
+			// never be promoted: mark it while the primary can still tell.
+			if extra := v.errant(s, v.sites[pi]); !extra.IsEmpty() {
+				div = append(div, Divergence{Site: s.Name, Set: extra, Count: extra.Count()})
+			}
 			continue
 		}
 		// Only a site whose history is a prefix of the primary's can

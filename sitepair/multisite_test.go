@@ -1,6 +1,7 @@
 package sitepair
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -8,7 +9,18 @@ import (
 )
 
 func TestDecideThreeSites(t *testing.T) {
+	// c's own server identity, matching the errant() helper's UUID for "c".
+	cID := func(o *SiteObservation) { o.ServerID = fmt.Sprintf("00000000-0000-0000-0000-%012x", []byte("c")[0]) }
 	tests := []decideCase{
+		{name: "replica streaming from the primary with an errant transaction of its own is marked diverged",
+			obs: group(site("a", W, exec(upto(12))), site("b", RO, follows("a")), site("c", RO, follows("a"), cID, exec(upto(10).Union(errant("c", 1))))), st: active("a"),
+			want: want{action: MarkDiverged, reason: ReasonMarkDiverged, target: "a"}},
+		{name: "replica observed ahead of an older primary snapshot is not errant (only its own transactions count)",
+			obs: group(site("a", W, exec(upto(10))), site("b", RO, follows("a")), site("c", RO, follows("a"), cID, exec(upto(12)))), st: active("a"),
+			want: want{action: None, reason: ReasonHealthy}},
+		{name: "errant transactions a former primary wrote and the primary holds are not errant",
+			obs: group(site("a", W, exec(upto(10).Union(errant("c", 3)))), site("b", RO, follows("a")), site("c", RO, follows("a"), cID, exec(upto(10).Union(errant("c", 3))))), st: active("a"),
+			want: want{action: None, reason: ReasonHealthy}},
 		{name: "failover picks the replica holding every other candidate's transactions",
 			obs: group(site("a", UR), site("b", RO, lost("a"), prio(9)), site("c", RO, lost("a"), exec(upto(12)))), st: active("a"),
 			want: want{action: RevokeEpoch, reason: ReasonFailoverRevoke, target: "c", fence: []string{"a"}}},

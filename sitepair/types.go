@@ -71,6 +71,11 @@ type SiteObservation struct {
 	// MysqldDown: the last probe was refused (connection refused: the host
 	// answered, mysqld is not listening), as opposed to a timeout.
 	MysqldDown bool
+	// ServerID is the server's own identity as GTIDs name it: MySQL
+	// @@server_uuid, MariaDB @@server_id in decimal; "" when unknown. With it
+	// a replica's errant transactions (ones it originated that the primary
+	// lacks) are found even while it replicates.
+	ServerID string
 	// FencedEpoch is the epoch under which read_only=ON was last read back
 	// from this site after a fence by the daemon; 0 = never.
 	FencedEpoch uint64
