@@ -1,0 +1,127 @@
+package mysqlctl
+
+import (
+	"context"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+)
+
+// Donor is the server CloneFrom copies from.
+type Donor struct {
+	Host string
+	// Port defaults to 3306.
+	Port int
+	// User and Password of an account with BACKUP_ADMIN on the donor.
+	User, Password string
+	// TLS requires an encrypted clone connection (REQUIRE SSL).
+	TLS bool
+}
+
+// clonePoll is how often CloneFrom checks whether the restarted server
+// reports the clone outcome.
+const clonePoll = 500 * time.Millisecond
+
+// Server/client error numbers that mean "the session ended", which is how a
+// successful CLONE with automatic restart looks from the client.
+const (
+	errServerShutdown   = 1053 // ER_SERVER_SHUTDOWN
+	errConnectionKilled = 1927 // ER_CONNECTION_KILLED
+	errServerGone       = 2006 // CR_SERVER_GONE_ERROR
+	errServerLost       = 2013 // CR_SERVER_LOST
+)
+
+// CloneFrom replaces all data of this (MySQL) server with a physical copy of
+// donor: SET GLOBAL clone_valid_donor_list, then CLONE INSTANCE FROM. The
+// server restarts when the clone completes, which ends the session; that, or
+// error 3707 (clone done but mysqld is not supervised and must be started by
+// hand), counts as success. After a lost session CloneFrom waits (within
+// ctx) for the server to answer again and checks
+// performance_schema.clone_status, returning ErrCloneFailed unless it says
+// Completed. The server must be fenced (read_only) first, so a live primary
+// is never wiped by mistake (ErrNotFenced). The clone plugin must be loaded
+// on both sides (else ErrNotSupported). On MariaDB it returns
+// ErrNotSupported naming the manual mariadb-backup procedure.
+func (i *Instance) CloneFrom(ctx context.Context, donor Donor) error {
+	const op = "clone"
+	if i.d.clone == nil {
+		return i.fail(op, "", fmt.Errorf("%w: %s", ErrNotSupported, i.d.cloneUnsupported))
+	}
+	stmts, err := i.d.clone(donor)
+	if err != nil {
+		return i.fail(op, "build statement", err, donor.Password)
+	}
+	st, err := i.readOnly(ctx)
+	if err != nil {
+		return i.fail(op, "check fence", err)
+	}
+	// CLONE drops every table on the recipient: refuse on a writable server.
+	if !st.ReadOnly {
+		return i.fail(op, "check fence", ErrNotFenced)
+	}
+	q, closeSession, err := i.openLong(ctx)
+	if err != nil {
+		return i.fail(op, "open session", err)
+	}
+	defer func() { _ = closeSession() }()
+	if err := q.exec(ctx, stmts[0]); err != nil {
+		if errNumber(err) == errUnknownSystemVar {
+			err = fmt.Errorf("%w: clone plugin not loaded (%w)", ErrNotSupported, err)
+		}
+		return i.fail(op, "set donor list", err)
+	}
+	err = q.exec(ctx, stmts[1])
+	switch {
+	case err == nil:
+		// Only CLONE ... DATA DIRECTORY returns normally; still verify.
+	case errNumber(err) == errCloneRestartFails:
+		i.log.Warn("mysqlctl: clone completed, mysqld must be started by hand", "addr", i.addr, "donor_host", donor.Host)
+		return nil
+	case sessionLost(err):
+		i.log.Info("mysqlctl: clone session ended, waiting for restart", "addr", i.addr)
+	default:
+		return i.fail(op, "clone instance", err, donor.Password)
+	}
+	return i.verifyClone(ctx)
+}
+
+// verifyClone polls clone_status until it reports Completed or Failed.
+func (i *Instance) verifyClone(ctx context.Context) error {
+	var last error
+	for {
+		rs, err := i.q.query(ctx, i.d.cloneStatusQuery)
+		switch {
+		case err != nil:
+			last = err // still restarting
+		case len(rs.rows) > 0:
+			r := rs.row(len(rs.rows) - 1)
+			switch r.str("state") {
+			case "Completed":
+				i.log.Info("mysqlctl: clone completed", "addr", i.addr)
+				return nil
+			case "Failed":
+				return i.fail("clone", "verify", fmt.Errorf("%w: error %s: %s", ErrCloneFailed, r.str("error_no"), r.str("error_message")))
+			}
+			last = fmt.Errorf("clone state %q", r.str("state"))
+		}
+		if err := i.sleep(ctx, clonePoll); err != nil {
+			return i.fail("clone", "verify", fmt.Errorf("outcome unknown (last: %v): %w", last, err))
+		}
+	}
+}
+
+// sessionLost reports whether err means the server closed our session.
+func sessionLost(err error) bool {
+	if errors.Is(err, mysql.ErrInvalidConn) || errors.Is(err, driver.ErrBadConn) || errors.Is(err, io.EOF) {
+		return true
+	}
+	switch errNumber(err) {
+	case errServerShutdown, errConnectionKilled, errServerGone, errServerLost:
+		return true
+	}
+	return false
+}

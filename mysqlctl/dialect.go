@@ -1,0 +1,329 @@
+package mysqlctl
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/failoverd/failoverd/gtid"
+)
+
+// dialect holds every statement one flavor sends. Nothing outside
+// mysqlDialect and mariadbDialect spells SQL, apart from the two statements
+// both flavors share: detectQuery (sent before the flavor is known) and the
+// SELECT CONNECTION_ID() each new session runs once.
+type dialect struct {
+	// statusQuery returns one row with the columns version, version_comment,
+	// server_id, read_only and semi_sync_variables / semi_sync_status
+	// (GROUP_CONCAT of lower-case name=value), plus server_uuid,
+	// super_read_only and gtid_executed (MySQL) or gtid_binlog_state,
+	// gtid_current_pos and gtid_slave_pos (MariaDB).
+	statusQuery string
+	// semiSyncQuery returns only semi_sync_variables and semi_sync_status.
+	semiSyncQuery string
+	// replicaStatusQuery lists the replication connection(s) by column name.
+	replicaStatusQuery string
+	// retrievedColumn holds the received-GTID set or position.
+	retrievedColumn string
+
+	// hasSuperReadOnly: the fence is super_read_only (MySQL) or read_only.
+	hasSuperReadOnly bool
+	fence            []string
+	unfence          []string
+	readOnlyQuery    string // columns read_only [, super_read_only]
+
+	stopReplica     string
+	resetReplicaAll string
+	startReplica    string
+	startSQLThread  string
+	stopIOThread    string
+	startIOThread   string
+	// notReplicaErrnos are the errors STOP/RESET return when replication was
+	// never configured: for an idempotent StopReplica they mean "done".
+	notReplicaErrnos []uint16
+
+	// Semi-sync variable and status names, each list in order of preference
+	// (MySQL 8.0.26+ may have either the new or the old plugin loaded).
+	semiPrimaryVars, semiReplicaVars     []string
+	semiPrimaryStatus, semiReplicaStatus []string
+
+	processListQuery string
+
+	changeSource func(src Source) (string, error)
+	// waitPosition turns a GTID set into waitQuery's argument.
+	waitPosition func(set gtid.Set) string
+	// waitQuery returns one column "result"; waitResult interprets it.
+	waitQuery  func(pos string, timeout time.Duration) (string, error)
+	waitResult func(v string) (reached bool, ok bool)
+	kill       func(id uint64) string
+	setGlobal  func(name string, on bool) string
+
+	// clone is nil when the flavor cannot clone (MariaDB).
+	clone            func(d Donor) ([]string, error)
+	cloneStatusQuery string
+	cloneUnsupported string // why clone is unsupported, naming the manual procedure
+}
+
+// newDialect returns the statements for f.
+func newDialect(f Flavor) dialect {
+	if f.Engine == gtid.MariaDB {
+		return mariadbDialect(f)
+	}
+	return mysqlDialect(f)
+}
+
+// semiSyncColumns returns the two scalar subqueries that read semi-sync
+// variables and status counters without failing when they do not exist
+// (MySQL: plugin not loaded).
+func semiSyncColumns(varTable, statusTable string, vars, status []string) string {
+	list := func(names []string) string {
+		q := make([]string, len(names))
+		for i, n := range names {
+			q[i] = "'" + n + "'"
+		}
+		return strings.Join(q, ", ")
+	}
+	return fmt.Sprintf("(SELECT GROUP_CONCAT(CONCAT(LOWER(VARIABLE_NAME), '=', VARIABLE_VALUE)) FROM %s WHERE VARIABLE_NAME IN (%s)) AS semi_sync_variables, "+
+		"(SELECT GROUP_CONCAT(CONCAT(LOWER(VARIABLE_NAME), '=', VARIABLE_VALUE)) FROM %s WHERE VARIABLE_NAME IN (%s)) AS semi_sync_status",
+		varTable, list(vars), statusTable, list(status))
+}
+
+func onOff(on bool) string {
+	if on {
+		return "ON"
+	}
+	return "OFF"
+}
+
+// seconds formats d as seconds with millisecond precision ("0.500").
+func seconds(d time.Duration) string { return strconv.FormatFloat(d.Seconds(), 'f', 3, 64) }
+
+// wholeSeconds rounds d up to whole seconds, at least 1.
+func wholeSeconds(d time.Duration) int64 {
+	return max(1, int64(math.Ceil(d.Seconds())))
+}
+
+// sourceLiterals validates and quotes the strings of src.
+func sourceLiterals(src Source) (host, user, password string, port int, err error) {
+	if src.Host == "" || src.User == "" {
+		return "", "", "", 0, fmt.Errorf("%w: source host and user are required", ErrInvalidArgument)
+	}
+	port = src.Port
+	if port == 0 {
+		port = 3306
+	}
+	if port < 1 || port > 65535 {
+		return "", "", "", 0, fmt.Errorf("%w: source port %d", ErrInvalidArgument, src.Port)
+	}
+	if src.HeartbeatPeriod < 0 || src.ConnectRetry < 0 {
+		return "", "", "", 0, fmt.Errorf("%w: negative heartbeat period or connect retry", ErrInvalidArgument)
+	}
+	if host, err = quote(src.Host); err != nil {
+		return "", "", "", 0, fmt.Errorf("source host: %w", err)
+	}
+	if user, err = quote(src.User); err != nil {
+		return "", "", "", 0, fmt.Errorf("source user: %w", err)
+	}
+	if password, err = quote(src.Password); err != nil {
+		return "", "", "", 0, fmt.Errorf("source password: %w", err)
+	}
+	return host, user, password, port, nil
+}
+
+// mysqlDialect: MySQL 8.0.23+ / 8.4 / 9.x and Percona Server, REPLICA/SOURCE syntax.
+func mysqlDialect(f Flavor) dialect {
+	primaryVars := []string{"rpl_semi_sync_master_enabled"}
+	replicaVars := []string{"rpl_semi_sync_slave_enabled"}
+	primaryStatus := []string{"Rpl_semi_sync_master_status"}
+	replicaStatus := []string{"Rpl_semi_sync_slave_status"}
+	if f.AtLeast(8, 0, 26) { // semisync_source/semisync_replica plugins (new names) exist from 8.0.26
+		primaryVars = []string{"rpl_semi_sync_source_enabled", "rpl_semi_sync_master_enabled"}
+		replicaVars = []string{"rpl_semi_sync_replica_enabled", "rpl_semi_sync_slave_enabled"}
+		primaryStatus = []string{"Rpl_semi_sync_source_status", "Rpl_semi_sync_master_status"}
+		replicaStatus = []string{"Rpl_semi_sync_replica_status", "Rpl_semi_sync_slave_status"}
+	}
+	semi := semiSyncColumns("performance_schema.global_variables", "performance_schema.global_status",
+		append(append([]string{}, primaryVars...), replicaVars...),
+		append(append([]string{}, primaryStatus...), replicaStatus...))
+	return dialect{
+		statusQuery: "SELECT @@GLOBAL.version AS version, @@GLOBAL.version_comment AS version_comment, " +
+			"@@GLOBAL.server_id AS server_id, @@GLOBAL.server_uuid AS server_uuid, " +
+			"@@GLOBAL.read_only AS read_only, @@GLOBAL.super_read_only AS super_read_only, " +
+			"@@GLOBAL.gtid_executed AS gtid_executed, " + semi,
+		semiSyncQuery:      "SELECT " + semi,
+		replicaStatusQuery: "SHOW REPLICA STATUS",
+		retrievedColumn:    "Retrieved_Gtid_Set",
+
+		hasSuperReadOnly: true,
+		// super_read_only=ON implies read_only=ON and also blocks SUPER and
+		// CONNECTION_ADMIN holders, which plain read_only lets write.
+		fence: []string{"SET GLOBAL super_read_only = ON"},
+		// Order matters: read_only=OFF while super_read_only=ON is refused.
+		unfence:       []string{"SET GLOBAL super_read_only = OFF", "SET GLOBAL read_only = OFF"},
+		readOnlyQuery: "SELECT @@GLOBAL.read_only AS read_only, @@GLOBAL.super_read_only AS super_read_only",
+
+		stopReplica:      "STOP REPLICA",
+		resetReplicaAll:  "RESET REPLICA ALL",
+		startReplica:     "START REPLICA",
+		startSQLThread:   "START REPLICA SQL_THREAD",
+		stopIOThread:     "STOP REPLICA IO_THREAD",
+		startIOThread:    "START REPLICA IO_THREAD",
+		notReplicaErrnos: []uint16{errBadReplica, errReplicaConfig, errChannelNotExist},
+
+		semiPrimaryVars: primaryVars, semiReplicaVars: replicaVars,
+		semiPrimaryStatus: primaryStatus, semiReplicaStatus: replicaStatus,
+
+		processListQuery: "SHOW PROCESSLIST",
+
+		changeSource: func(src Source) (string, error) {
+			host, user, password, port, err := sourceLiterals(src)
+			if err != nil {
+				return "", err
+			}
+			ssl, pubKey := 0, 1
+			if src.TLS {
+				// With TLS the password travels encrypted; without it
+				// caching_sha2_password needs the source's RSA key.
+				ssl, pubKey = 1, 0
+			}
+			s := fmt.Sprintf("CHANGE REPLICATION SOURCE TO SOURCE_HOST = %s, SOURCE_PORT = %d, SOURCE_USER = %s, SOURCE_PASSWORD = %s, "+
+				"SOURCE_AUTO_POSITION = 1, SOURCE_SSL = %d, GET_SOURCE_PUBLIC_KEY = %d", host, port, user, password, ssl, pubKey)
+			if src.HeartbeatPeriod > 0 {
+				s += ", SOURCE_HEARTBEAT_PERIOD = " + seconds(src.HeartbeatPeriod)
+			}
+			if src.ConnectRetry > 0 {
+				s += fmt.Sprintf(", SOURCE_CONNECT_RETRY = %d", wholeSeconds(src.ConnectRetry))
+			}
+			return s, nil
+		},
+		waitPosition: gtid.Set.String,
+		waitQuery: func(set string, timeout time.Duration) (string, error) {
+			q, err := quote(set)
+			if err != nil {
+				return "", err
+			}
+			return fmt.Sprintf("SELECT WAIT_FOR_EXECUTED_GTID_SET(%s, %d) AS result", q, wholeSeconds(timeout)), nil
+		},
+		// 0 = reached, 1 = timeout; anything else (NULL, 2 = killed) is a failure.
+		waitResult: func(v string) (bool, bool) {
+			switch v {
+			case "0":
+				return true, true
+			case "1":
+				return false, true
+			}
+			return false, false
+		},
+		kill:      func(id uint64) string { return fmt.Sprintf("KILL CONNECTION %d", id) },
+		setGlobal: func(name string, on bool) string { return fmt.Sprintf("SET GLOBAL %s = %s", name, onOff(on)) },
+
+		clone: func(d Donor) ([]string, error) {
+			host, user, password, port, err := sourceLiterals(Source{Host: d.Host, Port: d.Port, User: d.User, Password: d.Password})
+			if err != nil {
+				return nil, err
+			}
+			list, err := quote(fmt.Sprintf("%s:%d", d.Host, port))
+			if err != nil {
+				return nil, err
+			}
+			require := "REQUIRE NO SSL"
+			if d.TLS {
+				require = "REQUIRE SSL"
+			}
+			return []string{
+				"SET GLOBAL clone_valid_donor_list = " + list,
+				fmt.Sprintf("CLONE INSTANCE FROM %s@%s:%d IDENTIFIED BY %s %s", user, host, port, password, require),
+			}, nil
+		},
+		cloneStatusQuery: "SELECT STATE AS state, ERROR_NO AS error_no, ERROR_MESSAGE AS error_message FROM performance_schema.clone_status",
+	}
+}
+
+// mariadbDialect: MariaDB 10.11+, SLAVE/MASTER syntax, domain-server-seq GTIDs.
+func mariadbDialect(Flavor) dialect {
+	primaryVars := []string{"rpl_semi_sync_master_enabled"}
+	replicaVars := []string{"rpl_semi_sync_slave_enabled"}
+	primaryStatus := []string{"Rpl_semi_sync_master_status"}
+	replicaStatus := []string{"Rpl_semi_sync_slave_status"}
+	// information_schema works with performance_schema=OFF; semi-sync is built in.
+	semi := semiSyncColumns("information_schema.GLOBAL_VARIABLES", "information_schema.GLOBAL_STATUS",
+		append(append([]string{}, primaryVars...), replicaVars...),
+		append(append([]string{}, primaryStatus...), replicaStatus...))
+	return dialect{
+		statusQuery: "SELECT @@GLOBAL.version AS version, @@GLOBAL.version_comment AS version_comment, " +
+			"@@GLOBAL.server_id AS server_id, @@GLOBAL.read_only AS read_only, " +
+			"@@GLOBAL.gtid_binlog_state AS gtid_binlog_state, @@GLOBAL.gtid_current_pos AS gtid_current_pos, " +
+			"@@GLOBAL.gtid_slave_pos AS gtid_slave_pos, " + semi,
+		semiSyncQuery: "SELECT " + semi,
+		// SHOW ALL SLAVES STATUS adds Gtid_Slave_Pos and the heartbeat
+		// columns; the default connection is the row with Connection_name ''.
+		replicaStatusQuery: "SHOW ALL SLAVES STATUS",
+		retrievedColumn:    "Gtid_IO_Pos",
+
+		// There is no super_read_only: read_only blocks every account
+		// without READ_ONLY ADMIN (which the daemon's own account needs).
+		fence:         []string{"SET GLOBAL read_only = ON"},
+		unfence:       []string{"SET GLOBAL read_only = OFF"},
+		readOnlyQuery: "SELECT @@GLOBAL.read_only AS read_only",
+
+		stopReplica:      "STOP SLAVE",
+		resetReplicaAll:  "RESET SLAVE ALL",
+		startReplica:     "START SLAVE",
+		startSQLThread:   "START SLAVE SQL_THREAD",
+		stopIOThread:     "STOP SLAVE IO_THREAD",
+		startIOThread:    "START SLAVE IO_THREAD",
+		notReplicaErrnos: []uint16{errBadReplica, errMasterInfo},
+
+		semiPrimaryVars: primaryVars, semiReplicaVars: replicaVars,
+		semiPrimaryStatus: primaryStatus, semiReplicaStatus: replicaStatus,
+
+		processListQuery: "SHOW PROCESSLIST",
+
+		changeSource: func(src Source) (string, error) {
+			host, user, password, port, err := sourceLiterals(src)
+			if err != nil {
+				return "", err
+			}
+			ssl := 0
+			if src.TLS {
+				ssl = 1
+			}
+			s := fmt.Sprintf("CHANGE MASTER TO MASTER_HOST = %s, MASTER_PORT = %d, MASTER_USER = %s, MASTER_PASSWORD = %s, "+
+				"MASTER_USE_GTID = slave_pos, MASTER_SSL = %d", host, port, user, password, ssl)
+			if src.HeartbeatPeriod > 0 {
+				s += ", MASTER_HEARTBEAT_PERIOD = " + seconds(src.HeartbeatPeriod)
+			}
+			if src.ConnectRetry > 0 {
+				s += fmt.Sprintf(", MASTER_CONNECT_RETRY = %d", wholeSeconds(src.ConnectRetry))
+			}
+			return s, nil
+		},
+		waitPosition: mariadbWaitPosition,
+		waitQuery: func(pos string, timeout time.Duration) (string, error) {
+			q, err := quote(pos)
+			if err != nil {
+				return "", err
+			}
+			return fmt.Sprintf("SELECT MASTER_GTID_WAIT(%s, %s) AS result", q, seconds(timeout)), nil
+		},
+		// 0 = reached, -1 = timeout; NULL is a failure.
+		waitResult: func(v string) (bool, bool) {
+			switch v {
+			case "0":
+				return true, true
+			case "-1":
+				return false, true
+			}
+			return false, false
+		},
+		kill:      func(id uint64) string { return fmt.Sprintf("KILL CONNECTION %d", id) },
+		setGlobal: func(name string, on bool) string { return fmt.Sprintf("SET GLOBAL %s = %s", name, onOff(on)) },
+
+		cloneUnsupported: "MariaDB has no CLONE; provision the replica manually: " +
+			"mariadb-backup --backup on the donor, mariadb-backup --prepare, restore the datadir on the recipient, " +
+			"SET GLOBAL gtid_slave_pos to the GTID position mariadb-backup recorded (xtrabackup_binlog_info), " +
+			"then CHANGE MASTER TO ... MASTER_USE_GTID=slave_pos (ReplicateFrom)",
+	}
+}

@@ -1,0 +1,118 @@
+package mysqlctl
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/failoverd/failoverd/gtid"
+)
+
+// WaitRelayDrained waits until the replica has executed everything its IO
+// thread retrieved (MySQL Retrieved_Gtid_Set, MariaDB Gtid_IO_Pos) plus
+// target, which may be the zero Set (e.g. pass the fenced old primary's
+// executed set when it is known). It waits with WAIT_FOR_EXECUTED_GTID_SET
+// (MySQL) or MASTER_GTID_WAIT (MariaDB) in slices of at most a second,
+// re-reading the replica status between slices, never Seconds_Behind.
+//
+//   - Not a replica: ErrNotReplica.
+//   - SQL thread stopped with an error: ErrReplicationError (at once).
+//   - SQL thread stopped without error: started once (START REPLICA
+//     SQL_THREAD); if it stops again the wait runs into the timeout.
+//   - Not drained within timeout: ErrDrainTimeout.
+//
+// ctx bounds the whole call; if it ends first the error wraps ctx.Err().
+func (i *Instance) WaitRelayDrained(ctx context.Context, target gtid.Set, timeout time.Duration) error {
+	const op = "drain relay log"
+	if !target.IsEmpty() && target.Flavor() != i.flavor.Engine {
+		return i.fail(op, "check target", fmt.Errorf("%w: %s target for a %s server", ErrInvalidArgument, target.Flavor(), i.flavor.Engine))
+	}
+	deadline := i.now().Add(timeout)
+	restarted := false
+	for {
+		rep, err := i.replicaStatus(ctx)
+		if err != nil {
+			return i.fail(op, "read replica status", err)
+		}
+		if rep == nil {
+			return i.fail(op, "read replica status", ErrNotReplica)
+		}
+		// Waiting for a failed applier only burns the failover's time budget.
+		if rep.SQLError() {
+			return i.fail(op, "check SQL thread", fmt.Errorf("%w: SQL thread stopped with error %d: %s", ErrReplicationError, rep.LastSQLErrno, rep.LastSQLError))
+		}
+		if !rep.SQLThread.Running() && !restarted {
+			if err := i.q.exec(ctx, i.d.startSQLThread); err != nil {
+				return i.fail(op, "start SQL thread", err)
+			}
+			restarted = true
+			i.log.Warn("mysqlctl: restarted stopped SQL thread", "addr", i.addr)
+		}
+		pos := i.d.waitPosition(rep.Retrieved.Union(target))
+		remaining := deadline.Sub(i.now())
+		if remaining <= 0 {
+			return i.fail(op, "wait", fmt.Errorf("%w after %v: SQL thread %s, waiting for %q", ErrDrainTimeout, timeout, rep.SQLThread, pos))
+		}
+		q, err := i.d.waitQuery(pos, min(remaining, drainSlice))
+		if err != nil {
+			return i.fail(op, "build wait", err)
+		}
+		rs, err := i.q.query(ctx, q)
+		if err != nil {
+			return i.fail(op, "wait", err)
+		}
+		var v string
+		if len(rs.rows) == 1 {
+			v = rs.row(0).str("result")
+		}
+		reached, ok := i.d.waitResult(v)
+		if !ok {
+			return i.fail(op, "wait", fmt.Errorf("unexpected wait result %q", v))
+		}
+		if reached {
+			i.log.Info("mysqlctl: relay log drained", "addr", i.addr, "position", pos)
+			return nil
+		}
+	}
+}
+
+// mariadbWaitPosition returns the MASTER_GTID_WAIT position for set: one
+// domain-server-seq per domain holding the domain's highest seq_no
+// (MASTER_GTID_WAIT compares seq_nos per domain, and a GTID set may hold
+// several servers per domain or intervals MariaDB cannot read).
+func mariadbWaitPosition(set gtid.Set) string {
+	type top struct{ server, seq uint64 }
+	best := map[uint64]top{}
+	for _, el := range strings.Split(set.String(), ",") {
+		parts := strings.SplitN(el, "-", 3)
+		if len(parts) != 3 {
+			continue
+		}
+		domain, err1 := strconv.ParseUint(parts[0], 10, 32)
+		server, err2 := strconv.ParseUint(parts[1], 10, 32)
+		seqText := parts[2]
+		if _, hi, ok := strings.Cut(seqText, ".."); ok {
+			seqText = hi
+		}
+		seq, err3 := strconv.ParseUint(seqText, 10, 64)
+		if err1 != nil || err2 != nil || err3 != nil {
+			continue
+		}
+		if b, ok := best[domain]; !ok || seq > b.seq {
+			best[domain] = top{server, seq}
+		}
+	}
+	domains := make([]uint64, 0, len(best))
+	for d := range best {
+		domains = append(domains, d)
+	}
+	sort.Slice(domains, func(a, b int) bool { return domains[a] < domains[b] })
+	out := make([]string, len(domains))
+	for n, d := range domains {
+		out[n] = fmt.Sprintf("%d-%d-%d", d, best[d].server, best[d].seq)
+	}
+	return strings.Join(out, ",")
+}

@@ -1,0 +1,94 @@
+package mysqlctl
+
+import (
+	"errors"
+	"strings"
+
+	"github.com/go-sql-driver/mysql"
+)
+
+// Sentinel errors for expected conditions. Operations wrap them with %w and
+// the name of the failed step; test with errors.Is.
+var (
+	// ErrUnsupportedVersion: the server is older than MySQL 8.0.23 or
+	// MariaDB 10.11, or its version string cannot be read.
+	ErrUnsupportedVersion = errors.New("mysqlctl: unsupported server version")
+	// ErrNotReplica: the operation needs configured replication and the
+	// server has none.
+	ErrNotReplica = errors.New("mysqlctl: server is not a replica")
+	// ErrNotSupported: the flavor (or the server's configuration, e.g. a
+	// plugin that is not loaded) does not provide the operation.
+	ErrNotSupported = errors.New("mysqlctl: not supported")
+	// ErrDrainTimeout: the relay log was not applied before the timeout.
+	ErrDrainTimeout = errors.New("mysqlctl: relay log drain timed out")
+	// ErrReplicationError: a replication thread stopped with an error.
+	ErrReplicationError = errors.New("mysqlctl: replication error")
+	// ErrFenceNotInEffect: after Fence the server still reports itself writable.
+	ErrFenceNotInEffect = errors.New("mysqlctl: fence not in effect")
+	// ErrNotWritable: after Promote the server still reports itself read-only.
+	ErrNotWritable = errors.New("mysqlctl: server still read-only")
+	// ErrReplicaRunning: Promote refused because replication threads still run.
+	ErrReplicaRunning = errors.New("mysqlctl: replication threads still running")
+	// ErrNotFenced: CloneFrom refused because the recipient is writable.
+	ErrNotFenced = errors.New("mysqlctl: server is not fenced")
+	// ErrCloneFailed: the server reports that the clone did not complete.
+	ErrCloneFailed = errors.New("mysqlctl: clone failed")
+	// ErrInvalidArgument: a Source, Donor or Options field is unusable.
+	ErrInvalidArgument = errors.New("mysqlctl: invalid argument")
+)
+
+// MySQL/MariaDB error numbers this package reacts to.
+const (
+	errNoSuchThread      = 1094 // ER_NO_SUCH_THREAD: KILL of a connection that already ended
+	errBadReplica        = 1200 // ER_BAD_SLAVE: replication not configured
+	errMasterInfo        = 1617 // MariaDB ER_MASTER_INFO: no such master connection
+	errReplicaConfig     = 1794 // MySQL ER_REPLICA_CONFIGURATION: not configured as replica
+	errChannelNotExist   = 3074 // MySQL ER_REPLICA_CHANNEL_DOES_NOT_EXIST
+	errUnknownSystemVar  = 1193 // ER_UNKNOWN_SYSTEM_VARIABLE: e.g. semi-sync/clone plugin not loaded
+	errCloneRestartFails = 3707 // MySQL ER_CLONE_RESTART: clone done, mysqld not supervised
+)
+
+// errNumber returns the server error number of err, or 0.
+func errNumber(err error) uint16 {
+	var me *mysql.MySQLError
+	if errors.As(err, &me) {
+		return me.Number
+	}
+	var re *redactedError
+	if errors.As(err, &re) {
+		return re.number
+	}
+	return 0
+}
+
+// redactedError replaces an error whose text contained a secret. It keeps
+// the server error number but not the original error, whose text (or
+// *mysql.MySQLError.Message) would still hold the secret.
+type redactedError struct {
+	msg    string
+	number uint16
+}
+
+func (e *redactedError) Error() string { return e.msg }
+
+// redact returns err unchanged unless its text contains one of the non-empty
+// secrets; then it returns a *redactedError with every occurrence replaced.
+// Server messages can echo statement text (syntax errors quote "near ..."),
+// and CHANGE REPLICATION SOURCE / CLONE statements carry passwords.
+func redact(err error, secrets ...string) error {
+	if err == nil {
+		return nil
+	}
+	msg := err.Error()
+	found := false
+	for _, s := range secrets {
+		if s != "" && strings.Contains(msg, s) {
+			msg = strings.ReplaceAll(msg, s, "<redacted>")
+			found = true
+		}
+	}
+	if !found {
+		return err
+	}
+	return &redactedError{msg: msg, number: errNumber(err)}
+}

@@ -1,0 +1,32 @@
+package mysqlctl
+
+import (
+	"testing"
+
+	"github.com/failoverd/failoverd/gtid"
+	"github.com/failoverd/failoverd/test/testenv"
+)
+
+// mariadbFactory starts MariaDB servers with test/testenv.
+func mariadbFactory() serverFactory {
+	return serverFactory{
+		flavor: gtid.MariaDB,
+		start: func(t *testing.T, name string) *realServer {
+			m := testenv.StartMariaDB(t, testenv.MariaDBOptions{Name: name})
+			return &realServer{name: name, host: m.Host, port: m.Port, restart: m.Restart}
+		},
+		raw: rawSQL{
+			executed:      "SELECT @@GLOBAL.gtid_binlog_state",
+			replicaStatus: "SHOW SLAVE STATUS",
+			ioRunning:     "Slave_IO_Running",
+			sqlRunning:    "Slave_SQL_Running",
+			sourcePort:    "Master_Port",
+			retrieved:     "Gtid_IO_Pos",
+			stopSQLThread: "STOP SLAVE SQL_THREAD",
+			// READ_ONLY ADMIN (in ALL) lets the admin write through read_only.
+		},
+	}
+}
+
+// TestRealMariaDB runs the real-server suite against MariaDB 10.11 on 127.0.0.1.
+func TestRealMariaDB(t *testing.T) { runSuite(t, mariadbFactory()) }

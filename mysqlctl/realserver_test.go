@@ -1,0 +1,697 @@
+package mysqlctl
+
+// Real-server tests shared by both flavors: runSuite takes a serverFactory
+// (MariaDB from test/testenv in mariadb_real_test.go, MySQL from
+// FAILOVERD_TEST_MYSQL_BASEDIR in mysql_real_test.go). Servers listen on
+// 127.0.0.1 only.
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/failoverd/failoverd/gtid"
+	"github.com/failoverd/failoverd/test/testenv"
+	"github.com/go-sql-driver/mysql"
+)
+
+// realServer is one fresh server with the testenv accounts (AdminUser,
+// ReplUser, AppUser) and the empty AppDatabase, not yet replicating.
+type realServer struct {
+	name string
+	host string
+	port int
+	// restart starts the server again on the same datadir (stopping it first
+	// if it still runs).
+	restart func(ctx context.Context) error
+}
+
+func (s *realServer) addr() string { return fmt.Sprintf("%s:%d", s.host, s.port) }
+
+// rawSQL is the flavor-specific SQL the tests use to check or disturb a
+// server behind mysqlctl's back.
+type rawSQL struct {
+	executed      string // the executed GTID set
+	replicaStatus string
+	ioRunning     string // replica status columns
+	sqlRunning    string
+	sourcePort    string
+	retrieved     string
+	stopSQLThread string
+	// adminWriteOn/Off let the admin account write on a fenced server
+	// (MySQL super_read_only blocks it; MariaDB READ_ONLY ADMIN does not).
+	adminWriteOn, adminWriteOff []string
+}
+
+// serverFactory starts servers of one flavor.
+type serverFactory struct {
+	flavor gtid.Flavor
+	// replTLS: replication must use TLS (MySQL's caching_sha2_password).
+	replTLS bool
+	// clone: the servers have the clone plugin loaded.
+	clone bool
+	start func(t *testing.T, name string) *realServer
+	raw   rawSQL
+}
+
+const errReadOnly = 1290 // ER_OPTION_PREVENTS_STATEMENT: --read-only / --super-read-only
+
+// suite carries the factory through the tests.
+type suite struct{ f serverFactory }
+
+func runSuite(t *testing.T, f serverFactory) {
+	s := suite{f}
+	t.Run("OpenDetectsFlavorAndHidesPassword", s.testOpen)
+	t.Run("StatusPrimaryAndReplica", s.testStatus)
+	t.Run("FenceBlocksAppWritesAndPromoteLiftsIt", s.testFence)
+	t.Run("KillClientConnections", s.testKill)
+	t.Run("WaitRelayDrained", s.testDrain)
+	t.Run("SemiSync", s.testSemiSync)
+	t.Run("ManualFailoverThreeSites", s.testFailover)
+	t.Run("IdempotentReplicationControl", s.testIdempotency)
+	t.Run("CloneFrom", s.testClone)
+}
+
+func ctxFor(t *testing.T, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// startN starts n servers named <test>-<i>.
+func (s suite) startN(t *testing.T, n int) []*realServer {
+	t.Helper()
+	out := make([]*realServer, n)
+	for i := range out {
+		out[i] = s.f.start(t, fmt.Sprintf("site%d", i))
+	}
+	return out
+}
+
+// open returns a mysqlctl Instance on srv as the admin account.
+func (s suite) open(t *testing.T, srv *realServer) *Instance {
+	t.Helper()
+	inst, err := Open(ctxFor(t, 30*time.Second), Options{Addr: srv.addr(), User: testenv.AdminUser, Password: testenv.AdminPassword,
+		Logger: slog.New(slog.NewTextHandler(t.Output(), nil))})
+	if err != nil {
+		t.Fatalf("open %s: %v", srv.name, err)
+	}
+	t.Cleanup(func() { _ = inst.Close() })
+	return inst
+}
+
+// rawDB opens a plain driver pool on srv (not through mysqlctl).
+func rawDB(t *testing.T, srv *realServer, user, password string) *sql.DB {
+	t.Helper()
+	cfg := mysql.NewConfig()
+	cfg.User, cfg.Passwd, cfg.Net, cfg.Addr = user, password, "tcp", srv.addr()
+	cfg.Timeout, cfg.ReadTimeout, cfg.WriteTimeout = 5*time.Second, 30*time.Second, 30*time.Second
+	if user == testenv.AppUser {
+		cfg.DBName = testenv.AppDatabase
+	}
+	connector, err := mysql.NewConnector(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := sql.OpenDB(connector)
+	t.Cleanup(func() { _ = db.Close() })
+	return db
+}
+
+func admin(t *testing.T, srv *realServer) *sql.DB {
+	return rawDB(t, srv, testenv.AdminUser, testenv.AdminPassword)
+}
+
+func app(t *testing.T, srv *realServer) *sql.DB {
+	return rawDB(t, srv, testenv.AppUser, testenv.AppPassword)
+}
+
+func mustExec(t *testing.T, db *sql.DB, stmts ...string) {
+	t.Helper()
+	for _, q := range stmts {
+		if _, err := db.ExecContext(ctxFor(t, 30*time.Second), q); err != nil {
+			t.Fatalf("exec %q: %v", q, err)
+		}
+	}
+}
+
+func queryString(t *testing.T, db *sql.DB, q string) string {
+	t.Helper()
+	var v sql.NullString
+	if err := db.QueryRowContext(ctxFor(t, 30*time.Second), q).Scan(&v); err != nil {
+		t.Fatalf("query %q: %v", q, err)
+	}
+	return v.String
+}
+
+// showStatus reads the replica status statement into column → value.
+func showStatus(t *testing.T, db *sql.DB, q string) map[string]string {
+	t.Helper()
+	rs, err := dbQuerier{db}.query(ctxFor(t, 30*time.Second), q)
+	if err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+	out := map[string]string{}
+	if len(rs.rows) > 0 {
+		for i, c := range rs.cols {
+			out[c] = rs.rows[0][i].String
+		}
+	}
+	return out
+}
+
+// waitFor polls cond until it holds; t.Fatalf with its last message after timeout.
+func waitFor(t *testing.T, timeout time.Duration, what string, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		ok, msg := cond()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s: %s", timeout, what, msg)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// replicate points replica at source through mysqlctl and waits for the IO thread.
+func (s suite) replicate(t *testing.T, replica *Instance, rdb *sql.DB, source *realServer) {
+	t.Helper()
+	err := replica.ReplicateFrom(ctxFor(t, 30*time.Second), Source{
+		Host: source.host, Port: source.port, User: testenv.ReplUser, Password: testenv.ReplPassword,
+		TLS: s.f.replTLS, HeartbeatPeriod: 500 * time.Millisecond, ConnectRetry: time.Second,
+	})
+	if err != nil {
+		t.Fatalf("ReplicateFrom %s: %v", source.name, err)
+	}
+	waitFor(t, 30*time.Second, "IO thread running", func() (bool, string) {
+		st := showStatus(t, rdb, s.f.raw.replicaStatus)
+		return st[s.f.raw.ioRunning] == "Yes", fmt.Sprint(st)
+	})
+}
+
+// executed reads the server's executed GTID set behind mysqlctl's back.
+func (s suite) executed(t *testing.T, db *sql.DB) gtid.Set {
+	t.Helper()
+	set, err := gtid.Parse(s.f.flavor, queryString(t, db, s.f.raw.executed))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return set
+}
+
+// waitReplicated waits until replica has executed everything primary has.
+func (s suite) waitReplicated(t *testing.T, replica, primary *sql.DB) {
+	t.Helper()
+	want := s.executed(t, primary)
+	waitFor(t, 30*time.Second, "replica caught up", func() (bool, string) {
+		got := s.executed(t, replica)
+		return got.Contains(want), fmt.Sprintf("replica has %s, primary %s", got, want)
+	})
+}
+
+func countRows(t *testing.T, db *sql.DB) int {
+	t.Helper()
+	var n int
+	if err := db.QueryRowContext(ctxFor(t, 30*time.Second), "SELECT COUNT(*) FROM app.t").Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// pair starts a primary with table app.t (ids 1-3) and a replica of it.
+func (s suite) pair(t *testing.T) (p, r *realServer, ip, ir *Instance, pdb, rdb *sql.DB) {
+	t.Helper()
+	srv := s.startN(t, 2)
+	p, r = srv[0], srv[1]
+	ip, ir = s.open(t, p), s.open(t, r)
+	pdb, rdb = admin(t, p), admin(t, r)
+	mustExec(t, app(t, p), "CREATE TABLE t (id INT PRIMARY KEY, v INT NOT NULL)", "INSERT INTO t VALUES (1, 0), (2, 0), (3, 0)")
+	s.replicate(t, ir, rdb, p)
+	s.waitReplicated(t, rdb, pdb)
+	return p, r, ip, ir, pdb, rdb
+}
+
+func (s suite) testOpen(t *testing.T) {
+	srv := s.f.start(t, "open")
+	inst := s.open(t, srv)
+	if inst.Flavor().Engine != s.f.flavor {
+		t.Fatalf("flavor = %v, want %v", inst.Flavor(), s.f.flavor)
+	}
+	const wrong = "definitely-wrong-pw-7731"
+	_, err := Open(ctxFor(t, 30*time.Second), Options{Addr: srv.addr(), User: testenv.AdminUser, Password: wrong})
+	var me *mysql.MySQLError
+	if !errors.As(err, &me) || me.Number != 1045 {
+		t.Fatalf("Open with a wrong password = %v; want access denied (1045)", err)
+	}
+	if strings.Contains(err.Error(), wrong) {
+		t.Fatalf("auth error leaks the password: %v", err)
+	}
+}
+
+func (s suite) testStatus(t *testing.T) {
+	p, _, ip, ir, pdb, rdb := s.pair(t)
+	mustExec(t, app(t, p), "INSERT INTO t VALUES (4, 0)")
+	s.waitReplicated(t, rdb, pdb)
+
+	stP, err := ip.Status(ctxFor(t, 30*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !stP.Executed.Equal(s.executed(t, pdb)) || stP.Executed.IsEmpty() {
+		t.Errorf("primary Executed = %s, server says %s", stP.Executed, s.executed(t, pdb))
+	}
+	if stP.Replica != nil || stP.ReadOnly || stP.Fenced() {
+		t.Errorf("primary status = %+v, want writable non-replica", stP)
+	}
+	if fmt.Sprint(stP.ServerID) != queryString(t, pdb, "SELECT @@GLOBAL.server_id") {
+		t.Errorf("primary ServerID = %d", stP.ServerID)
+	}
+
+	stR, err := ir.Status(ctxFor(t, 30*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw := showStatus(t, rdb, s.f.raw.replicaStatus)
+	if !stR.Executed.Equal(s.executed(t, rdb)) {
+		t.Errorf("replica Executed = %s, server says %s", stR.Executed, s.executed(t, rdb))
+	}
+	if !stR.ReadOnly || !stR.Fenced() {
+		t.Errorf("replica not fenced: %+v", stR)
+	}
+	rep := stR.Replica
+	if rep == nil {
+		t.Fatal("replica status missing")
+	}
+	wantRetrieved := gtid.MustParse(s.f.flavor, raw[s.f.raw.retrieved])
+	if string(rep.IOThread) != raw[s.f.raw.ioRunning] || string(rep.SQLThread) != raw[s.f.raw.sqlRunning] ||
+		rep.IOThread != ThreadYes || rep.SQLThread != ThreadYes {
+		t.Errorf("threads IO=%s SQL=%s, server says %q/%q", rep.IOThread, rep.SQLThread, raw[s.f.raw.ioRunning], raw[s.f.raw.sqlRunning])
+	}
+	if rep.SourceHost != p.host || rep.SourcePort != p.port || fmt.Sprint(rep.SourcePort) != raw[s.f.raw.sourcePort] {
+		t.Errorf("source = %s:%d, want %s (server says port %s)", rep.SourceHost, rep.SourcePort, p.addr(), raw[s.f.raw.sourcePort])
+	}
+	if !rep.Retrieved.Equal(wantRetrieved) || !rep.Retrieved.Contains(gtid.MustParse(s.f.flavor, raw[s.f.raw.retrieved])) || rep.Retrieved.IsEmpty() {
+		t.Errorf("Retrieved = %s, server says %q", rep.Retrieved, raw[s.f.raw.retrieved])
+	}
+	if rep.LastIOErrno != 0 || rep.LastSQLErrno != 0 || !rep.LagKnown || !rep.AutoPosition || rep.SourceServerID != stP.ServerID {
+		t.Errorf("replica status = %+v", rep)
+	}
+	if s.f.flavor == gtid.MariaDB {
+		if stR.GTIDSlavePos != queryString(t, rdb, "SELECT @@GLOBAL.gtid_slave_pos") || stR.GTIDCurrentPos != queryString(t, rdb, "SELECT @@GLOBAL.gtid_current_pos") {
+			t.Errorf("MariaDB positions: slave %q current %q", stR.GTIDSlavePos, stR.GTIDCurrentPos)
+		}
+		if rep.HeartbeatPeriod != 500*time.Millisecond || rep.GTIDSlavePos != stR.GTIDSlavePos {
+			t.Errorf("MariaDB heartbeat %v, Gtid_Slave_Pos %q", rep.HeartbeatPeriod, rep.GTIDSlavePos)
+		}
+	} else if stR.ServerUUID != queryString(t, rdb, "SELECT @@GLOBAL.server_uuid") || rep.SourceUUID != stP.ServerUUID {
+		t.Errorf("MySQL uuids: %q, source %q", stR.ServerUUID, rep.SourceUUID)
+	}
+}
+
+func (s suite) testFence(t *testing.T) {
+	srv := s.f.start(t, "fence")
+	inst := s.open(t, srv)
+	adb := app(t, srv)
+	mustExec(t, adb, "CREATE TABLE t (id INT PRIMARY KEY, v INT NOT NULL)", "INSERT INTO t VALUES (1, 0)")
+	for round := 1; round <= 2; round++ { // the second Fence hits a fenced server
+		if err := inst.Fence(ctxFor(t, 30*time.Second)); err != nil {
+			t.Fatalf("Fence #%d: %v", round, err)
+		}
+	}
+	_, err := adb.ExecContext(ctxFor(t, 30*time.Second), "INSERT INTO t VALUES (2, 0)")
+	if errNumber(err) != errReadOnly {
+		t.Fatalf("app write on a fenced server = %v; want error %d", err, errReadOnly)
+	}
+	st, err := inst.Status(ctxFor(t, 30*time.Second))
+	if err != nil || !st.Fenced() {
+		t.Fatalf("Status after Fence = %+v, %v", st, err)
+	}
+	for round := 1; round <= 2; round++ {
+		if err := inst.Promote(ctxFor(t, 30*time.Second)); err != nil {
+			t.Fatalf("Promote #%d: %v", round, err)
+		}
+	}
+	mustExec(t, adb, "INSERT INTO t VALUES (3, 0)")
+	if st, err := inst.Status(ctxFor(t, 30*time.Second)); err != nil || st.ReadOnly || st.SuperReadOnly {
+		t.Fatalf("Status after Promote = %+v, %v", st, err)
+	}
+}
+
+// processIDs lists SHOW PROCESSLIST as id → command.
+func processIDs(t *testing.T, db *sql.DB) map[uint64]string {
+	t.Helper()
+	rs, err := dbQuerier{db}.query(ctxFor(t, 30*time.Second), "SHOW PROCESSLIST")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[uint64]string{}
+	for n := range rs.rows {
+		var id uint64
+		fmt.Sscan(rs.row(n).str("Id"), &id)
+		out[id] = rs.row(n).str("Command")
+	}
+	return out
+}
+
+func (s suite) testKill(t *testing.T) {
+	p, r, ip, _, pdb, rdb := s.pair(t)
+	ctx := ctxFor(t, 60*time.Second)
+
+	// Two pooled sessions of ours, both held at once so both exist.
+	c1, err := ip.db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c2, err := ip.db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = c1.Close()
+	_ = c2.Close()
+	before := processIDs(t, pdb)
+	var ours []uint64
+	for id := range before {
+		if ip.ids.has(id) {
+			ours = append(ours, id)
+		}
+	}
+	if len(ours) != 2 {
+		t.Fatalf("expected 2 pooled sessions of ours in the processlist, found %v", ours)
+	}
+	appConn, err := app(t, p).Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer appConn.Close()
+	if _, err := appConn.ExecContext(ctx, "SELECT 1"); err != nil {
+		t.Fatal(err)
+	}
+
+	killed, err := ip.KillClientConnections(ctx)
+	if err != nil || killed < 2 { // the app session and the test's admin pool session
+		t.Fatalf("KillClientConnections = %d, %v; want >= 2", killed, err)
+	}
+	again, err := ip.KillClientConnections(ctx)
+	if err != nil || again != 0 {
+		t.Fatalf("second KillClientConnections = %d, %v; want 0", again, err)
+	}
+	if _, err := appConn.ExecContext(ctx, "SELECT 1"); err == nil {
+		t.Fatal("the app session survived KillClientConnections")
+	}
+	after := processIDs(t, admin(t, p))
+	for _, id := range ours {
+		if _, ok := after[id]; !ok {
+			t.Errorf("our pooled session %d was killed", id)
+		}
+	}
+	dump := false
+	for _, cmd := range after {
+		dump = dump || strings.HasPrefix(cmd, "Binlog Dump")
+	}
+	if !dump {
+		t.Errorf("the replica's binlog dump thread is gone: %v", after)
+	}
+	// Replication still flows.
+	mustExec(t, app(t, p), "INSERT INTO t VALUES (10, 0)")
+	s.waitReplicated(t, admin(t, r), admin(t, p))
+	_ = rdb
+
+	// On the replica: its IO/SQL threads are spared.
+	ir := s.open(t, r)
+	if _, err := ir.KillClientConnections(ctx); err != nil {
+		t.Fatal(err)
+	}
+	st := showStatus(t, admin(t, r), s.f.raw.replicaStatus)
+	if st[s.f.raw.ioRunning] != "Yes" || st[s.f.raw.sqlRunning] != "Yes" {
+		t.Fatalf("replication threads after KillClientConnections on the replica: %v", st)
+	}
+}
+
+func (s suite) testDrain(t *testing.T) {
+	p, _, ip, ir, pdb, rdb := s.pair(t)
+	pApp := app(t, p)
+
+	if err := ip.WaitRelayDrained(ctxFor(t, 30*time.Second), gtid.Set{}, 5*time.Second); !errors.Is(err, ErrNotReplica) {
+		t.Fatalf("WaitRelayDrained on the primary = %v; want ErrNotReplica", err)
+	}
+
+	// waitRetrieved waits until the replica's IO thread holds all of the primary's transactions.
+	waitRetrieved := func() gtid.Set {
+		want := s.executed(t, pdb)
+		waitFor(t, 30*time.Second, "IO thread retrieved everything", func() (bool, string) {
+			st, err := ir.Status(ctxFor(t, 30*time.Second))
+			if err != nil || st.Replica == nil {
+				return false, fmt.Sprint(err)
+			}
+			if s.f.flavor == gtid.MariaDB { // Gtid_IO_Pos is one triple per domain: compare with the primary's position
+				pos := gtid.MustParse(gtid.MariaDB, queryString(t, pdb, "SELECT @@GLOBAL.gtid_binlog_pos"))
+				return st.Replica.Retrieved.Contains(pos), st.Replica.RetrievedRaw
+			}
+			return st.Replica.Retrieved.Union(st.Executed).Contains(want), st.Replica.RetrievedRaw
+		})
+		return want
+	}
+
+	t.Run("StoppedSQLThreadIsRestartedAndDrains", func(t *testing.T) {
+		mustExec(t, rdb, s.f.raw.stopSQLThread)
+		for id := 20; id < 25; id++ {
+			mustExec(t, pApp, fmt.Sprintf("INSERT INTO t VALUES (%d, 0)", id))
+		}
+		waitRetrieved()
+		if n := countRows(t, rdb); n != 3 {
+			t.Fatalf("replica applied %d rows while its SQL thread was stopped", n)
+		}
+		for round := 1; round <= 2; round++ {
+			if err := ir.WaitRelayDrained(ctxFor(t, 60*time.Second), gtid.Set{}, 30*time.Second); err != nil {
+				t.Fatalf("WaitRelayDrained #%d: %v", round, err)
+			}
+		}
+		if n := countRows(t, rdb); n != 8 {
+			t.Fatalf("replica has %d rows after the drain, want 8", n)
+		}
+		if st := showStatus(t, rdb, s.f.raw.replicaStatus); st[s.f.raw.sqlRunning] != "Yes" {
+			t.Fatalf("SQL thread not running after the drain: %v", st)
+		}
+	})
+
+	t.Run("BlockedApplierTimesOutThenCatchesUp", func(t *testing.T) {
+		// A row lock held on the replica stops the applier inside a transaction.
+		lockConn, err := rdb.Conn(ctxFor(t, 30*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer lockConn.Close()
+		ctx := ctxFor(t, 120*time.Second)
+		for _, q := range []string{"BEGIN", "SELECT v FROM app.t WHERE id = 1 FOR UPDATE"} {
+			if _, err := lockConn.ExecContext(ctx, q); err != nil {
+				t.Fatalf("%s: %v", q, err)
+			}
+		}
+		mustExec(t, pApp, "UPDATE t SET v = 42 WHERE id = 1")
+		target := waitRetrieved()
+		err = ir.WaitRelayDrained(ctx, gtid.Set{}, 2*time.Second)
+		if !errors.Is(err, ErrDrainTimeout) {
+			t.Fatalf("WaitRelayDrained with a blocked applier = %v; want ErrDrainTimeout", err)
+		}
+		var wg sync.WaitGroup
+		var drainErr error
+		wg.Go(func() { drainErr = ir.WaitRelayDrained(ctx, target, 60*time.Second) })
+		time.Sleep(time.Second) // the drain is waiting while the applier is blocked
+		if _, err := lockConn.ExecContext(ctx, "ROLLBACK"); err != nil {
+			t.Fatal(err)
+		}
+		wg.Wait()
+		if drainErr != nil {
+			t.Fatalf("WaitRelayDrained after the lock was released: %v", drainErr)
+		}
+		if v := queryString(t, rdb, "SELECT v FROM app.t WHERE id = 1"); v != "42" {
+			t.Fatalf("replica row v = %s after the drain, want 42", v)
+		}
+	})
+
+	t.Run("SQLThreadErrorIsReported", func(t *testing.T) {
+		// An errant row on the replica makes the primary's insert of the same key fail there.
+		mustExec(t, rdb, s.f.raw.adminWriteOn...)
+		mustExec(t, rdb, "INSERT INTO app.t VALUES (100, 0)")
+		mustExec(t, rdb, s.f.raw.adminWriteOff...)
+		mustExec(t, pApp, "INSERT INTO t VALUES (100, 1)")
+		waitRetrieved() // else the drain could finish before the failing transaction arrives
+		err := ir.WaitRelayDrained(ctxFor(t, 60*time.Second), gtid.Set{}, 30*time.Second)
+		if !errors.Is(err, ErrReplicationError) {
+			t.Fatalf("WaitRelayDrained with a failed applier = %v; want ErrReplicationError", err)
+		}
+	})
+}
+
+func (s suite) testSemiSync(t *testing.T) {
+	p, _, ip, ir, _, _ := s.pair(t)
+	for round := 1; round <= 2; round++ {
+		if err := ip.SetSemiSync(ctxFor(t, 30*time.Second), true, false); err != nil {
+			t.Fatalf("SetSemiSync primary #%d: %v", round, err)
+		}
+		if err := ir.SetSemiSync(ctxFor(t, 30*time.Second), false, true); err != nil {
+			t.Fatalf("SetSemiSync replica #%d: %v", round, err)
+		}
+	}
+	waitFor(t, 30*time.Second, "semi-sync active on both sides", func() (bool, string) {
+		sp, err1 := ip.Status(ctxFor(t, 30*time.Second))
+		sr, err2 := ir.Status(ctxFor(t, 30*time.Second))
+		if err1 != nil || err2 != nil {
+			return false, fmt.Sprint(err1, err2)
+		}
+		ok := sp.SemiSync.PrimaryEnabled && !sp.SemiSync.ReplicaEnabled && sp.SemiSync.PrimaryActive &&
+			sr.SemiSync.ReplicaEnabled && !sr.SemiSync.PrimaryEnabled && sr.SemiSync.ReplicaActive
+		return ok, fmt.Sprintf("primary %+v replica %+v", sp.SemiSync, sr.SemiSync)
+	})
+	mustExec(t, app(t, p), "INSERT INTO t VALUES (50, 0)") // acknowledged by the replica
+	for _, inst := range []*Instance{ip, ir} {
+		if err := inst.SetSemiSync(ctxFor(t, 30*time.Second), false, false); err != nil {
+			t.Fatal(err)
+		}
+		st, err := inst.Status(ctxFor(t, 30*time.Second))
+		if err != nil || st.SemiSync.PrimaryEnabled || st.SemiSync.ReplicaEnabled {
+			t.Fatalf("semi-sync after disabling: %+v, %v", st.SemiSync, err)
+		}
+	}
+}
+
+func (s suite) testFailover(t *testing.T) {
+	srv := s.startN(t, 3)
+	a, b, c := srv[0], srv[1], srv[2]
+	ia, ib, ic := s.open(t, a), s.open(t, b), s.open(t, c)
+	adb, bdb, cdb := admin(t, a), admin(t, b), admin(t, c)
+	aApp := app(t, a)
+	mustExec(t, aApp, "CREATE TABLE t (id INT PRIMARY KEY, v INT NOT NULL)", "INSERT INTO t VALUES (1, 0), (2, 0)")
+	s.replicate(t, ib, bdb, a)
+	s.replicate(t, ic, cdb, a)
+	mustExec(t, aApp, "INSERT INTO t VALUES (3, 0)")
+	s.waitReplicated(t, bdb, adb)
+	s.waitReplicated(t, cdb, adb)
+
+	twice := func(step string, fn func(ctx context.Context) error) {
+		t.Helper()
+		for round := 1; round <= 2; round++ {
+			if err := fn(ctxFor(t, 60*time.Second)); err != nil {
+				t.Fatalf("%s #%d: %v", step, round, err)
+			}
+		}
+	}
+	// 1. Fence the old primary and end its client sessions.
+	twice("fence a", ia.Fence)
+	if _, err := aApp.ExecContext(ctxFor(t, 30*time.Second), "INSERT INTO t VALUES (4, 0)"); errNumber(err) != errReadOnly {
+		t.Fatalf("app write on the fenced old primary = %v; want %d", err, errReadOnly)
+	}
+	if _, err := ia.KillClientConnections(ctxFor(t, 30*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	stA, err := ia.Status(ctxFor(t, 30*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 2. Drain the candidate up to the old primary's executed set.
+	twice("drain b", func(ctx context.Context) error { return ib.WaitRelayDrained(ctx, stA.Executed, 30*time.Second) })
+	// 3. Detach and promote the candidate.
+	twice("stop replica b", ib.StopReplica)
+	twice("reset replica b", ib.ResetReplicaAll)
+	twice("promote b", ib.Promote)
+	stB, err := ib.Status(ctxFor(t, 30*time.Second))
+	if err != nil || stB.Replica != nil || stB.ReadOnly || !stB.Executed.Contains(stA.Executed) {
+		t.Fatalf("new primary status = %+v, %v (old primary executed %s)", stB, err, stA.Executed)
+	}
+	// 4. Repoint the third site.
+	twice("repoint c", func(ctx context.Context) error {
+		return ic.ReplicateFrom(ctx, Source{Host: b.host, Port: b.port, User: testenv.ReplUser, Password: testenv.ReplPassword,
+			TLS: s.f.replTLS, HeartbeatPeriod: 500 * time.Millisecond, ConnectRetry: time.Second})
+	})
+	// 5. A write on the new primary reaches the repointed replica.
+	mustExec(t, app(t, b), "INSERT INTO t VALUES (5, 5)")
+	waitFor(t, 30*time.Second, "row 5 on c", func() (bool, string) {
+		var v sql.NullString
+		err := cdb.QueryRowContext(ctxFor(t, 30*time.Second), "SELECT v FROM app.t WHERE id = 5").Scan(&v)
+		return err == nil && v.String == "5", fmt.Sprint(err)
+	})
+	stC, err := ic.Status(ctxFor(t, 30*time.Second))
+	if err != nil || stC.Replica == nil || stC.Replica.SourcePort != b.port || stC.Replica.IOThread != ThreadYes ||
+		stC.Replica.SQLThread != ThreadYes || !stC.Fenced() {
+		t.Fatalf("repointed replica status = %+v, %v", stC, err)
+	}
+	if n := countRows(t, cdb); n != 4 {
+		t.Fatalf("c has %d rows, want 4", n)
+	}
+}
+
+func (s suite) testIdempotency(t *testing.T) {
+	p, _, ip, ir, pdb, rdb := s.pair(t)
+	ctx := ctxFor(t, 120*time.Second)
+	src := Source{Host: p.host, Port: p.port, User: testenv.ReplUser, Password: testenv.ReplPassword,
+		TLS: s.f.replTLS, HeartbeatPeriod: 500 * time.Millisecond, ConnectRetry: time.Second}
+	steps := []struct {
+		name string
+		fn   func() error
+	}{
+		{"StopReplica on a primary", func() error { return ip.StopReplica(ctx) }},
+		{"ResetReplicaAll on a primary", func() error { return ip.ResetReplicaAll(ctx) }},
+		{"StopReplica on a replica", func() error { return ir.StopReplica(ctx) }},
+		{"ReplicateFrom", func() error { return ir.ReplicateFrom(ctx, src) }},
+		{"WaitRelayDrained", func() error { return ir.WaitRelayDrained(ctx, gtid.Set{}, 30*time.Second) }},
+		{"ResetReplicaAll on a replica", func() error { return ir.ResetReplicaAll(ctx) }},
+		{"StopReplica after reset", func() error { return ir.StopReplica(ctx) }},
+		{"ReplicateFrom after reset", func() error { return ir.ReplicateFrom(ctx, src) }},
+	}
+	for _, st := range steps {
+		for round := 1; round <= 2; round++ {
+			if err := st.fn(); err != nil {
+				t.Fatalf("%s #%d: %v", st.name, round, err)
+			}
+		}
+	}
+	if stP, err := ip.Status(ctx); err != nil || stP.Replica != nil {
+		t.Fatalf("primary after StopReplica/ResetReplicaAll: %+v, %v", stP, err)
+	}
+	mustExec(t, app(t, p), "INSERT INTO t VALUES (60, 0)")
+	s.waitReplicated(t, rdb, pdb)
+	if n := countRows(t, rdb); n != 4 {
+		t.Fatalf("replica has %d rows, want 4", n)
+	}
+}
+
+func (s suite) testClone(t *testing.T) {
+	if !s.f.clone {
+		srv := s.f.start(t, "clone")
+		inst := s.open(t, srv)
+		err := inst.CloneFrom(ctxFor(t, 30*time.Second), Donor{Host: srv.host, Port: srv.port, User: testenv.AdminUser, Password: testenv.AdminPassword})
+		if !errors.Is(err, ErrNotSupported) || !strings.Contains(err.Error(), "mariadb-backup") {
+			t.Fatalf("CloneFrom = %v; want ErrNotSupported naming mariadb-backup", err)
+		}
+		return
+	}
+	srv := s.startN(t, 2)
+	donor, recipient := srv[0], srv[1]
+	mustExec(t, app(t, donor), "CREATE TABLE t (id INT PRIMARY KEY, v INT NOT NULL)", "INSERT INTO t VALUES (1, 7)")
+	inst := s.open(t, recipient)
+	d := Donor{Host: donor.host, Port: donor.port, User: testenv.AdminUser, Password: testenv.AdminPassword}
+	if err := inst.CloneFrom(ctxFor(t, 30*time.Second), d); !errors.Is(err, ErrNotFenced) {
+		t.Fatalf("CloneFrom on a writable server = %v; want ErrNotFenced", err)
+	}
+	if err := inst.Fence(ctxFor(t, 30*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if err := inst.CloneFrom(ctxFor(t, 300*time.Second), d); err != nil {
+		t.Fatalf("CloneFrom: %v", err)
+	}
+	if err := recipient.restart(ctxFor(t, 120*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if v := queryString(t, admin(t, recipient), "SELECT v FROM app.t WHERE id = 1"); v != "7" {
+		t.Fatalf("cloned row v = %q, want 7", v)
+	}
+}

@@ -1,0 +1,519 @@
+package mysqlctl
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/failoverd/failoverd/gtid"
+	"github.com/go-sql-driver/mysql"
+)
+
+// The exact statements each flavor sends, spelled out once here so a
+// change in any of them fails a test.
+const (
+	mysqlReadOnly = "SELECT @@GLOBAL.read_only AS read_only, @@GLOBAL.super_read_only AS super_read_only"
+	mariaReadOnly = "SELECT @@GLOBAL.read_only AS read_only"
+
+	mysqlSemi80 = "(SELECT GROUP_CONCAT(CONCAT(LOWER(VARIABLE_NAME), '=', VARIABLE_VALUE)) FROM performance_schema.global_variables " +
+		"WHERE VARIABLE_NAME IN ('rpl_semi_sync_source_enabled', 'rpl_semi_sync_master_enabled', 'rpl_semi_sync_replica_enabled', 'rpl_semi_sync_slave_enabled')) AS semi_sync_variables, " +
+		"(SELECT GROUP_CONCAT(CONCAT(LOWER(VARIABLE_NAME), '=', VARIABLE_VALUE)) FROM performance_schema.global_status " +
+		"WHERE VARIABLE_NAME IN ('Rpl_semi_sync_source_status', 'Rpl_semi_sync_master_status', 'Rpl_semi_sync_replica_status', 'Rpl_semi_sync_slave_status')) AS semi_sync_status"
+	mysqlSemi25 = "(SELECT GROUP_CONCAT(CONCAT(LOWER(VARIABLE_NAME), '=', VARIABLE_VALUE)) FROM performance_schema.global_variables " +
+		"WHERE VARIABLE_NAME IN ('rpl_semi_sync_master_enabled', 'rpl_semi_sync_slave_enabled')) AS semi_sync_variables, " +
+		"(SELECT GROUP_CONCAT(CONCAT(LOWER(VARIABLE_NAME), '=', VARIABLE_VALUE)) FROM performance_schema.global_status " +
+		"WHERE VARIABLE_NAME IN ('Rpl_semi_sync_master_status', 'Rpl_semi_sync_slave_status')) AS semi_sync_status"
+	mariaSemi = "(SELECT GROUP_CONCAT(CONCAT(LOWER(VARIABLE_NAME), '=', VARIABLE_VALUE)) FROM information_schema.GLOBAL_VARIABLES " +
+		"WHERE VARIABLE_NAME IN ('rpl_semi_sync_master_enabled', 'rpl_semi_sync_slave_enabled')) AS semi_sync_variables, " +
+		"(SELECT GROUP_CONCAT(CONCAT(LOWER(VARIABLE_NAME), '=', VARIABLE_VALUE)) FROM information_schema.GLOBAL_STATUS " +
+		"WHERE VARIABLE_NAME IN ('Rpl_semi_sync_master_status', 'Rpl_semi_sync_slave_status')) AS semi_sync_status"
+
+	mysqlStatus = "SELECT @@GLOBAL.version AS version, @@GLOBAL.version_comment AS version_comment, " +
+		"@@GLOBAL.server_id AS server_id, @@GLOBAL.server_uuid AS server_uuid, " +
+		"@@GLOBAL.read_only AS read_only, @@GLOBAL.super_read_only AS super_read_only, " +
+		"@@GLOBAL.gtid_executed AS gtid_executed, " + mysqlSemi80
+	mariaStatus = "SELECT @@GLOBAL.version AS version, @@GLOBAL.version_comment AS version_comment, " +
+		"@@GLOBAL.server_id AS server_id, @@GLOBAL.read_only AS read_only, " +
+		"@@GLOBAL.gtid_binlog_state AS gtid_binlog_state, @@GLOBAL.gtid_current_pos AS gtid_current_pos, " +
+		"@@GLOBAL.gtid_slave_pos AS gtid_slave_pos, " + mariaSemi
+
+	uuidA = "3e11fa47-71ca-11e1-9e33-c80aa9429562"
+	uuidB = "4d8b2e3a-0f1c-11ef-8b2a-0242ac120002"
+)
+
+func serverErr(n uint16, msg string) error { return &mysql.MySQLError{Number: n, Message: msg} }
+
+var (
+	mysqlFenced   = table("read_only", "super_read_only").row("1", "1").ok()
+	mysqlRO       = table("read_only", "super_read_only").row("1", "0").ok()
+	mysqlWritable = table("read_only", "super_read_only").row("0", "0").ok()
+	mariaFenced   = table("read_only").row("1").ok()
+	mariaWritable = table("read_only").row("0").ok()
+	noRows        = fakeResponse{rs: &resultSet{}}
+)
+
+// replicaRow is a replica status row with the columns the code reads.
+func mysqlReplica(io, sqlThread, retrieved, sqlErrno, sqlError string) fakeResponse {
+	return table("Channel_Name", "Replica_IO_Running", "Replica_SQL_Running", "Retrieved_Gtid_Set", "Last_SQL_Errno", "Last_SQL_Error").
+		row("", io, sqlThread, retrieved, sqlErrno, sqlError).ok()
+}
+
+func mariaReplica(io, sqlThread, ioPos, sqlErrno, sqlError string) fakeResponse {
+	return table("Connection_name", "Slave_IO_Running", "Slave_SQL_Running", "Gtid_IO_Pos", "Last_SQL_Errno", "Last_SQL_Error").
+		row("", io, sqlThread, ioPos, sqlErrno, sqlError).ok()
+}
+
+func waitResult(v string) fakeResponse { return table("result").row(v).ok() }
+
+type sqlCase struct {
+	name    string
+	flavor  Flavor
+	setup   func(db *fakeDB)
+	run     func(ctx context.Context, i *Instance) error
+	want    []string
+	wantErr error // nil: success expected
+}
+
+func runSQLCases(t *testing.T, cases []sqlCase) {
+	t.Helper()
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			inst, db, clock := newFake(tc.flavor)
+			db.before = func(stmt string) {
+				// Every wait "takes" its slice.
+				if strings.HasPrefix(stmt, "SELECT WAIT_FOR_EXECUTED_GTID_SET") || strings.HasPrefix(stmt, "SELECT MASTER_GTID_WAIT") {
+					clock.advance(time.Second)
+				}
+			}
+			if tc.setup != nil {
+				tc.setup(db)
+			}
+			err := tc.run(context.Background(), inst)
+			switch {
+			case tc.wantErr == nil && err != nil:
+				t.Fatalf("unexpected error: %v", err)
+			case tc.wantErr == errAny && err == nil:
+				t.Fatalf("no error, want one")
+			case tc.wantErr != nil && tc.wantErr != errAny && !errors.Is(err, tc.wantErr):
+				t.Fatalf("error = %v, want %v", err, tc.wantErr)
+			}
+			if !slices.Equal(db.stmts, tc.want) {
+				t.Fatalf("statements:\n got  %q\n want %q", db.stmts, tc.want)
+			}
+		})
+	}
+}
+
+func fence(ctx context.Context, i *Instance) error        { return i.Fence(ctx) }
+func promote(ctx context.Context, i *Instance) error      { return i.Promote(ctx) }
+func stopReplica(ctx context.Context, i *Instance) error  { return i.StopReplica(ctx) }
+func resetReplica(ctx context.Context, i *Instance) error { return i.ResetReplicaAll(ctx) }
+
+func TestFenceSQL(t *testing.T) {
+	runSQLCases(t, []sqlCase{
+		{name: "mysql", flavor: mysql80, run: fence,
+			setup: func(db *fakeDB) { db.on(mysqlReadOnly, mysqlFenced) },
+			want:  []string{"SET GLOBAL super_read_only = ON", mysqlReadOnly}},
+		{name: "mysql read_only but not super_read_only", flavor: mysql80, run: fence,
+			setup:   func(db *fakeDB) { db.on(mysqlReadOnly, mysqlRO) },
+			want:    []string{"SET GLOBAL super_read_only = ON", mysqlReadOnly},
+			wantErr: ErrFenceNotInEffect},
+		{name: "mariadb", flavor: mariadb, run: fence,
+			setup: func(db *fakeDB) { db.on(mariaReadOnly, mariaFenced) },
+			want:  []string{"SET GLOBAL read_only = ON", mariaReadOnly}},
+		{name: "mariadb not in effect", flavor: mariadb, run: fence,
+			setup:   func(db *fakeDB) { db.on(mariaReadOnly, mariaWritable) },
+			want:    []string{"SET GLOBAL read_only = ON", mariaReadOnly},
+			wantErr: ErrFenceNotInEffect},
+		{name: "mariadb missing READ_ONLY ADMIN", flavor: mariadb, run: fence,
+			setup: func(db *fakeDB) {
+				db.on("SET GLOBAL read_only", fails(serverErr(1227, "Access denied; you need (at least one of) the READ_ONLY ADMIN privilege(s)")))
+			},
+			want:    []string{"SET GLOBAL read_only = ON"},
+			wantErr: &mysql.MySQLError{Number: 1227}},
+	})
+}
+
+func TestPromoteSQL(t *testing.T) {
+	runSQLCases(t, []sqlCase{
+		{name: "mysql", flavor: mysql80, run: promote,
+			setup: func(db *fakeDB) { db.on(mysqlReadOnly, mysqlWritable) },
+			want:  []string{"SHOW REPLICA STATUS", "SET GLOBAL super_read_only = OFF", "SET GLOBAL read_only = OFF", mysqlReadOnly}},
+		{name: "mysql after reset: stopped replica row", flavor: mysql80, run: promote,
+			setup: func(db *fakeDB) {
+				db.on("SHOW REPLICA STATUS", mysqlReplica("No", "No", "", "0", "")).on(mysqlReadOnly, mysqlWritable)
+			},
+			want: []string{"SHOW REPLICA STATUS", "SET GLOBAL super_read_only = OFF", "SET GLOBAL read_only = OFF", mysqlReadOnly}},
+		{name: "mysql still replicating", flavor: mysql80, run: promote,
+			setup:   func(db *fakeDB) { db.on("SHOW REPLICA STATUS", mysqlReplica("Connecting", "No", "", "0", "")) },
+			want:    []string{"SHOW REPLICA STATUS"},
+			wantErr: ErrReplicaRunning},
+		{name: "mysql still read-only", flavor: mysql80, run: promote,
+			setup:   func(db *fakeDB) { db.on(mysqlReadOnly, mysqlRO) },
+			want:    []string{"SHOW REPLICA STATUS", "SET GLOBAL super_read_only = OFF", "SET GLOBAL read_only = OFF", mysqlReadOnly},
+			wantErr: ErrNotWritable},
+		{name: "mariadb", flavor: mariadb, run: promote,
+			setup: func(db *fakeDB) { db.on(mariaReadOnly, mariaWritable) },
+			want:  []string{"SHOW ALL SLAVES STATUS", "SET GLOBAL read_only = OFF", mariaReadOnly}},
+		{name: "mariadb still replicating", flavor: mariadb, run: promote,
+			setup:   func(db *fakeDB) { db.on("SHOW ALL SLAVES STATUS", mariaReplica("Yes", "Yes", "0-1-5", "0", "")) },
+			want:    []string{"SHOW ALL SLAVES STATUS"},
+			wantErr: ErrReplicaRunning},
+	})
+}
+
+func TestStopAndResetSQL(t *testing.T) {
+	runSQLCases(t, []sqlCase{
+		{name: "mysql stop", flavor: mysql80, run: stopReplica, want: []string{"STOP REPLICA"}},
+		{name: "mysql stop unconfigured", flavor: mysql80, run: stopReplica,
+			setup: func(db *fakeDB) { db.on("STOP REPLICA", fails(serverErr(1794, "not configured as replica"))) },
+			want:  []string{"STOP REPLICA"}},
+		{name: "mysql stop other error", flavor: mysql80, run: stopReplica,
+			setup:   func(db *fakeDB) { db.on("STOP REPLICA", fails(serverErr(1227, "Access denied"))) },
+			want:    []string{"STOP REPLICA"},
+			wantErr: &mysql.MySQLError{Number: 1227}},
+		{name: "mysql reset", flavor: mysql80, run: resetReplica, want: []string{"STOP REPLICA", "RESET REPLICA ALL"}},
+		{name: "mysql reset unconfigured", flavor: mysql80, run: resetReplica,
+			setup: func(db *fakeDB) {
+				db.on("STOP REPLICA", fails(serverErr(1200, "not configured"))).on("RESET REPLICA ALL", fails(serverErr(1200, "not configured")))
+			},
+			want: []string{"STOP REPLICA", "RESET REPLICA ALL"}},
+		{name: "mariadb stop", flavor: mariadb, run: stopReplica, want: []string{"STOP SLAVE"}},
+		{name: "mariadb stop no connection", flavor: mariadb, run: stopReplica,
+			setup: func(db *fakeDB) { db.on("STOP SLAVE", fails(serverErr(1617, "There is no master connection ''"))) },
+			want:  []string{"STOP SLAVE"}},
+		{name: "mariadb reset", flavor: mariadb, run: resetReplica, want: []string{"STOP SLAVE", "RESET SLAVE ALL"}},
+		{name: "mariadb reset fails", flavor: mariadb, run: resetReplica,
+			setup:   func(db *fakeDB) { db.on("RESET SLAVE ALL", fails(serverErr(1198, "running slave"))) },
+			want:    []string{"STOP SLAVE", "RESET SLAVE ALL"},
+			wantErr: &mysql.MySQLError{Number: 1198}},
+	})
+}
+
+func TestReplicateFromSQL(t *testing.T) {
+	src := Source{Host: "10.0.0.2", Port: 3307, User: "repl", Password: `p'w\d`, HeartbeatPeriod: 500 * time.Millisecond, ConnectRetry: 1500 * time.Millisecond}
+	tlsSrc := Source{Host: "db-1.example", User: "repl", Password: "pw", TLS: true}
+	replicate := func(s Source) func(ctx context.Context, i *Instance) error {
+		return func(ctx context.Context, i *Instance) error { return i.ReplicateFrom(ctx, s) }
+	}
+	runSQLCases(t, []sqlCase{
+		{name: "mysql", flavor: mysql80, run: replicate(src),
+			setup: func(db *fakeDB) { db.on(mysqlReadOnly, mysqlFenced) },
+			want: []string{
+				"SET GLOBAL super_read_only = ON", mysqlReadOnly, "STOP REPLICA",
+				`CHANGE REPLICATION SOURCE TO SOURCE_HOST = '10.0.0.2', SOURCE_PORT = 3307, SOURCE_USER = 'repl', SOURCE_PASSWORD = 'p''w\d', ` +
+					"SOURCE_AUTO_POSITION = 1, SOURCE_SSL = 0, GET_SOURCE_PUBLIC_KEY = 1, SOURCE_HEARTBEAT_PERIOD = 0.500, SOURCE_CONNECT_RETRY = 2",
+				"START REPLICA",
+			}},
+		{name: "mysql tls default port", flavor: mysql84, run: replicate(tlsSrc),
+			setup: func(db *fakeDB) { db.on(mysqlReadOnly, mysqlFenced) },
+			want: []string{
+				"SET GLOBAL super_read_only = ON", mysqlReadOnly, "STOP REPLICA",
+				"CHANGE REPLICATION SOURCE TO SOURCE_HOST = 'db-1.example', SOURCE_PORT = 3306, SOURCE_USER = 'repl', SOURCE_PASSWORD = 'pw', " +
+					"SOURCE_AUTO_POSITION = 1, SOURCE_SSL = 1, GET_SOURCE_PUBLIC_KEY = 0",
+				"START REPLICA",
+			}},
+		{name: "mysql never replicated", flavor: mysql80, run: replicate(tlsSrc),
+			setup: func(db *fakeDB) {
+				db.on(mysqlReadOnly, mysqlFenced).on("STOP REPLICA", fails(serverErr(1794, "not configured")))
+			},
+			want: []string{
+				"SET GLOBAL super_read_only = ON", mysqlReadOnly, "STOP REPLICA",
+				"CHANGE REPLICATION SOURCE TO SOURCE_HOST = 'db-1.example', SOURCE_PORT = 3306, SOURCE_USER = 'repl', SOURCE_PASSWORD = 'pw', " +
+					"SOURCE_AUTO_POSITION = 1, SOURCE_SSL = 1, GET_SOURCE_PUBLIC_KEY = 0",
+				"START REPLICA",
+			}},
+		{name: "mariadb", flavor: mariadb, run: replicate(src),
+			setup: func(db *fakeDB) { db.on(mariaReadOnly, mariaFenced) },
+			want: []string{
+				"SET GLOBAL read_only = ON", mariaReadOnly, "STOP SLAVE",
+				`CHANGE MASTER TO MASTER_HOST = '10.0.0.2', MASTER_PORT = 3307, MASTER_USER = 'repl', MASTER_PASSWORD = 'p''w\d', ` +
+					"MASTER_USE_GTID = slave_pos, MASTER_SSL = 0, MASTER_HEARTBEAT_PERIOD = 0.500, MASTER_CONNECT_RETRY = 2",
+				"START SLAVE",
+			}},
+		{name: "mariadb tls", flavor: mariadb, run: replicate(tlsSrc),
+			setup: func(db *fakeDB) { db.on(mariaReadOnly, mariaFenced) },
+			want: []string{
+				"SET GLOBAL read_only = ON", mariaReadOnly, "STOP SLAVE",
+				"CHANGE MASTER TO MASTER_HOST = 'db-1.example', MASTER_PORT = 3306, MASTER_USER = 'repl', MASTER_PASSWORD = 'pw', " +
+					"MASTER_USE_GTID = slave_pos, MASTER_SSL = 1",
+				"START SLAVE",
+			}},
+		{name: "fence fails: nothing changed", flavor: mariadb, run: replicate(src),
+			setup:   func(db *fakeDB) { db.on(mariaReadOnly, mariaWritable) },
+			want:    []string{"SET GLOBAL read_only = ON", mariaReadOnly},
+			wantErr: ErrFenceNotInEffect},
+		{name: "missing host", flavor: mariadb, run: replicate(Source{User: "repl"}), wantErr: ErrInvalidArgument},
+		{name: "bad port", flavor: mysql80, run: replicate(Source{Host: "h", User: "u", Port: 70000}), wantErr: ErrInvalidArgument},
+		{name: "NUL in password", flavor: mysql80, run: replicate(Source{Host: "h", User: "u", Password: "a\x00b"}), wantErr: ErrInvalidArgument},
+	})
+}
+
+func TestSetSemiSyncSQL(t *testing.T) {
+	semi := func(primary, replica bool) func(ctx context.Context, i *Instance) error {
+		return func(ctx context.Context, i *Instance) error { return i.SetSemiSync(ctx, primary, replica) }
+	}
+	vars := func(v string) fakeResponse {
+		return table("semi_sync_variables", "semi_sync_status").row(v, "NULL").ok()
+	}
+	runSQLCases(t, []sqlCase{
+		{name: "mysql 8.0.26+ new plugins, replica unchanged", flavor: mysql80, run: semi(true, false),
+			setup: func(db *fakeDB) {
+				db.on("SELECT (", vars("rpl_semi_sync_source_enabled=OFF,rpl_semi_sync_replica_enabled=OFF"))
+			},
+			want: []string{"SELECT " + mysqlSemi80, "SET GLOBAL rpl_semi_sync_source_enabled = ON", "SET GLOBAL rpl_semi_sync_replica_enabled = OFF"}},
+		{name: "mysql 8.0.26+ old plugins loaded", flavor: mysql80, run: semi(false, true),
+			setup: func(db *fakeDB) {
+				db.on("SELECT (", vars("rpl_semi_sync_master_enabled=ON,rpl_semi_sync_slave_enabled=ON"))
+			},
+			want: []string{"SELECT " + mysqlSemi80, "SET GLOBAL rpl_semi_sync_master_enabled = OFF", "SET GLOBAL rpl_semi_sync_slave_enabled = ON"}},
+		{name: "mysql 8.0.25 replica enabled restarts running IO thread", flavor: mysql25, run: semi(false, true),
+			setup: func(db *fakeDB) {
+				db.on("SELECT (", vars("rpl_semi_sync_master_enabled=OFF,rpl_semi_sync_slave_enabled=OFF")).
+					on("SHOW REPLICA STATUS", mysqlReplica("Yes", "Yes", "", "0", ""))
+			},
+			want: []string{"SELECT " + mysqlSemi25, "SET GLOBAL rpl_semi_sync_master_enabled = OFF", "SET GLOBAL rpl_semi_sync_slave_enabled = ON",
+				"SHOW REPLICA STATUS", "STOP REPLICA IO_THREAD", "START REPLICA IO_THREAD"}},
+		{name: "mysql plugins not loaded", flavor: mysql80, run: semi(true, true),
+			setup:   func(db *fakeDB) { db.on("SELECT (", vars("NULL")) },
+			want:    []string{"SELECT " + mysqlSemi80},
+			wantErr: ErrNotSupported},
+		{name: "mariadb replica changed on a replica", flavor: mariadb, run: semi(false, true),
+			setup: func(db *fakeDB) {
+				db.on("SELECT (", vars("rpl_semi_sync_master_enabled=OFF,rpl_semi_sync_slave_enabled=OFF")).
+					on("SHOW ALL SLAVES STATUS", mariaReplica("Yes", "Yes", "0-1-3", "0", ""))
+			},
+			want: []string{"SELECT " + mariaSemi, "SET GLOBAL rpl_semi_sync_master_enabled = OFF", "SET GLOBAL rpl_semi_sync_slave_enabled = ON",
+				"SHOW ALL SLAVES STATUS", "STOP SLAVE IO_THREAD", "START SLAVE IO_THREAD"}},
+		{name: "mariadb replica changed on a non-replica", flavor: mariadb, run: semi(true, false),
+			setup: func(db *fakeDB) {
+				db.on("SELECT (", vars("rpl_semi_sync_master_enabled=OFF,rpl_semi_sync_slave_enabled=ON"))
+			},
+			want: []string{"SELECT " + mariaSemi, "SET GLOBAL rpl_semi_sync_master_enabled = ON", "SET GLOBAL rpl_semi_sync_slave_enabled = OFF",
+				"SHOW ALL SLAVES STATUS"}},
+		{name: "mariadb second call changes nothing", flavor: mariadb, run: semi(true, true),
+			setup: func(db *fakeDB) {
+				db.on("SELECT (", vars("rpl_semi_sync_master_enabled=ON,rpl_semi_sync_slave_enabled=ON"))
+			},
+			want: []string{"SELECT " + mariaSemi, "SET GLOBAL rpl_semi_sync_master_enabled = ON", "SET GLOBAL rpl_semi_sync_slave_enabled = ON"}},
+	})
+}
+
+func TestKillClientConnectionsSQL(t *testing.T) {
+	processes := table("Id", "User", "Host", "db", "Command", "Time", "State", "Info").
+		row("1", "system user", "", "NULL", "Daemon", "10", "InnoDB purge coordinator", "NULL").
+		row("5", "event_scheduler", "localhost", "NULL", "Daemon", "10", "Waiting on empty queue", "NULL").
+		row("7", "repl", "10.0.0.3:4000", "NULL", "Binlog Dump GTID", "10", "Source has sent all binlog", "NULL").
+		row("8", "system user", "", "NULL", "Connect", "10", "Waiting for source to send event", "NULL").
+		row("9", "system user", "", "NULL", "Slave_SQL", "10", "Slave has read all relay log", "NULL").
+		row("10", "failoverd", "10.0.0.9:5000", "NULL", "Query", "0", "starting", "SHOW PROCESSLIST").
+		row("11", "failoverd", "10.0.0.9:5001", "NULL", "Sleep", "3", "", "NULL").
+		row("12", "app", "10.0.1.1:6000", "app", "Sleep", "1", "", "NULL").
+		row("13", "app", "10.0.1.1:6001", "app", "Query", "0", "updating", "UPDATE t SET v=1").
+		row("14", "unauthenticated user", "10.0.1.2:6002", "NULL", "Connect", "0", "login", "NULL").
+		row("15", "failoverd", "10.0.0.8:5000", "NULL", "Sleep", "30", "", "NULL"). // another daemon/admin: killed
+		row("16", "app", "10.0.1.1:6003", "app", "Killed", "0", "", "NULL").
+		row("17", "app", "10.0.1.1:6004", "app", "Sleep", "0", "", "NULL").
+		ok()
+	for _, f := range []Flavor{mysql80, mariadb} {
+		t.Run(f.Distribution, func(t *testing.T) {
+			inst, db, _ := newFake(f)
+			inst.ids.add(10)
+			inst.ids.add(11)
+			inst.ids.add(12) // a stale id of ours, now reused by the server for "app"
+			db.on("SHOW PROCESSLIST", processes).on("KILL CONNECTION 17", fails(serverErr(1094, "Unknown thread id: 17")))
+			killed, err := inst.KillClientConnections(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := []string{"SHOW PROCESSLIST", "KILL CONNECTION 12", "KILL CONNECTION 13", "KILL CONNECTION 14", "KILL CONNECTION 15", "KILL CONNECTION 17"}
+			if !slices.Equal(db.stmts, want) {
+				t.Fatalf("statements:\n got  %q\n want %q", db.stmts, want)
+			}
+			if killed != 4 {
+				t.Fatalf("killed = %d, want 4 (17 had already gone)", killed)
+			}
+		})
+	}
+}
+
+func TestKillClientConnectionsError(t *testing.T) {
+	inst, db, _ := newFake(mariadb)
+	db.on("SHOW PROCESSLIST", table("Id", "User", "Command").row("3", "app", "Sleep").row("4", "app", "Sleep").ok()).
+		on("KILL CONNECTION 4", fails(serverErr(1095, "You are not owner of thread 4")))
+	killed, err := inst.KillClientConnections(context.Background())
+	if err == nil || killed != 1 || !strings.Contains(err.Error(), "kill 4") {
+		t.Fatalf("KillClientConnections = %d, %v; want 1 and an error naming kill 4", killed, err)
+	}
+}
+
+func TestWaitRelayDrainedSQL(t *testing.T) {
+	drain := func(target gtid.Set, timeout time.Duration) func(ctx context.Context, i *Instance) error {
+		return func(ctx context.Context, i *Instance) error { return i.WaitRelayDrained(ctx, target, timeout) }
+	}
+	mysqlTarget := gtid.MustParse(gtid.MySQL, uuidB+":1-3")
+	mariaTarget := gtid.MustParse(gtid.MariaDB, "0-1-12,0-2-9,1-5-4")
+	runSQLCases(t, []sqlCase{
+		{name: "mysql reached", flavor: mysql80, run: drain(gtid.Set{}, 30*time.Second),
+			setup: func(db *fakeDB) {
+				db.on("SHOW REPLICA STATUS", mysqlReplica("Yes", "Yes", uuidA+":1-10", "0", "")).on("SELECT WAIT", waitResult("0"))
+			},
+			want: []string{"SHOW REPLICA STATUS", "SELECT WAIT_FOR_EXECUTED_GTID_SET('" + uuidA + ":1-10', 1) AS result"}},
+		{name: "mysql target joins retrieved", flavor: mysql80, run: drain(mysqlTarget, 30*time.Second),
+			setup: func(db *fakeDB) {
+				db.on("SHOW REPLICA STATUS", mysqlReplica("No", "Yes", uuidA+":1-10,\n"+uuidB+":1", "0", "")).on("SELECT WAIT", waitResult("0"))
+			},
+			want: []string{"SHOW REPLICA STATUS", "SELECT WAIT_FOR_EXECUTED_GTID_SET('" + uuidA + ":1-10," + uuidB + ":1-3', 1) AS result"}},
+		{name: "mysql stopped SQL thread restarted once", flavor: mysql80, run: drain(gtid.Set{}, 30*time.Second),
+			setup: func(db *fakeDB) {
+				db.on("SHOW REPLICA STATUS", mysqlReplica("Yes", "No", uuidA+":1-10", "0", ""), mysqlReplica("Yes", "No", uuidA+":1-10", "0", "")).
+					on("SELECT WAIT", waitResult("1"), waitResult("0"))
+			},
+			want: []string{"SHOW REPLICA STATUS", "START REPLICA SQL_THREAD", "SELECT WAIT_FOR_EXECUTED_GTID_SET('" + uuidA + ":1-10', 1) AS result",
+				"SHOW REPLICA STATUS", "SELECT WAIT_FOR_EXECUTED_GTID_SET('" + uuidA + ":1-10', 1) AS result"}},
+		{name: "mysql SQL error", flavor: mysql80, run: drain(gtid.Set{}, 30*time.Second),
+			setup: func(db *fakeDB) {
+				db.on("SHOW REPLICA STATUS", mysqlReplica("Yes", "No", uuidA+":1-10", "1062", "Duplicate entry"))
+			},
+			want:    []string{"SHOW REPLICA STATUS"},
+			wantErr: ErrReplicationError},
+		{name: "mysql SQL error appears while waiting", flavor: mysql80, run: drain(gtid.Set{}, 30*time.Second),
+			setup: func(db *fakeDB) {
+				db.on("SHOW REPLICA STATUS", mysqlReplica("Yes", "Yes", uuidA+":1-10", "0", ""), mysqlReplica("Yes", "No", uuidA+":1-10", "1062", "Duplicate entry")).
+					on("SELECT WAIT", waitResult("1"))
+			},
+			want:    []string{"SHOW REPLICA STATUS", "SELECT WAIT_FOR_EXECUTED_GTID_SET('" + uuidA + ":1-10', 1) AS result", "SHOW REPLICA STATUS"},
+			wantErr: ErrReplicationError},
+		{name: "mysql timeout: slices shrink, SQL thread restarted only once", flavor: mysql80, run: drain(gtid.Set{}, 2500*time.Millisecond),
+			setup: func(db *fakeDB) {
+				db.on("SHOW REPLICA STATUS", mysqlReplica("Yes", "No", uuidA+":1-10", "0", "")).on("SELECT WAIT", waitResult("1"))
+			},
+			want: []string{
+				"SHOW REPLICA STATUS", "START REPLICA SQL_THREAD", "SELECT WAIT_FOR_EXECUTED_GTID_SET('" + uuidA + ":1-10', 1) AS result",
+				"SHOW REPLICA STATUS", "SELECT WAIT_FOR_EXECUTED_GTID_SET('" + uuidA + ":1-10', 1) AS result",
+				"SHOW REPLICA STATUS", "SELECT WAIT_FOR_EXECUTED_GTID_SET('" + uuidA + ":1-10', 1) AS result",
+				"SHOW REPLICA STATUS",
+			},
+			wantErr: ErrDrainTimeout},
+		{name: "mysql not a replica", flavor: mysql80, run: drain(gtid.Set{}, time.Second),
+			want: []string{"SHOW REPLICA STATUS"}, wantErr: ErrNotReplica},
+		{name: "mysql NULL wait result", flavor: mysql80, run: drain(gtid.Set{}, time.Second),
+			setup: func(db *fakeDB) {
+				db.on("SHOW REPLICA STATUS", mysqlReplica("Yes", "Yes", "", "0", "")).on("SELECT WAIT", waitResult("NULL"))
+			},
+			want:    []string{"SHOW REPLICA STATUS", "SELECT WAIT_FOR_EXECUTED_GTID_SET('', 1) AS result"},
+			wantErr: errAny},
+		{name: "mariadb reached", flavor: mariadb, run: drain(gtid.Set{}, 30*time.Second),
+			setup: func(db *fakeDB) {
+				db.on("SHOW ALL SLAVES STATUS", mariaReplica("Yes", "Yes", "0-1-17", "0", "")).on("SELECT MASTER_GTID_WAIT", waitResult("0"))
+			},
+			want: []string{"SHOW ALL SLAVES STATUS", "SELECT MASTER_GTID_WAIT('0-1-17', 1.000) AS result"}},
+		{name: "mariadb target: one triple per domain, highest seq", flavor: mariadb, run: drain(mariaTarget, 30*time.Second),
+			setup: func(db *fakeDB) {
+				db.on("SHOW ALL SLAVES STATUS", mariaReplica("Connecting", "Yes", "0-1-10,2-3-7", "0", "")).on("SELECT MASTER_GTID_WAIT", waitResult("0"))
+			},
+			want: []string{"SHOW ALL SLAVES STATUS", "SELECT MASTER_GTID_WAIT('0-1-12,1-5-4,2-3-7', 1.000) AS result"}},
+		{name: "mariadb timeout", flavor: mariadb, run: drain(gtid.Set{}, 1500*time.Millisecond),
+			setup: func(db *fakeDB) {
+				db.on("SHOW ALL SLAVES STATUS", mariaReplica("Yes", "Yes", "0-1-17", "0", "")).on("SELECT MASTER_GTID_WAIT", waitResult("-1"))
+			},
+			want: []string{
+				"SHOW ALL SLAVES STATUS", "SELECT MASTER_GTID_WAIT('0-1-17', 1.000) AS result",
+				"SHOW ALL SLAVES STATUS", "SELECT MASTER_GTID_WAIT('0-1-17', 0.500) AS result",
+				"SHOW ALL SLAVES STATUS",
+			},
+			wantErr: ErrDrainTimeout},
+		{name: "mariadb SQL error", flavor: mariadb, run: drain(gtid.Set{}, 30*time.Second),
+			setup: func(db *fakeDB) {
+				db.on("SHOW ALL SLAVES STATUS", mariaReplica("Yes", "No", "0-1-17", "1950", "An attempt was made to binlog GTID 0-2-5"))
+			},
+			want:    []string{"SHOW ALL SLAVES STATUS"},
+			wantErr: ErrReplicationError},
+		{name: "mariadb named connection only: not a replica", flavor: mariadb, run: drain(gtid.Set{}, time.Second),
+			setup: func(db *fakeDB) {
+				db.on("SHOW ALL SLAVES STATUS", table("Connection_name", "Slave_IO_Running", "Slave_SQL_Running").row("other", "Yes", "Yes").ok())
+			},
+			want: []string{"SHOW ALL SLAVES STATUS"}, wantErr: ErrNotReplica},
+		{name: "wrong target flavor", flavor: mariadb, run: drain(mysqlTarget, time.Second), wantErr: ErrInvalidArgument},
+	})
+}
+
+// errAny as sqlCase.wantErr accepts any non-nil error.
+var errAny = errors.New("any error")
+
+func TestCloneFromSQL(t *testing.T) {
+	donor := Donor{Host: "10.0.0.1", User: "clone", Password: "clone-pw", TLS: true}
+	clone := func(d Donor) func(ctx context.Context, i *Instance) error {
+		return func(ctx context.Context, i *Instance) error { return i.CloneFrom(ctx, d) }
+	}
+	const cloneStatus = "SELECT STATE AS state, ERROR_NO AS error_no, ERROR_MESSAGE AS error_message FROM performance_schema.clone_status"
+	cloneStmts := []string{mysqlReadOnly, "SET GLOBAL clone_valid_donor_list = '10.0.0.1:3306'",
+		"CLONE INSTANCE FROM 'clone'@'10.0.0.1':3306 IDENTIFIED BY 'clone-pw' REQUIRE SSL"}
+	runSQLCases(t, []sqlCase{
+		{name: "mysql 3707 is success", flavor: mysql80, run: clone(donor),
+			setup: func(db *fakeDB) {
+				db.on(mysqlReadOnly, mysqlFenced).on("CLONE INSTANCE", fails(serverErr(3707, "Restart server failed (mysqld is not managed by supervisor process).")))
+			},
+			want: cloneStmts},
+		{name: "mysql session lost, restarted, completed", flavor: mysql80, run: clone(donor),
+			setup: func(db *fakeDB) {
+				db.on(mysqlReadOnly, mysqlFenced).on("CLONE INSTANCE", fails(mysql.ErrInvalidConn)).
+					on(cloneStatus, fails(errors.New("dial tcp: connection refused")),
+						table("state", "error_no", "error_message").row("In Progress", "0", "").ok(),
+						table("state", "error_no", "error_message").row("Completed", "0", "").ok())
+			},
+			want: append(slices.Clone(cloneStmts), cloneStatus, cloneStatus, cloneStatus)},
+		{name: "mysql session lost, clone failed", flavor: mysql80, run: clone(donor),
+			setup: func(db *fakeDB) {
+				db.on(mysqlReadOnly, mysqlFenced).on("CLONE INSTANCE", fails(mysql.ErrInvalidConn)).
+					on(cloneStatus, table("state", "error_no", "error_message").row("Failed", "3862", "Clone Donor Error").ok())
+			},
+			want:    append(slices.Clone(cloneStmts), cloneStatus),
+			wantErr: ErrCloneFailed},
+		{name: "mysql no plugin", flavor: mysql80, run: clone(Donor{Host: "10.0.0.1", Port: 3310, User: "clone", Password: "pw"}),
+			setup: func(db *fakeDB) {
+				db.on(mysqlReadOnly, mysqlFenced).on("SET GLOBAL clone_valid_donor_list", fails(serverErr(1193, "Unknown system variable 'clone_valid_donor_list'")))
+			},
+			want:    []string{mysqlReadOnly, "SET GLOBAL clone_valid_donor_list = '10.0.0.1:3310'"},
+			wantErr: ErrNotSupported},
+		{name: "mysql writable recipient refused", flavor: mysql80, run: clone(donor),
+			setup:   func(db *fakeDB) { db.on(mysqlReadOnly, mysqlWritable) },
+			want:    []string{mysqlReadOnly},
+			wantErr: ErrNotFenced},
+		{name: "mariadb not supported", flavor: mariadb, run: clone(donor), wantErr: ErrNotSupported},
+	})
+}
+
+func TestCloneFromMariaDBNamesManualProcedure(t *testing.T) {
+	inst, _, _ := newFake(mariadb)
+	err := inst.CloneFrom(context.Background(), Donor{Host: "h", User: "u"})
+	for _, want := range []string{"mariadb-backup --backup", "--prepare", "MASTER_USE_GTID=slave_pos"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("CloneFrom error %v does not mention %q", err, want)
+		}
+	}
+}
+
+func TestStatusSQL(t *testing.T) {
+	for _, tc := range []struct {
+		f    Flavor
+		want []string
+	}{
+		{mysql80, []string{mysqlStatus, "SHOW REPLICA STATUS"}},
+		{mariadb, []string{mariaStatus, "SHOW ALL SLAVES STATUS"}},
+	} {
+		t.Run(tc.f.Distribution, func(t *testing.T) {
+			inst, db, _ := newFake(tc.f)
+			db.on("SELECT @@GLOBAL.version", table("version", "version_comment").row(tc.f.Version, tc.f.VersionComment).ok())
+			if _, err := inst.Status(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(db.stmts, tc.want) {
+				t.Fatalf("statements:\n got  %q\n want %q", db.stmts, tc.want)
+			}
+		})
+	}
+}

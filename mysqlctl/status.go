@@ -1,0 +1,262 @@
+package mysqlctl
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/failoverd/failoverd/gtid"
+)
+
+// ThreadState is the running state of a replication thread as the server
+// reports it (Replica_IO_Running / Slave_SQL_Running ...).
+type ThreadState string
+
+// Thread states. Other values the server may report are kept verbatim.
+const (
+	ThreadYes        ThreadState = "Yes"
+	ThreadNo         ThreadState = "No"
+	ThreadConnecting ThreadState = "Connecting"
+)
+
+// Running reports whether the thread runs or tries to (anything but No/empty).
+func (t ThreadState) Running() bool { return t != ThreadNo && t != "" }
+
+// Status is one snapshot of a server, read with one SELECT and one SHOW.
+type Status struct {
+	Flavor     Flavor
+	ServerID   uint32
+	ServerUUID string // MySQL only (@@server_uuid)
+	// ReadOnly is @@read_only; SuperReadOnly is @@super_read_only (MySQL only).
+	ReadOnly, SuperReadOnly bool
+	// Executed is MySQL @@gtid_executed or MariaDB @@gtid_binlog_state
+	// (one triple per domain and server, see package gtid); ExecutedRaw is
+	// the text as read.
+	Executed    gtid.Set
+	ExecutedRaw string
+	// GTIDCurrentPos and GTIDSlavePos are MariaDB's @@gtid_current_pos and
+	// @@gtid_slave_pos, raw (one triple per domain).
+	GTIDCurrentPos, GTIDSlavePos string
+	SemiSync                     SemiSyncStatus
+	// Replica is nil when no replication is configured.
+	Replica *ReplicaStatus
+}
+
+// Fenced reports whether the flavor's fence is in effect: super_read_only
+// on MySQL, read_only on MariaDB.
+func (s Status) Fenced() bool {
+	if s.Flavor.Engine == gtid.MariaDB {
+		return s.ReadOnly
+	}
+	return s.SuperReadOnly
+}
+
+// SemiSyncStatus is the semi-sync configuration and state of a server.
+type SemiSyncStatus struct {
+	// Available: the semi-sync variables exist (MySQL: plugin loaded;
+	// MariaDB: always).
+	Available bool
+	// PrimaryEnabled / ReplicaEnabled are rpl_semi_sync_{source,master}_enabled
+	// and rpl_semi_sync_{replica,slave}_enabled.
+	PrimaryEnabled, ReplicaEnabled bool
+	// PrimaryActive / ReplicaActive are the Rpl_semi_sync_*_status counters:
+	// semi-sync currently in effect (a primary falls back to async after
+	// its timeout; a replica only after an IO thread restart).
+	PrimaryActive, ReplicaActive bool
+}
+
+// ReplicaStatus is the default replication channel/connection of a server,
+// parsed by column name.
+type ReplicaStatus struct {
+	IOThread, SQLThread ThreadState
+	IOState, SQLState   string // Replica_IO_State, Replica_SQL_Running_State
+	SourceHost          string
+	SourcePort          int
+	SourceUser          string
+	SourceServerID      uint32
+	SourceUUID          string // MySQL only
+	// Retrieved is what the IO thread received: MySQL Retrieved_Gtid_Set,
+	// MariaDB Gtid_IO_Pos (one triple per domain). RetrievedRaw is the text.
+	Retrieved    gtid.Set
+	RetrievedRaw string
+	// GTIDSlavePos is MariaDB's Gtid_Slave_Pos column.
+	GTIDSlavePos string
+	// AutoPosition: MySQL Auto_Position=1 or MariaDB Using_Gtid other than No.
+	AutoPosition bool
+	// Lag is Seconds_Behind_Source/Master; LagKnown is false when it is NULL
+	// (a thread is stopped or not yet connected).
+	Lag      time.Duration
+	LagKnown bool
+	// LastIOErrno/LastIOError and LastSQLErrno/LastSQLError are the last
+	// thread errors (0 and "" when none).
+	LastIOErrno, LastSQLErrno int
+	LastIOError, LastSQLError string
+	// HeartbeatPeriod and ReceivedHeartbeats are MariaDB's
+	// Slave_heartbeat_period and Slave_received_heartbeats (zero on MySQL,
+	// whose SHOW REPLICA STATUS does not carry them).
+	HeartbeatPeriod    time.Duration
+	ReceivedHeartbeats uint64
+	ConnectRetry       time.Duration
+	SSL                bool // Source_SSL_Allowed / Master_SSL_Allowed is Yes
+}
+
+// SQLError reports whether the SQL (applier) thread stopped with an error.
+func (r *ReplicaStatus) SQLError() bool { return !r.SQLThread.Running() && r.LastSQLErrno != 0 }
+
+// Status reads the server's state with one multi-variable SELECT and one
+// SHOW REPLICA STATUS / SHOW ALL SLAVES STATUS.
+func (i *Instance) Status(ctx context.Context) (Status, error) {
+	rs, err := i.q.query(ctx, i.d.statusQuery)
+	if err == nil && len(rs.rows) != 1 {
+		err = fmt.Errorf("expected 1 row, got %d", len(rs.rows))
+	}
+	if err != nil {
+		return Status{}, i.fail("status", "read variables", err)
+	}
+	st, err := parseStatus(i.flavor.Engine, i.d, rs.row(0))
+	if err != nil {
+		return Status{}, i.fail("status", "parse variables", err)
+	}
+	st.Replica, err = i.replicaStatus(ctx)
+	if err != nil {
+		return Status{}, i.fail("status", "read replica status", err)
+	}
+	return st, nil
+}
+
+// replicaStatus runs the flavor's replica-status statement; nil when the
+// server has no (default) replication connection.
+func (i *Instance) replicaStatus(ctx context.Context) (*ReplicaStatus, error) {
+	rs, err := i.q.query(ctx, i.d.replicaStatusQuery)
+	if err != nil {
+		return nil, err
+	}
+	return parseReplicaStatus(i.flavor.Engine, i.d, rs)
+}
+
+// parseStatus reads the statusQuery row.
+func parseStatus(engine gtid.Flavor, d dialect, r row) (Status, error) {
+	f, err := ParseFlavor(r.str("version"), r.str("version_comment"))
+	if err != nil {
+		return Status{}, err
+	}
+	if f.Engine != engine {
+		return Status{}, fmt.Errorf("%w: server now reports %s, opened as %s", ErrUnsupportedVersion, f, engine)
+	}
+	id, _ := strconv.ParseUint(r.str("server_id"), 10, 32)
+	st := Status{
+		Flavor:        f,
+		ServerID:      uint32(id),
+		ServerUUID:    r.str("server_uuid"),
+		ReadOnly:      r.boolean("read_only"),
+		SuperReadOnly: r.boolean("super_read_only"),
+	}
+	if engine == gtid.MariaDB {
+		st.ExecutedRaw = r.str("gtid_binlog_state")
+		st.GTIDCurrentPos = r.str("gtid_current_pos")
+		st.GTIDSlavePos = r.str("gtid_slave_pos")
+	} else {
+		st.ExecutedRaw = r.str("gtid_executed")
+	}
+	if st.Executed, err = gtid.Parse(engine, st.ExecutedRaw); err != nil {
+		return Status{}, fmt.Errorf("executed GTID set: %w", err)
+	}
+	st.SemiSync = parseSemiSync(d, r)
+	return st, nil
+}
+
+// parseSemiSync reads the semi_sync_variables / semi_sync_status columns.
+func parseSemiSync(d dialect, r row) SemiSyncStatus {
+	vars := pairs(r.str("semi_sync_variables"))
+	status := pairs(r.str("semi_sync_status"))
+	_, pv, okP := lookup(vars, d.semiPrimaryVars)
+	_, rv, okR := lookup(vars, d.semiReplicaVars)
+	_, ps, _ := lookup(status, d.semiPrimaryStatus)
+	_, rsv, _ := lookup(status, d.semiReplicaStatus)
+	return SemiSyncStatus{
+		Available:      okP || okR,
+		PrimaryEnabled: parseBool(pv), ReplicaEnabled: parseBool(rv),
+		PrimaryActive: parseBool(ps), ReplicaActive: parseBool(rsv),
+	}
+}
+
+// pairs parses "a=ON,b=OFF" into a map with lower-case keys.
+func pairs(s string) map[string]string {
+	m := map[string]string{}
+	for _, p := range strings.Split(s, ",") {
+		if k, v, ok := strings.Cut(strings.TrimSpace(p), "="); ok {
+			m[strings.ToLower(k)] = v
+		}
+	}
+	return m
+}
+
+// lookup returns the lower-cased name and value of the first of names
+// present in m.
+func lookup(m map[string]string, names []string) (name, value string, ok bool) {
+	for _, n := range names {
+		n = strings.ToLower(n)
+		if v, ok := m[n]; ok {
+			return n, v, true
+		}
+	}
+	return "", "", false
+}
+
+// parseReplicaStatus picks the default connection (MariaDB
+// Connection_name ”, MySQL's single row or Channel_Name ”) and parses it
+// by column name. It returns nil when there is none.
+func parseReplicaStatus(engine gtid.Flavor, d dialect, rs *resultSet) (*ReplicaStatus, error) {
+	idx := -1
+	for n := range rs.rows {
+		if rs.row(n).str("Connection_name", "Channel_Name") == "" {
+			idx = n
+			break
+		}
+	}
+	if idx < 0 {
+		return nil, nil
+	}
+	r := rs.row(idx)
+	rep := &ReplicaStatus{
+		IOThread:     ThreadState(r.str("Replica_IO_Running", "Slave_IO_Running")),
+		SQLThread:    ThreadState(r.str("Replica_SQL_Running", "Slave_SQL_Running")),
+		IOState:      r.str("Replica_IO_State", "Slave_IO_State"),
+		SQLState:     r.str("Replica_SQL_Running_State", "Slave_SQL_Running_State"),
+		SourceHost:   r.str("Source_Host", "Master_Host"),
+		SourcePort:   int(r.integer("Source_Port", "Master_Port")),
+		SourceUser:   r.str("Source_User", "Master_User"),
+		SourceUUID:   r.str("Source_UUID", "Master_UUID"),
+		RetrievedRaw: r.str(d.retrievedColumn),
+		GTIDSlavePos: r.str("Gtid_Slave_Pos"),
+		LastIOErrno:  int(r.integer("Last_IO_Errno")),
+		LastIOError:  r.str("Last_IO_Error"),
+		LastSQLErrno: int(r.integer("Last_SQL_Errno")),
+		LastSQLError: r.str("Last_SQL_Error"),
+		SSL:          strings.EqualFold(r.str("Source_SSL_Allowed", "Master_SSL_Allowed"), "Yes"),
+		ConnectRetry: time.Duration(r.integer("Connect_Retry")) * time.Second,
+	}
+	sid, _ := strconv.ParseUint(r.str("Source_Server_Id", "Master_Server_Id"), 10, 32)
+	rep.SourceServerID = uint32(sid)
+	if lag, ok := r.get("Seconds_Behind_Source", "Seconds_Behind_Master"); ok && lag.Valid {
+		if n, err := strconv.ParseInt(lag.String, 10, 64); err == nil {
+			rep.Lag, rep.LagKnown = time.Duration(n)*time.Second, true
+		}
+	}
+	if engine == gtid.MariaDB {
+		rep.AutoPosition = !strings.EqualFold(r.str("Using_Gtid"), "No") && r.str("Using_Gtid") != ""
+	} else {
+		rep.AutoPosition = r.str("Auto_Position") == "1"
+	}
+	if hb, err := strconv.ParseFloat(r.str("Slave_heartbeat_period"), 64); err == nil {
+		rep.HeartbeatPeriod = time.Duration(hb * float64(time.Second))
+	}
+	rep.ReceivedHeartbeats, _ = strconv.ParseUint(r.str("Slave_received_heartbeats"), 10, 64)
+	var err error
+	if rep.Retrieved, err = gtid.Parse(engine, rep.RetrievedRaw); err != nil {
+		return nil, fmt.Errorf("retrieved GTIDs (%s): %w", d.retrievedColumn, err)
+	}
+	return rep, nil
+}

@@ -1,0 +1,29 @@
+// Package testenv starts and stops the real servers that failoverd's e2e
+// tests, benchmarks and playground run against, all on 127.0.0.1:
+//
+//   - MariaDB sites (StartMariaDB, StartTopology, ReplicateFrom): each with
+//     its own datadir, port, server id, binlog + GTID strict mode and the
+//     AdminUser / ReplUser / AppUser accounts. The datadir is a copy of a
+//     template built once per machine (mariadb-install-db, accounts created
+//     through the unix socket) and cached in CacheDir(); an instance is
+//     ready in about 1 s.
+//   - Redis (StartRedis, StartRedisPair).
+//   - Kubernetes API servers with etcd (StartKube, StartKubes), with the
+//     external-dns DNSEndpoint CRD installed (DNSEndpointGVR).
+//   - A fault proxy per network link (NewProxy: Cut, Blackhole, Latency,
+//     Restore), built on Shopify toxiproxy used as a library.
+//   - A write-load generator (StartWriteLoad) recording every acknowledged
+//     commit, so a test can prove no acknowledged write was lost.
+//
+// Everything registers its teardown with T.Cleanup. Server processes run in
+// their own process group with Pdeathsig=SIGKILL (forked from one dedicated,
+// never-released OS thread), so none outlives even a SIGKILLed test binary;
+// cleanup SIGKILLs the group (which also ends a SIGSTOPped server), waits
+// for it, and removes the instance's temp dir. Temp dirs are short
+// ("/tmp/fo-NNN", unix socket paths are limited to ~107 bytes) and record
+// their owner; a later run removes those whose owner died before cleanup.
+//
+// Missing binaries are fatal errors telling to run scripts/deps, never skips.
+// Functions taking a T call T.Fatalf on failure, so call them from the test's
+// goroutine; methods without a T (Stop, Kill, Restart, ...) return errors.
+package testenv

@@ -1,0 +1,418 @@
+package testenv
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+)
+
+// Accounts every MariaDB instance gets (created through the unix socket,
+// usable over TCP from 127.0.0.1 and over the socket as 'user'@'localhost').
+const (
+	// AdminUser holds ALL PRIVILEGES ON *.* WITH GRANT OPTION (incl. READ_ONLY ADMIN on MariaDB).
+	AdminUser, AdminPassword = "failoverd", "failoverd-admin-pw"
+	// ReplUser holds REPLICATION SLAVE and REPLICATION CLIENT only.
+	ReplUser, ReplPassword = "repl", "repl-pw"
+	// AppUser holds SELECT,INSERT,UPDATE,DELETE,CREATE,DROP,INDEX,ALTER ON app.* only:
+	// no READ_ONLY ADMIN, so read_only=ON blocks it.
+	AppUser, AppPassword = "app", "app-pw"
+	// AppDatabase is the application schema AppUser works in.
+	AppDatabase = "app"
+)
+
+// MariaDBOptions configures StartMariaDB.
+type MariaDBOptions struct {
+	// Name labels the instance in logs and errors; defaults to "mariadb".
+	Name string
+	// ServerID is the server_id; 0 allocates one unique in this process.
+	ServerID uint32
+	// SemiSync starts with rpl_semi_sync_master_enabled=ON and
+	// rpl_semi_sync_slave_enabled=ON (built into MariaDB).
+	SemiSync bool
+	// ExtraArgs are appended to the mariadbd command line (later flags win).
+	ExtraArgs []string
+}
+
+// MariaDB is one running (or stopped) mariadbd started by StartMariaDB.
+type MariaDB struct {
+	Name     string // from MariaDBOptions.Name
+	ServerID uint32 // server_id, unique in this process
+	Host     string // always "127.0.0.1"
+	Port     int    // TCP port, kept across Restart
+	Socket   string // unix socket; root@localhost logs in here without a password
+	DataDir  string // datadir, kept across Restart, removed at cleanup
+
+	dir    string
+	errLog string
+	args   []string
+
+	mu    sync.Mutex
+	proc  *process
+	pools map[string]*sql.DB
+}
+
+// serverIDs allocates server ids unique within this process.
+var serverIDs atomic.Uint32
+
+// mariadbBaseArgs are the mariadbd flags shared by the template build and
+// every instance. --no-defaults must come first.
+func mariadbBaseArgs(datadir string) []string {
+	return []string{
+		"--no-defaults",
+		"--datadir=" + datadir,
+		"--user=root",
+		"--innodb-buffer-pool-size=32M",
+		"--innodb-log-file-size=8M",
+		"--performance-schema=OFF",
+		"--skip-name-resolve",
+	}
+}
+
+// StartMariaDB starts a fresh MariaDB on a free 127.0.0.1 port: its own
+// datadir (copied from a cached template that already holds the accounts),
+// binlog + GTID strict mode, log_slave_updates, read_only=OFF,
+// slave_net_timeout=3. Everything is removed at t's cleanup.
+func StartMariaDB(t T, opts MariaDBOptions) *MariaDB {
+	t.Helper()
+	m, err := startMariaDB(t, opts)
+	if err != nil {
+		t.Fatalf("testenv: %v", err)
+	}
+	return m
+}
+
+// startMariaDB is StartMariaDB without Fatalf, safe from any goroutine.
+func startMariaDB(t T, opts MariaDBOptions) (*MariaDB, error) {
+	if opts.Name == "" {
+		opts.Name = "mariadb"
+	}
+	if opts.ServerID == 0 {
+		opts.ServerID = serverIDs.Add(1)
+	}
+	tmpl, err := mariadbTemplate()
+	if err != nil {
+		return nil, fmt.Errorf("start mariadb %s: %w", opts.Name, err)
+	}
+	dir, err := newRunDir()
+	if err != nil {
+		return nil, fmt.Errorf("start mariadb %s: %w", opts.Name, err)
+	}
+	m := &MariaDB{
+		Name:     opts.Name,
+		ServerID: opts.ServerID,
+		Host:     "127.0.0.1",
+		Socket:   filepath.Join(dir, "mysqld.sock"),
+		DataDir:  filepath.Join(dir, "data"),
+		dir:      dir,
+		errLog:   filepath.Join(dir, "mariadbd.err"),
+		pools:    map[string]*sql.DB{},
+	}
+	t.Cleanup(m.cleanup)
+	if err := copyTree(tmpl, m.DataDir); err != nil {
+		return nil, fmt.Errorf("start mariadb %s: copy template: %w", opts.Name, err)
+	}
+	for attempt := 1; ; attempt++ {
+		port, err := pickPort()
+		if err != nil {
+			return nil, fmt.Errorf("start mariadb %s: %w", opts.Name, err)
+		}
+		m.Port = port
+		m.args = append(mariadbBaseArgs(m.DataDir),
+			"--bind-address=127.0.0.1",
+			fmt.Sprintf("--port=%d", port),
+			"--socket="+m.Socket,
+			"--pid-file="+filepath.Join(dir, "mariadbd.pid"),
+			"--log-error="+m.errLog,
+			fmt.Sprintf("--server-id=%d", m.ServerID),
+			"--log-bin="+filepath.Join(m.DataDir, "binlog"),
+			"--relay-log="+filepath.Join(m.DataDir, "relay-bin"),
+			"--log-slave-updates=ON",
+			"--binlog-format=ROW",
+			"--gtid-strict-mode=ON",
+			"--read-only=OFF",
+			"--slave-net-timeout=3",
+			// Durable against a killed process (the OS keeps the writes), not
+			// against a machine crash, which these tests never simulate.
+			"--innodb-flush-log-at-trx-commit=2",
+			"--sync-binlog=0",
+			"--open-files-limit=4096",
+		)
+		if opts.SemiSync {
+			m.args = append(m.args, "--rpl-semi-sync-master-enabled=ON", "--rpl-semi-sync-slave-enabled=ON")
+		}
+		m.args = append(m.args, opts.ExtraArgs...)
+		err = m.start(context.Background())
+		if err == nil {
+			return m, nil
+		}
+		if !errors.Is(err, errPortTaken) || attempt == startAttempts {
+			return nil, fmt.Errorf("start mariadb %s: %w", opts.Name, err)
+		}
+		// Port race: another process bound the port between freePort and mariadbd.
+		_ = os.Remove(m.errLog)
+	}
+}
+
+// start launches mariadbd with m.args and waits until it answers on its socket.
+func (m *MariaDB) start(ctx context.Context) error {
+	p, err := startProcess("mariadbd "+m.Name, filepath.Join(m.dir, "mariadbd.out"), "mariadbd", m.args...)
+	if err != nil {
+		return err
+	}
+	m.mu.Lock()
+	m.proc = p
+	m.mu.Unlock()
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	if err := waitSocketReady(ctx, p, m.Socket); err != nil {
+		_ = p.cleanup()
+		log := tailFile(m.errLog, 20)
+		if isPortInUseLog(log) {
+			return fmt.Errorf("%w: port %d: %v", errPortTaken, m.Port, err)
+		}
+		return fmt.Errorf("mariadbd on port %d: %w\n--- tail of %s ---\n%s", m.Port, err, m.errLog, log)
+	}
+	return nil
+}
+
+// waitSocketReady pings root over the unix socket until it answers, the
+// process exits, or ctx ends.
+func waitSocketReady(ctx context.Context, p *process, socket string) error {
+	cfg := mysql.NewConfig()
+	cfg.User = "root"
+	cfg.Net = "unix"
+	cfg.Addr = socket
+	cfg.Timeout = time.Second
+	connector, err := mysql.NewConnector(cfg)
+	if err != nil {
+		return fmt.Errorf("wait ready: %w", err)
+	}
+	db := sql.OpenDB(connector)
+	defer db.Close()
+	var lastErr error
+	for {
+		if !p.running() {
+			return fmt.Errorf("exited before it was ready: %s", p.exitDescription())
+		}
+		if _, err := os.Stat(socket); err == nil {
+			pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			lastErr = db.PingContext(pctx)
+			cancel()
+			if lastErr == nil {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("not ready: %w (last ping error: %v)", ctx.Err(), lastErr)
+		case <-time.After(30 * time.Millisecond):
+		}
+	}
+}
+
+// cleanup kills the server, closes the pools and removes the temp dir.
+func (m *MariaDB) cleanup() {
+	m.mu.Lock()
+	p := m.proc
+	for _, db := range m.pools {
+		_ = db.Close()
+	}
+	m.pools = map[string]*sql.DB{}
+	m.mu.Unlock()
+	if p != nil {
+		_ = p.cleanup()
+	}
+	_ = removeDir(m.dir)
+}
+
+// Addr returns "127.0.0.1:PORT".
+func (m *MariaDB) Addr() string { return fmt.Sprintf("%s:%d", m.Host, m.Port) }
+
+// ErrorLog returns the path of mariadbd's error log.
+func (m *MariaDB) ErrorLog() string { return m.errLog }
+
+// DSN returns a go-sql-driver/mysql DSN over TCP with timeout=2s,
+// readTimeout=5s and writeTimeout=5s; database "app" for AppUser.
+func (m *MariaDB) DSN(user, password string) string {
+	return MariaDBDSN(m.Addr(), user, password)
+}
+
+// MariaDBDSN is DSN for any address, e.g. a Proxy in front of a site.
+func MariaDBDSN(addr, user, password string) string {
+	cfg := mysql.NewConfig()
+	cfg.User = user
+	cfg.Passwd = password
+	cfg.Net = "tcp"
+	cfg.Addr = addr
+	cfg.Timeout = 2 * time.Second
+	cfg.ReadTimeout = 5 * time.Second
+	cfg.WriteTimeout = 5 * time.Second
+	if user == AppUser {
+		cfg.DBName = AppDatabase
+	}
+	return cfg.FormatDSN()
+}
+
+// AdminDB returns the instance's admin pool (one per instance, closed at the
+// cleanup of the test that started it).
+func (m *MariaDB) AdminDB(t T) *sql.DB {
+	t.Helper()
+	return m.pool(t, AdminUser, AdminPassword)
+}
+
+// AppDB returns the instance's pool for the application account.
+func (m *MariaDB) AppDB(t T) *sql.DB {
+	t.Helper()
+	return m.pool(t, AppUser, AppPassword)
+}
+
+func (m *MariaDB) pool(t T, user, password string) *sql.DB {
+	t.Helper()
+	db, err := m.openPool(user, password)
+	if err != nil {
+		t.Fatalf("testenv: %v", err)
+	}
+	return db
+}
+
+func (m *MariaDB) adminPool() (*sql.DB, error) { return m.openPool(AdminUser, AdminPassword) }
+
+func (m *MariaDB) openPool(user, password string) (*sql.DB, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if db, ok := m.pools[user]; ok {
+		return db, nil
+	}
+	db, err := sql.Open("mysql", m.DSN(user, password))
+	if err != nil {
+		return nil, fmt.Errorf("open %s pool on %s: %w", user, m.Name, err)
+	}
+	db.SetMaxIdleConns(4)
+	db.SetConnMaxIdleTime(30 * time.Second)
+	m.pools[user] = db
+	return db, nil
+}
+
+// Exec runs query as admin; t.Fatalf on error.
+func (m *MariaDB) Exec(t T, query string, args ...any) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := m.AdminDB(t).ExecContext(ctx, query, args...); err != nil {
+		t.Fatalf("testenv: %s: exec %q: %v", m.Name, query, err)
+	}
+}
+
+// QueryString returns a single value as admin (e.g. "SELECT @@gtid_binlog_pos");
+// NULL is returned as "". t.Fatalf on error or when there is no row.
+func (m *MariaDB) QueryString(t T, query string, args ...any) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var v sql.NullString
+	if err := m.AdminDB(t).QueryRowContext(ctx, query, args...).Scan(&v); err != nil {
+		t.Fatalf("testenv: %s: query %q: %v", m.Name, query, err)
+	}
+	return v.String
+}
+
+// ReplicaStatus returns SHOW SLAVE STATUS as column → value (empty when the
+// instance is not a replica); t.Fatalf on error.
+func (m *MariaDB) ReplicaStatus(t T) map[string]string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	st, err := replicaStatus(ctx, m.AdminDB(t))
+	if err != nil {
+		t.Fatalf("testenv: %s: show slave status: %v", m.Name, err)
+	}
+	return st
+}
+
+// replicaStatus reads SHOW SLAVE STATUS into a map.
+func replicaStatus(ctx context.Context, db *sql.DB) (map[string]string, error) {
+	rows, err := db.QueryContext(ctx, "SHOW SLAVE STATUS")
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	cols, err := rows.Columns()
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]string{}
+	if !rows.Next() {
+		return out, rows.Err()
+	}
+	vals := make([]sql.NullString, len(cols))
+	ptrs := make([]any, len(cols))
+	for i := range vals {
+		ptrs[i] = &vals[i]
+	}
+	if err := rows.Scan(ptrs...); err != nil {
+		return nil, err
+	}
+	for i, c := range cols {
+		out[c] = vals[i].String
+	}
+	return out, rows.Err()
+}
+
+func (m *MariaDB) current() *process {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.proc
+}
+
+// Stop sends SIGTERM and waits for the exit (SIGKILL after 60 s).
+func (m *MariaDB) Stop() error { return m.current().terminate(60 * time.Second) }
+
+// Kill sends SIGKILL and waits for the exit.
+func (m *MariaDB) Kill() error { return m.current().kill() }
+
+// Pause sends SIGSTOP: the server hangs with its connections open.
+func (m *MariaDB) Pause() error { return m.current().pause() }
+
+// Resume sends SIGCONT after Pause.
+func (m *MariaDB) Resume() error { return m.current().resume() }
+
+// Running reports whether mariadbd is running (paused counts as running).
+func (m *MariaDB) Running() bool { return m.current().running() }
+
+// Paused reports whether the server is SIGSTOPped by Pause.
+func (m *MariaDB) Paused() bool {
+	p := m.current()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.paused && p.running()
+}
+
+// Restart stops the server if it runs (SIGTERM) and starts it again on the
+// same datadir, port and server id; it returns once the server answers.
+// Replication settings persist in the datadir; a replica resumes on its own.
+func (m *MariaDB) Restart(ctx context.Context) error {
+	if p := m.current(); p.running() {
+		if err := p.terminate(60 * time.Second); err != nil && !errors.Is(err, ErrNotRunning) {
+			return fmt.Errorf("restart %s: %w", m.Name, err)
+		}
+	}
+	if err := m.start(ctx); err != nil {
+		return fmt.Errorf("restart %s: %w", m.Name, err)
+	}
+	return nil
+}
+
+// String returns "name(127.0.0.1:port)".
+func (m *MariaDB) String() string { return fmt.Sprintf("%s(%s)", m.Name, m.Addr()) }
+
+// sqlQuote quotes s as a SQL string literal (only for our own constants).
+func sqlQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }

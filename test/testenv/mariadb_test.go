@@ -1,0 +1,184 @@
+package testenv
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+)
+
+// mysqlErrno returns the server error number of err, or 0.
+func mysqlErrno(err error) uint16 {
+	var me *mysql.MySQLError
+	if errors.As(err, &me) {
+		return me.Number
+	}
+	return 0
+}
+
+// TestTopologyReplicatesAndDetectsKilledPrimary is acceptance test 1.
+func TestTopologyReplicatesAndDetectsKilledPrimary(t *testing.T) {
+	tp := StartTopology(t, 3, TopologyOptions{})
+	primary := tp.Sites[0]
+	if got := tp.Primary(); got != primary {
+		t.Fatalf("Primary() = %v, want site0", got)
+	}
+	for _, r := range tp.Sites[1:] {
+		if ro := r.QueryString(t, "SELECT @@global.read_only"); ro != "1" {
+			t.Fatalf("%s read_only = %s, want 1", r.Name, ro)
+		}
+	}
+
+	primary.Exec(t, "CREATE TABLE app.t (id INT PRIMARY KEY, v VARCHAR(20))")
+	if _, err := primary.AppDB(t).Exec("INSERT INTO t VALUES (1, 'hello')"); err != nil {
+		t.Fatalf("app insert on primary: %v", err)
+	}
+	tp.WaitReplicated(t, 10*time.Second)
+	for _, r := range tp.Sites[1:] {
+		if v := r.QueryString(t, "SELECT v FROM app.t WHERE id = 1"); v != "hello" {
+			t.Fatalf("%s has v=%q, want hello", r.Name, v)
+		}
+		// read_only must stop the application account on a replica.
+		_, err := r.AppDB(t).Exec("INSERT INTO t VALUES (2, 'errant')")
+		if mysqlErrno(err) != 1290 {
+			t.Fatalf("app insert on read-only %s: err %v, want error 1290", r.Name, err)
+		}
+	}
+
+	replica := tp.Sites[1]
+	if err := primary.Kill(); err != nil {
+		t.Fatalf("kill primary: %v", err)
+	}
+	killed := time.Now()
+	var st map[string]string
+	for time.Since(killed) < time.Second {
+		st = replica.ReplicaStatus(t)
+		if st["Slave_IO_Running"] == "Connecting" {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if st["Slave_IO_Running"] != "Connecting" {
+		t.Fatalf("1 s after SIGKILL of the primary: Slave_IO_Running=%q, want Connecting (%s)", st["Slave_IO_Running"], summarizeStatus(st))
+	}
+	t.Logf("replica noticed the killed primary after %v", time.Since(killed))
+	if primary.Running() {
+		t.Fatalf("primary still running after Kill")
+	}
+	if tp.Primary() != nil {
+		t.Fatalf("Primary() after killing the only writable site: want nil")
+	}
+
+	// Restart brings the same datadir back on the same port: the replicas
+	// reconnect (MASTER_CONNECT_RETRY=1) and the data survived the crash.
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := primary.Restart(ctx); err != nil {
+		t.Fatalf("restart primary: %v", err)
+	}
+	if v := primary.QueryString(t, "SELECT v FROM app.t WHERE id = 1"); v != "hello" {
+		t.Fatalf("after crash restart: v=%q, want hello", v)
+	}
+	primary.Exec(t, "INSERT INTO app.t VALUES (3, 'after')")
+	tp.WaitReplicated(t, 20*time.Second)
+	if v := replica.QueryString(t, "SELECT v FROM app.t WHERE id = 3"); v != "after" {
+		t.Fatalf("replica after primary restart: v=%q, want after", v)
+	}
+}
+
+// TestAccountsAndSignals checks the account contract other packages rely
+// on, and Pause/Resume, on the shared instance (left as found).
+func TestAccountsAndSignals(t *testing.T) {
+	m := sharedMariaDB(t)
+	m.Exec(t, "CREATE TABLE IF NOT EXISTS app.acct (id INT PRIMARY KEY)")
+	app := m.AppDB(t)
+	if _, err := app.Exec("REPLACE INTO acct VALUES (1)"); err != nil {
+		t.Fatalf("app write on writable server: %v", err)
+	}
+	// The admin account can flip read_only (it holds READ_ONLY ADMIN).
+	m.Exec(t, "SET GLOBAL read_only = ON")
+	_, err := app.Exec("REPLACE INTO acct VALUES (2)")
+	m.Exec(t, "SET GLOBAL read_only = OFF")
+	if mysqlErrno(err) != 1290 {
+		t.Fatalf("app write under read_only: err %v, want error 1290", err)
+	}
+	if _, err := app.Exec("SELECT 1 FROM mysql.user LIMIT 1"); mysqlErrno(err) != 1142 {
+		t.Fatalf("app read of mysql.user: err %v, want error 1142 (denied)", err)
+	}
+	for _, tc := range []struct {
+		user, want, mustNot string
+	}{
+		{ReplUser, "REPLICATION SLAVE", "READ_ONLY ADMIN"},
+		{AppUser, "SELECT, INSERT, UPDATE, DELETE, CREATE, DROP, INDEX, ALTER ON `app`.*", "READ_ONLY ADMIN"},
+		{AdminUser, "ALL PRIVILEGES ON *.*", "-"},
+	} {
+		for _, host := range []string{"127.0.0.1", "localhost"} {
+			g := grantsOf(t, m, tc.user, host)
+			if !strings.Contains(g, tc.want) || strings.Contains(g, tc.mustNot) {
+				t.Errorf("grants of %s@%s = %q: want %q and not %q", tc.user, host, g, tc.want, tc.mustNot)
+			}
+		}
+	}
+
+	if err := m.Pause(); err != nil {
+		t.Fatalf("pause: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	err = m.AdminDB(t).PingContext(ctx)
+	cancel()
+	if resumeErr := m.Resume(); resumeErr != nil {
+		t.Fatalf("resume: %v", resumeErr)
+	}
+	if err == nil {
+		t.Fatalf("ping of a paused server succeeded")
+	}
+	if got := m.QueryString(t, "SELECT 42"); got != "42" {
+		t.Fatalf("after resume: %q", got)
+	}
+}
+
+// grantsOf returns every SHOW GRANTS line of user@host, joined.
+func grantsOf(t *testing.T, m *MariaDB, user, host string) string {
+	t.Helper()
+	rows, err := m.AdminDB(t).Query("SHOW GRANTS FOR " + sqlQuote(user) + "@" + sqlQuote(host))
+	if err != nil {
+		t.Fatalf("show grants for %s@%s: %v", user, host, err)
+	}
+	defer rows.Close()
+	var all []string
+	for rows.Next() {
+		var g string
+		if err := rows.Scan(&g); err != nil {
+			t.Fatalf("scan grants: %v", err)
+		}
+		all = append(all, g)
+	}
+	return strings.Join(all, "\n")
+}
+
+// TestSemiSyncTopology checks that SemiSync sites really commit semi-synchronously.
+func TestSemiSyncTopology(t *testing.T) {
+	tp := StartTopology(t, 2, TopologyOptions{SemiSync: true})
+	p := tp.Primary()
+	p.Exec(t, "CREATE TABLE app.s (id INT PRIMARY KEY)")
+	p.Exec(t, "INSERT INTO app.s VALUES (1)")
+	status := func(name string) string {
+		var k, v string
+		if err := p.AdminDB(t).QueryRow("SHOW GLOBAL STATUS LIKE "+sqlQuote(name)).Scan(&k, &v); err != nil {
+			t.Fatalf("show status %s: %v", name, err)
+		}
+		return v
+	}
+	if got := status("Rpl_semi_sync_master_status"); got != "ON" {
+		t.Fatalf("Rpl_semi_sync_master_status = %q, want ON", got)
+	}
+	if got := status("Rpl_semi_sync_master_yes_tx"); got == "0" {
+		t.Fatalf("Rpl_semi_sync_master_yes_tx = 0: no commit was acknowledged by the replica")
+	}
+	if got := tp.Sites[1].QueryString(t, "SELECT @@rpl_semi_sync_slave_enabled"); got != "1" {
+		t.Fatalf("replica rpl_semi_sync_slave_enabled = %q, want 1", got)
+	}
+}

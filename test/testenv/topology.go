@@ -1,0 +1,219 @@
+package testenv
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+)
+
+// ReplicateFrom makes replica a GTID replica of source: SET GLOBAL
+// read_only=ON, CHANGE MASTER TO ... MASTER_USE_GTID=slave_pos,
+// MASTER_CONNECT_RETRY=1, MASTER_HEARTBEAT_PERIOD=0.5; START SLAVE; then
+// waits until Slave_IO_Running=Yes.
+func ReplicateFrom(t T, replica, source *MariaDB) {
+	t.Helper()
+	ReplicateFromAddr(t, replica, source.Host, source.Port)
+}
+
+// ReplicateFromAddr is ReplicateFrom for any address, e.g. a Proxy's
+// Host()/Port() standing between the replica and its source.
+func ReplicateFromAddr(t T, replica *MariaDB, host string, port int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := replicateFrom(ctx, t, replica, host, port); err != nil {
+		t.Fatalf("testenv: %v", err)
+	}
+}
+
+func replicateFrom(ctx context.Context, t T, replica *MariaDB, host string, port int) error {
+	db := replica.AdminDB(t)
+	_, _ = db.ExecContext(ctx, "STOP SLAVE")
+	stmts := []string{
+		"SET GLOBAL read_only=ON",
+		fmt.Sprintf("CHANGE MASTER TO MASTER_HOST=%s, MASTER_PORT=%d, MASTER_USER=%s, MASTER_PASSWORD=%s, "+
+			"MASTER_USE_GTID=slave_pos, MASTER_CONNECT_RETRY=1, MASTER_HEARTBEAT_PERIOD=0.5",
+			sqlQuote(host), port, sqlQuote(ReplUser), sqlQuote(ReplPassword)),
+		"START SLAVE",
+	}
+	for _, q := range stmts {
+		if _, err := db.ExecContext(ctx, q); err != nil {
+			return fmt.Errorf("replicate %s from %s:%d: %s: %w", replica.Name, host, port, q, err)
+		}
+	}
+	var st map[string]string
+	for {
+		var err error
+		st, err = replicaStatus(ctx, db)
+		if err == nil && st["Slave_IO_Running"] == "Yes" {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("replicate %s from %s:%d: IO thread not running: %w (Slave_IO_Running=%q Last_IO_Error=%q, query error %v)",
+				replica.Name, host, port, ctx.Err(), st["Slave_IO_Running"], st["Last_IO_Error"], err)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// TopologyOptions configures StartTopology.
+type TopologyOptions struct {
+	// SemiSync enables semi-sync on every site (master and slave sides).
+	SemiSync bool
+}
+
+// Topology is a MariaDB failover group started by StartTopology.
+type Topology struct {
+	// Sites[0] starts as the writable primary, the others as its replicas.
+	// Site i is named "site<i>".
+	Sites []*MariaDB
+}
+
+// StartTopology starts n sites in parallel: Sites[0] writable primary, the
+// others read-only GTID replicas of it (slave_net_timeout=3, heartbeat 0.5 s,
+// connect retry 1 s, so a dead primary is noticed fast).
+func StartTopology(t T, n int, opts TopologyOptions) *Topology {
+	t.Helper()
+	if n < 1 {
+		t.Fatalf("testenv: StartTopology: n must be >= 1, got %d", n)
+	}
+	sites, err := startMariaDBs(t, n, func(i int) MariaDBOptions {
+		return MariaDBOptions{Name: fmt.Sprintf("site%d", i), SemiSync: opts.SemiSync}
+	})
+	if err != nil {
+		t.Fatalf("testenv: start topology: %v", err)
+	}
+	tp := &Topology{Sites: sites}
+	for _, r := range sites[1:] {
+		ReplicateFrom(t, r, sites[0])
+	}
+	return tp
+}
+
+// startMariaDBs starts n instances in parallel.
+func startMariaDBs(t T, n int, opts func(i int) MariaDBOptions) ([]*MariaDB, error) {
+	sites := make([]*MariaDB, n)
+	errs := make([]error, n)
+	all := make([]MariaDBOptions, n)
+	for i := range n {
+		all[i] = opts(i)
+		if all[i].ServerID == 0 {
+			all[i].ServerID = serverIDs.Add(1) // in site order, not goroutine order
+		}
+	}
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() { sites[i], errs[i] = startMariaDB(t, all[i]) })
+	}
+	wg.Wait()
+	return sites, errors.Join(errs...)
+}
+
+// Primary returns the first running, not paused site with read_only=OFF, or
+// nil when there is none. After a failover this is the new primary.
+func (tp *Topology) Primary() *MariaDB {
+	for _, s := range tp.Sites {
+		if !s.Running() || s.Paused() {
+			continue
+		}
+		ro, err := s.readOnly()
+		if err == nil && !ro {
+			return s
+		}
+	}
+	return nil
+}
+
+// Replicas returns the running sites other than Primary().
+func (tp *Topology) Replicas() []*MariaDB {
+	p := tp.Primary()
+	var out []*MariaDB
+	for _, s := range tp.Sites {
+		if s != p && s.Running() {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func (m *MariaDB) readOnly() (bool, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	db, err := m.adminPool()
+	if err != nil {
+		return false, err
+	}
+	var ro int
+	if err := db.QueryRowContext(ctx, "SELECT @@global.read_only").Scan(&ro); err != nil {
+		return false, fmt.Errorf("read_only of %s: %w", m.Name, err)
+	}
+	return ro != 0, nil
+}
+
+// WaitReplicated waits until every running, not paused replica has applied
+// the primary's @@gtid_binlog_pos; t.Fatalf after timeout.
+func (tp *Topology) WaitReplicated(t T, timeout time.Duration) {
+	t.Helper()
+	p := tp.Primary()
+	if p == nil {
+		t.Fatalf("testenv: WaitReplicated: no writable primary among %d sites", len(tp.Sites))
+	}
+	pos := p.QueryString(t, "SELECT @@global.gtid_binlog_pos")
+	deadline := time.Now().Add(timeout)
+	for _, s := range tp.Sites {
+		if s == p || !s.Running() || s.Paused() {
+			continue
+		}
+		if err := waitGTID(s.AdminDB(t), pos, deadline); err != nil {
+			t.Fatalf("testenv: WaitReplicated: %s did not reach %s of primary %s: %v (replica status: %s)",
+				s.Name, pos, p.Name, err, summarizeStatus(s.ReplicaStatus(t)))
+		}
+	}
+}
+
+// WaitGTID waits until m has applied pos (a @@gtid_binlog_pos value of its
+// source); t.Fatalf after timeout.
+func (m *MariaDB) WaitGTID(t T, pos string, timeout time.Duration) {
+	t.Helper()
+	if err := waitGTID(m.AdminDB(t), pos, time.Now().Add(timeout)); err != nil {
+		t.Fatalf("testenv: %s: wait for GTID %s: %v (replica status: %s)", m.Name, pos, err, summarizeStatus(m.ReplicaStatus(t)))
+	}
+}
+
+// waitGTID polls MASTER_GTID_WAIT in short slices: one long call would
+// outlast the DSN's readTimeout.
+func waitGTID(db *sql.DB, pos string, deadline time.Time) error {
+	var lastErr error
+	for time.Now().Before(deadline) {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		var r int
+		lastErr = db.QueryRowContext(ctx, "SELECT MASTER_GTID_WAIT(?, 1)", pos).Scan(&r)
+		cancel()
+		if lastErr == nil && r == 0 {
+			return nil
+		}
+		if lastErr != nil {
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	if lastErr != nil {
+		return fmt.Errorf("timed out: %w", lastErr)
+	}
+	return errors.New("timed out")
+}
+
+func summarizeStatus(st map[string]string) string {
+	if len(st) == 0 {
+		return "not a replica"
+	}
+	var b strings.Builder
+	for _, k := range []string{"Master_Host", "Master_Port", "Slave_IO_Running", "Slave_SQL_Running", "Last_IO_Errno", "Last_IO_Error", "Last_SQL_Errno", "Last_SQL_Error", "Gtid_IO_Pos"} {
+		fmt.Fprintf(&b, "%s=%q ", k, st[k])
+	}
+	return strings.TrimSpace(b.String())
+}
