@@ -2,8 +2,14 @@ package main
 
 import (
 	"errors"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
 
 	"github.com/spf13/cobra"
+
+	"github.com/failoverd/failoverd/daemon"
 )
 
 // errNotBuilt is returned by commands whose machinery later issues deliver.
@@ -13,11 +19,12 @@ func newRunCmd(c *cli) *cobra.Command {
 	return &cobra.Command{
 		Use:   "run",
 		Short: "Run the failover daemon for every group in the configuration",
-		Long: `run validates the configuration (refusing to start on any problem), then
-observes every site, decides and acts for each group, and serves the HTTP API,
-/active-site and /metrics on daemon.listen.`,
+		Long: `run validates the configuration (refusing to start on any problem), loads
+the persisted state (refusing to start on a corrupt one), then observes every
+site, decides and acts for each group, and serves the HTTP API, /active-site
+and /status on daemon.listen until SIGINT or SIGTERM.`,
 		Args: cobra.NoArgs,
-		RunE: func(*cobra.Command, []string) error {
+		RunE: func(cmd *cobra.Command, _ []string) error {
 			log, err := c.logger()
 			if err != nil {
 				return &exitError{code: 2, err: err}
@@ -27,9 +34,39 @@ observes every site, decides and acts for each group, and serves the HTTP API,
 				log.Error("config.invalid", "path", c.configPath(), "err", err)
 				return err
 			}
-			log.Info("config.loaded", "path", c.configPath(), "groups", len(cfg.Groups))
-			return &exitError{code: 1, err: errors.Join(errNotBuilt, errors.New("the daemon loop arrives with issue 7"))}
+			for _, w := range cfg.Warnings() {
+				log.Warn("config.warning", "warning", w)
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			d, err := daemon.New(ctx, cfg, daemon.Options{Logger: log, Failpoint: failpointFromEnv(log)})
+			if err != nil {
+				log.Error("daemon.start_failed", "err", err)
+				return &exitError{code: 1, err: err}
+			}
+			if err := d.Run(ctx); err != nil {
+				log.Error("daemon.failed", "err", err)
+				return &exitError{code: 1, err: err}
+			}
+			return nil
 		},
+	}
+}
+
+// failpointFromEnv makes the process SIGKILL itself right after the failover
+// step named by FAILOVERD_FAILPOINT: the crash-recovery tests use it to prove
+// every step resumes safely. Unset in production.
+func failpointFromEnv(log *slog.Logger) func(string) {
+	want := os.Getenv("FAILOVERD_FAILPOINT")
+	if want == "" {
+		return nil
+	}
+	log.Warn("failpoint.armed", "step", want)
+	return func(step string) {
+		if step == want {
+			log.Warn("failpoint.crash", "step", step)
+			_ = syscall.Kill(os.Getpid(), syscall.SIGKILL) // never returns on success
+		}
 	}
 }
 

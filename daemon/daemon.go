@@ -1,0 +1,303 @@
+// Package daemon wires failoverd together: for every group one loop that
+// observes (poller), decides (sitepair), acts (executor), persists (store)
+// and publishes (the signed view at /active-site), plus the HTTP API and
+// optional leader election. See docs/design.md for the loop and the failover
+// sequence, and the invariants every step keeps.
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+
+	"github.com/failoverd/failoverd/configs"
+	"github.com/failoverd/failoverd/kube"
+	"github.com/failoverd/failoverd/mysqlctl"
+	"github.com/failoverd/failoverd/sitepair"
+	"github.com/failoverd/failoverd/statemachine"
+	"github.com/failoverd/failoverd/store"
+)
+
+// Options are the daemon's dependencies; zero values pick production ones.
+type Options struct {
+	// Logger receives structured logs; default slog.Default().
+	Logger *slog.Logger
+	// Clock is the daemon's clock; default time.Now.
+	Clock func() time.Time
+	// Store overrides the configured state store (tests).
+	Store store.Store
+	// Dial opens admin connections to sites; default mysqlctl.
+	Dial func(ctx context.Context, g configs.Group, s configs.Site) (Instance, error)
+	// Observe builds a group's observations; default the poller.
+	Observe func(ctx context.Context, g configs.Group, log *slog.Logger) (Observations, error)
+	// Failpoint is called after each failover step (crash tests).
+	Failpoint func(step string)
+	// Identity names this daemon in leader election; default the hostname.
+	Identity string
+}
+
+// Daemon runs every group of a configuration.
+type Daemon struct {
+	cfg      *configs.Config
+	opts     Options
+	log      *slog.Logger
+	store    store.Store
+	groups   []*group
+	pub      *publisher
+	token    string
+	listener net.Listener
+	clusters *kube.Clusters
+	leader   atomic.Bool
+}
+
+// New prepares a daemon: it opens the state store, reads the secrets and
+// binds the HTTP listener, and fails with a clear error on any problem
+// (a corrupt state file stops startup here). Nothing acts before Run.
+func New(ctx context.Context, cfg *configs.Config, opts Options) (*Daemon, error) {
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.Clock == nil {
+		opts.Clock = time.Now
+	}
+	if opts.Dial == nil {
+		opts.Dial = dialMySQL
+	}
+	if opts.Identity == "" {
+		host, _ := os.Hostname()
+		opts.Identity = fmt.Sprintf("%s-%d", host, os.Getpid())
+	}
+	d := &Daemon{cfg: cfg, opts: opts, log: opts.Logger, clusters: kube.New(cfg.Clusters), pub: &publisher{}}
+	if f := cfg.Daemon.ViewSigningKeyFile; f != "" {
+		key, err := configs.ReadSecret(f)
+		if err != nil {
+			return nil, fmt.Errorf("view signing key: %w", err)
+		}
+		d.pub.key = []byte(key)
+	}
+	if f := cfg.Daemon.APITokenFile; f != "" {
+		tok, err := configs.ReadSecret(f)
+		if err != nil {
+			return nil, fmt.Errorf("api token: %w", err)
+		}
+		d.token = tok
+	}
+	st, err := d.openStore(opts)
+	if err != nil {
+		return nil, err
+	}
+	d.store = st
+	for _, gc := range cfg.Groups {
+		g, err := d.newGroup(gc)
+		if err != nil {
+			return nil, err
+		}
+		// Restart amnesia guard: the persisted state is loaded before anything
+		// observes or acts; an unreadable state stops startup.
+		if err := g.load(ctx); err != nil {
+			return nil, err
+		}
+		d.groups = append(d.groups, g)
+	}
+	ln, err := net.Listen("tcp", cfg.Daemon.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", cfg.Daemon.Listen, err)
+	}
+	d.listener = ln
+	return d, nil
+}
+
+// Addr is the HTTP server's address.
+func (d *Daemon) Addr() string { return d.listener.Addr().String() }
+
+func (d *Daemon) openStore(opts Options) (store.Store, error) {
+	if opts.Store != nil {
+		return opts.Store, nil
+	}
+	ss := d.cfg.Daemon.StateStore
+	switch ss.Type {
+	case "kubernetes":
+		cl, err := d.clusters.Client(ss.Cluster)
+		if err != nil {
+			return nil, fmt.Errorf("state store: %w", err)
+		}
+		return store.NewConfigMap(cl, ss.Namespace, ss.ConfigMap, opts.Clock), nil
+	default:
+		f, err := store.OpenFile(ss.Path, opts.Clock)
+		if err != nil {
+			return nil, fmt.Errorf("state store: %w", err)
+		}
+		return f, nil
+	}
+}
+
+func (d *Daemon) newGroup(gc configs.Group) (*group, error) {
+	log := d.log.With("group", gc.Name)
+	pol := policyOf(gc)
+	if err := pol.Validate(); err != nil {
+		return nil, fmt.Errorf("group %s: %w", gc.Name, err)
+	}
+	g := &group{
+		cfg: gc, flavor: flavorOf(gc.Engine), policy: pol, store: nil, pub: d.pub, now: d.opts.Clock, log: log,
+		actionTimeout: gc.RelayDrainTimeout + 30*time.Second,
+		fenced:        map[string]uint64{},
+		requests:      make(chan request),
+	}
+	g.exec = &executor{
+		group: gc, conns: newConnections(func(ctx context.Context, s configs.Site) (Instance, error) { return d.opts.Dial(ctx, gc, s) }, gc.Sites), log: log, failpoint: d.opts.Failpoint,
+		secret: gc.Credentials.Replication.Password,
+	}
+	g.store = d.store
+	return g, nil
+}
+
+// policyOf maps a group's configuration onto the decision policy.
+func policyOf(gc configs.Group) sitepair.Policy {
+	return sitepair.Policy{
+		Fencing:              sitepair.FencingMode(gc.FencingMode()),
+		LeaseTimeout:         gc.Sidecar.LeaseTimeout,
+		SidecarCheckInterval: gc.Sidecar.CheckInterval,
+		FailoverCooldown:     gc.FailoverCooldown,
+		EscalationCount:      gc.Escalation.MaxFailovers,
+		EscalationWindow:     gc.Escalation.Window,
+		MaxLag:               gc.MaxCandidateLag,
+		PreferSite:           gc.SplitBrain.PreferSite,
+		Detection:            statemachine.Detection(gc.Detection),
+	}
+}
+
+// dialMySQL opens an admin connection to a site with its group's
+// credentials.
+func dialMySQL(ctx context.Context, g configs.Group, site configs.Site) (Instance, error) {
+	pw, err := g.Credentials.Admin.Password()
+	if err != nil {
+		return nil, err
+	}
+	opts := mysqlctl.Options{Addr: site.MySQL.Address, User: g.Credentials.Admin.User, Password: pw,
+		DialTimeout: g.ProbeTimeout, MaxOpenConns: 2}
+	if g.TLS.Enabled {
+		opts.TLSConfigName = "true"
+		if g.TLS.InsecureSkipVerify {
+			opts.TLSConfigName = "skip-verify"
+		}
+	}
+	return mysqlctl.Open(ctx, opts)
+}
+
+func (d *Daemon) group(name string) *group {
+	for _, g := range d.groups {
+		if g.cfg.Name == name {
+			return g
+		}
+	}
+	return nil
+}
+
+func (d *Daemon) isLeader() bool { return d.leader.Load() }
+
+// Run observes, decides and acts for every group until ctx ends, then shuts
+// down cleanly: loops stop between actions, connections close.
+func (d *Daemon) Run(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	errc := make(chan error, 2)
+	for _, g := range d.groups {
+		observe := d.opts.Observe
+		if observe == nil {
+			observe = pollerObservations
+		}
+		obs, err := observe(ctx, g.cfg, g.log)
+		if err != nil {
+			return fmt.Errorf("group %s: start observing: %w", g.cfg.Name, err)
+		}
+		g.obs = obs
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if err := d.serve(ctx, d.log); err != nil && !errors.Is(err, context.Canceled) {
+			errc <- fmt.Errorf("http: %w", err)
+			cancel()
+		}
+	}()
+	if le := d.cfg.Daemon.LeaderElection; le.Enabled {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := d.elect(ctx); err != nil {
+				errc <- err
+				cancel()
+			}
+		}()
+	} else {
+		d.leader.Store(true)
+	}
+	for _, g := range d.groups {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			g.run(ctx, d.isLeader)
+			g.exec.conns.closeAll()
+		}()
+	}
+	d.log.Info("daemon.started", "groups", len(d.groups), "listen", d.Addr(), "store", d.store.Describe())
+	<-ctx.Done()
+	wg.Wait()
+	d.log.Info("daemon.stopped")
+	select {
+	case err := <-errc:
+		return err
+	default:
+		return nil
+	}
+}
+
+// elect runs leader election on a Lease until ctx ends. Only the leader acts;
+// a leader that loses the lease stops acting at once.
+func (d *Daemon) elect(ctx context.Context) error {
+	le := d.cfg.Daemon.LeaderElection
+	cl, err := d.clusters.Client(le.Cluster)
+	if err != nil {
+		return fmt.Errorf("leader election: %w", err)
+	}
+	lock, err := resourcelock.New(resourcelock.LeasesResourceLock, le.Namespace, le.LeaseName, cl.CoreV1(), cl.CoordinationV1(),
+		resourcelock.ResourceLockConfig{Identity: d.opts.Identity})
+	if err != nil {
+		return fmt.Errorf("leader election: %w", err)
+	}
+	for ctx.Err() == nil {
+		leaderelection.RunOrDie(ctx, leaderelection.LeaderElectionConfig{
+			Lock: lock, LeaseDuration: le.LeaseDuration, RenewDeadline: le.RenewDeadline, RetryPeriod: le.RetryPeriod,
+			ReleaseOnCancel: true, Name: "failoverd",
+			Callbacks: leaderelection.LeaderCallbacks{
+				OnStartedLeading: func(ctx context.Context) {
+					// A new leader re-reads what the previous one persisted
+					// before acting on anything (no restart amnesia).
+					for _, g := range d.groups {
+						if err := g.load(ctx); err != nil {
+							d.log.Error("leader.load_failed", "group", g.cfg.Name, "err", err)
+							return
+						}
+					}
+					d.leader.Store(true)
+					d.log.Info("leader.elected", "identity", d.opts.Identity)
+				},
+				OnStoppedLeading: func() {
+					d.leader.Store(false)
+					d.log.Warn("leader.lost", "identity", d.opts.Identity)
+				},
+			},
+		})
+	}
+	return nil
+}

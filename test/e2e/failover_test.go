@@ -1,0 +1,254 @@
+package e2e
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/failoverd/failoverd/daemon"
+	"github.com/failoverd/failoverd/test/testenv"
+)
+
+// failoverTimeout is generous for a loaded 2-core CI machine; detection and
+// promotion take a few seconds when idle.
+const failoverTimeout = 45 * time.Second
+
+// killPrimaryUnderLoad is the core scenario: the daemon adopts site0, a
+// write load runs, site0 is SIGKILLed, and the best replica must take over
+// with every acknowledged write and writes resuming.
+func killPrimaryUnderLoad(t *testing.T, sites int) {
+	g := newGroup(t, groupOptions{sites: sites})
+	g.startDaemon()
+	first := g.waitActive("site0", 30*time.Second)
+	load := testenv.StartWriteLoad(t, testenv.AppDSNs(g.topo.Sites...), testenv.WriteLoadOptions{Workers: 2})
+	load.WaitForAcks(t, 50, 20*time.Second)
+
+	if err := g.topo.Sites[0].Kill(); err != nil {
+		t.Fatal(err)
+	}
+	st := g.waitActive("site1", failoverTimeout)
+	if st.Epoch != first.Epoch+2 {
+		t.Errorf("epoch %d after failover, want %d (revoke + promote)", st.Epoch, first.Epoch+2)
+	}
+	if w := g.writable(); !slices.Equal(w, []string{"site1"}) {
+		t.Fatalf("writable sites after failover: %v, want [site1]", w)
+	}
+	before := len(load.Acked())
+	load.WaitForAcks(t, before+50, 30*time.Second) // writes resume on the new primary
+	load.Stop()
+	if missing := load.Missing(t, g.topo.Sites[1].AppDB(t)); len(missing) > 0 {
+		t.Fatalf("%d acknowledged writes missing on the new primary: %v", len(missing), missing[:min(len(missing), 10)])
+	}
+	for _, r := range g.topo.Sites[2:] {
+		g.waitFor(r.Name+" follows site1", 30*time.Second, func() bool { return g.follows(r, g.topo.Sites[1]) })
+		if missing := load.Missing(t, r.AppDB(t)); len(missing) > 0 {
+			// Give replication a moment to apply the tail of the load.
+			g.waitFor(r.Name+" has every acknowledged write", 20*time.Second, func() bool { return len(load.Missing(t, r.AppDB(t))) == 0 })
+		}
+	}
+	saved := g.stateFile()
+	if saved.ActiveSite != "site1" || saved.LastFailover == nil || saved.LastFailover.From != "site0" || saved.LastFailover.PromotionGTID == "" {
+		t.Errorf("persisted state after failover: %+v (last failover %+v)", saved, saved.LastFailover)
+	}
+}
+
+func TestKillPrimaryTwoSites(t *testing.T)   { killPrimaryUnderLoad(t, 2) }
+func TestKillPrimaryThreeSites(t *testing.T) { killPrimaryUnderLoad(t, 3) }
+
+// A replica that stopped replicating lacks recent transactions: even with
+// the higher priority it must not be promoted.
+func TestLaggingReplicaIsNotPromoted(t *testing.T) {
+	g := newGroup(t, groupOptions{sites: 3, priorities: []int{0, 100, 0}})
+	g.startDaemon()
+	g.waitActive("site0", 30*time.Second)
+	g.topo.Sites[0].Exec(t, "CREATE TABLE app.lag (id INT PRIMARY KEY)")
+	g.topo.WaitReplicated(t, 20*time.Second)
+	g.topo.Sites[1].Exec(t, "STOP SLAVE")
+	for i := range 20 {
+		g.topo.Sites[0].Exec(t, "INSERT INTO app.lag (id) VALUES (?)", i)
+	}
+	g.waitFor("site2 caught up", 20*time.Second, func() bool {
+		return g.topo.Sites[2].QueryString(t, "SELECT COUNT(*) FROM app.lag") == "20"
+	})
+	if err := g.topo.Sites[0].Kill(); err != nil {
+		t.Fatal(err)
+	}
+	g.waitActive("site2", failoverTimeout)
+	if w := g.writable(); !slices.Equal(w, []string{"site2"}) {
+		t.Fatalf("writable after failover: %v, want [site2]", w)
+	}
+}
+
+// A replica with an errant transaction (written on it directly) is marked
+// diverged while the primary is alive and never promoted.
+func TestErrantReplicaIsNotPromoted(t *testing.T) {
+	g := newGroup(t, groupOptions{sites: 3, priorities: []int{0, 0, 100}})
+	g.startDaemon()
+	g.waitActive("site0", 30*time.Second)
+	g.topo.Sites[0].Exec(t, "CREATE TABLE app.errant (id INT PRIMARY KEY)")
+	g.topo.WaitReplicated(t, 20*time.Second)
+	// The admin account bypasses read_only: an operator's write on a replica.
+	g.topo.Sites[2].Exec(t, "INSERT INTO app.errant (id) VALUES (1)")
+	g.waitFor("site2 recorded as diverged", 20*time.Second, func() bool {
+		_, ok := g.stateFile().Diverged["site2"]
+		return ok
+	})
+	if err := g.topo.Sites[0].Kill(); err != nil {
+		t.Fatal(err)
+	}
+	g.waitActive("site1", failoverTimeout)
+	if w := g.writable(); !slices.Equal(w, []string{"site1"}) {
+		t.Fatalf("writable after failover: %v, want [site1]", w)
+	}
+}
+
+// Cutting only the daemon→primary link is a partition, not an outage: the
+// replicas still stream from the primary, so nothing fails over.
+func TestDaemonPrimaryPartitionDoesNotFailOver(t *testing.T) {
+	g := newGroup(t, groupOptions{sites: 3, proxied: true})
+	g.startDaemon()
+	before := g.waitActive("site0", 30*time.Second)
+	g.proxies[0].Cut()
+	g.waitFor("partition detected", 20*time.Second, func() bool {
+		st, err := g.status()
+		return err == nil && st.Detection == "UnreachablePrimary"
+	})
+	time.Sleep(5 * time.Second) // far beyond detection: a failover would have started
+	st, err := g.status()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.ActiveSite != "site0" || st.Epoch != before.Epoch || st.InFlight != nil || st.Reason != "primary-partitioned" {
+		t.Fatalf("after a daemon↔primary partition: %+v, want site0 still active at epoch %d", st, before.Epoch)
+	}
+	if w := g.writable(); !slices.Equal(w, []string{"site0"}) {
+		t.Fatalf("writable: %v, want [site0]", w)
+	}
+}
+
+// A second kill within the cooldown is not failed over automatically, the
+// status says why, and an operator's switchover still works.
+func TestCooldownBlocksSecondFailoverButSwitchoverWorks(t *testing.T) {
+	g := newGroup(t, groupOptions{sites: 3})
+	g.startDaemon()
+	g.waitActive("site0", 30*time.Second)
+	if err := g.topo.Sites[0].Kill(); err != nil {
+		t.Fatal(err)
+	}
+	g.waitActive("site1", failoverTimeout)
+	g.waitFor("site2 follows site1", 30*time.Second, func() bool { return g.follows(g.topo.Sites[2], g.topo.Sites[1]) })
+	if err := g.topo.Sites[1].Kill(); err != nil {
+		t.Fatal(err)
+	}
+	g.waitFor("cooldown reason", 30*time.Second, func() bool {
+		st, err := g.status()
+		return err == nil && st.Reason == "cooldown"
+	})
+	st, _ := g.status()
+	if st.ActiveSite != "site1" || !strings.Contains(st.Message, "cooldown") {
+		t.Fatalf("status inside the cooldown: %+v", st)
+	}
+	code, body := g.post("/v1/groups/orders/switchover?target=site2")
+	if code != 202 {
+		t.Fatalf("switchover: %d %s", code, body)
+	}
+	g.waitActive("site2", failoverTimeout)
+	if w := g.writable(); !slices.Equal(w, []string{"site2"}) {
+		t.Fatalf("writable after switchover: %v, want [site2]", w)
+	}
+}
+
+// A refused switchover says why and changes nothing.
+func TestSwitchoverToUnknownSiteIsRefused(t *testing.T) {
+	g := newGroup(t, groupOptions{sites: 2})
+	g.startDaemon()
+	before := g.waitActive("site0", 30*time.Second)
+	code, body := g.post("/v1/groups/orders/switchover?target=nowhere")
+	if code != 409 || !strings.Contains(body, "nowhere") {
+		t.Fatalf("switchover to an unknown site: %d %s", code, body)
+	}
+	if st, _ := g.status(); st.Epoch != before.Epoch || st.ActiveSite != "site0" {
+		t.Fatalf("a refused switchover changed the state: %+v", st)
+	}
+}
+
+// The daemon SIGKILLed right after each step of the failover sequence and
+// restarted must finish with exactly one writable site and the same epoch
+// history as an uninterrupted failover.
+func TestCrashAtEveryStepResumes(t *testing.T) {
+	steps := []string{daemon.StepRevoked, daemon.StepRelayDrained, daemon.StepReplicationReset, daemon.StepPromotionRecorded, daemon.StepWritable, daemon.StepPromoted}
+	for _, step := range steps {
+		t.Run(step, func(t *testing.T) {
+			g := newGroup(t, groupOptions{sites: 3})
+			g.startDaemon()
+			first := g.waitActive("site0", 30*time.Second)
+			g.stopDaemon()
+			g.startDaemon("FAILOVERD_FAILPOINT=" + step)
+			g.waitActive("site0", 30*time.Second)
+			if err := g.topo.Sites[0].Kill(); err != nil {
+				t.Fatal(err)
+			}
+			g.waitCrash(failoverTimeout)
+			g.startDaemon()
+			st := g.waitActive("site1", failoverTimeout)
+			if st.Epoch != first.Epoch+2 {
+				t.Errorf("epoch %d after a crash at %s, want %d", st.Epoch, step, first.Epoch+2)
+			}
+			if w := g.writable(); !slices.Equal(w, []string{"site1"}) {
+				t.Fatalf("writable after a crash at %s: %v, want [site1]", step, w)
+			}
+			g.waitFor("site2 follows site1", 30*time.Second, func() bool { return g.follows(g.topo.Sites[2], g.topo.Sites[1]) })
+		})
+	}
+}
+
+// The old primary is fenced (read back) before a planned switchover
+// promotes; a crash right after that fence resumes too.
+func TestCrashAfterFencingOldPrimaryResumes(t *testing.T) {
+	g := newGroup(t, groupOptions{sites: 2})
+	g.startDaemon()
+	first := g.waitActive("site0", 30*time.Second)
+	g.stopDaemon()
+	g.startDaemon("FAILOVERD_FAILPOINT=" + daemon.StepOldPrimaryFenced)
+	g.waitActive("site0", 30*time.Second)
+	g.post("/v1/groups/orders/switchover?target=site1") // the daemon dies while answering
+	g.waitCrash(failoverTimeout)
+	if g.topo.Sites[0].QueryString(t, "SELECT @@global.read_only") != "1" {
+		t.Fatal("old primary not fenced at the failpoint")
+	}
+	g.startDaemon()
+	st := g.waitActive("site1", failoverTimeout)
+	if st.Epoch != first.Epoch+2 {
+		t.Errorf("epoch %d, want %d", st.Epoch, first.Epoch+2)
+	}
+	if w := g.writable(); !slices.Equal(w, []string{"site1"}) {
+		t.Fatalf("writable: %v, want [site1]", w)
+	}
+	g.waitFor("site0 rejoins site1", 30*time.Second, func() bool { return g.follows(g.topo.Sites[0], g.topo.Sites[1]) })
+}
+
+// A corrupt state file stops startup with a message naming the file and
+// the way to recover; the file is left untouched.
+func TestCorruptStateFileStopsStartup(t *testing.T) {
+	g := newGroup(t, groupOptions{sites: 2})
+	path := filepath.Join(g.dir, "state.json")
+	if err := os.WriteFile(path, []byte(`{"version":1,"groups":{"orders":`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(binary, "run", "-c", g.config, "--log-format", "text").CombinedOutput()
+	if err == nil {
+		t.Fatalf("failoverd started on a corrupt state file:\n%s", out)
+	}
+	for _, want := range []string{path, "state is corrupt", "restore the file from a backup"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if b, _ := os.ReadFile(path); string(b) != `{"version":1,"groups":{"orders":` {
+		t.Error("the corrupt state file was modified")
+	}
+}

@@ -1,0 +1,299 @@
+// Package e2e runs the real failoverd binary against real MariaDB sites
+// started by test/testenv on 127.0.0.1: failovers under write load,
+// candidate choice, crash recovery at every step, partitions and cooldown.
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/failoverd/failoverd/daemon"
+	"github.com/failoverd/failoverd/store"
+	"github.com/failoverd/failoverd/test/testenv"
+)
+
+// binary is the failoverd built once for the whole package.
+var binary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "failoverd-e2e-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binary = filepath.Join(dir, "failoverd")
+	build := exec.Command("go", "build", "-o", binary, "github.com/failoverd/failoverd/cmd/failoverd")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "build failoverd:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+const apiToken = "e2e-token"
+
+// group is one failover group of real MariaDB sites and a failoverd daemon
+// (the real binary) managing it.
+type group struct {
+	t      *testing.T
+	topo   *testenv.Topology
+	dir    string
+	config string
+	listen string
+	// proxies[i] is the daemon→site i link when built with proxied links.
+	proxies []*testenv.Proxy
+
+	mu     sync.Mutex
+	cmd    *exec.Cmd
+	logs   *bytes.Buffer
+	exited chan struct{}
+}
+
+type groupOptions struct {
+	sites       int
+	proxied     bool   // the daemon reaches sites through fault proxies
+	cooldown    string // failoverCooldown; default 10m
+	priorities  []int
+	extraConfig string // appended to the group's YAML
+}
+
+func newGroup(t *testing.T, o groupOptions) *group {
+	t.Helper()
+	topo := testenv.StartTopology(t, o.sites, testenv.TopologyOptions{SemiSync: true})
+	g := &group{t: t, topo: topo, dir: t.TempDir()}
+	for name, content := range map[string]string{"admin.pw": testenv.AdminPassword, "repl.pw": testenv.ReplPassword, "api.token": apiToken} {
+		if err := os.WriteFile(filepath.Join(g.dir, name), []byte(content+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	g.listen = freeAddr(t)
+	if o.cooldown == "" {
+		o.cooldown = "10m"
+	}
+	var sites strings.Builder
+	for i, m := range topo.Sites {
+		addr := m.Addr()
+		if o.proxied {
+			p := testenv.NewProxy(t, fmt.Sprintf("daemon-site%d", i), m.Addr())
+			g.proxies = append(g.proxies, p)
+			addr = p.Addr()
+		}
+		prio := 0
+		if i < len(o.priorities) {
+			prio = o.priorities[i]
+		}
+		fmt.Fprintf(&sites, "      - name: site%d\n        priority: %d\n        mysql:\n          address: %s\n          replicationAddress: %s\n", i, prio, addr, m.Addr())
+	}
+	cfg := fmt.Sprintf(`daemon:
+  listen: %s
+  apiTokenFile: api.token
+  stateStore:
+    path: state.json
+groups:
+  - name: orders
+    engine: mariadb
+    pollInterval: 500ms
+    probeTimeout: 400ms
+    fencing: confirmed
+    failoverCooldown: %s
+    relayDrainTimeout: 20s
+    credentials:
+      admin:
+        user: %s
+        passwordFile: admin.pw
+      replication:
+        user: %s
+        passwordFile: repl.pw
+%s    sites:
+%s`, g.listen, o.cooldown, testenv.AdminUser, testenv.ReplUser, o.extraConfig, sites.String())
+	g.config = filepath.Join(g.dir, "failoverd.yaml")
+	if err := os.WriteFile(g.config, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(g.stopDaemon)
+	return g
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// startDaemon runs failoverd with extra environment (e.g. a failpoint).
+func (g *group) startDaemon(env ...string) {
+	g.t.Helper()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	cmd := exec.Command(binary, "run", "-c", g.config, "--log-format", "json")
+	cmd.Env = append(os.Environ(), env...)
+	g.logs = &bytes.Buffer{}
+	cmd.Stdout, cmd.Stderr = g.logs, g.logs
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		g.t.Fatalf("start failoverd: %v", err)
+	}
+	g.cmd = cmd
+	exited := make(chan struct{})
+	g.exited = exited
+	go func() { _ = cmd.Wait(); close(exited) }()
+	g.waitFor("daemon answers /healthz", 15*time.Second, func() bool {
+		resp, err := http.Get("http://" + g.listen + "/healthz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+}
+
+// stopDaemon ends the daemon (SIGTERM, then SIGKILL) and logs its output on
+// failure.
+func (g *group) stopDaemon() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.cmd == nil {
+		return
+	}
+	_ = g.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-g.exited:
+	case <-time.After(10 * time.Second):
+		_ = g.cmd.Process.Kill()
+		<-g.exited
+	}
+	if g.t.Failed() {
+		g.t.Logf("failoverd output:\n%s", tail(g.logs.String(), 80))
+	}
+	g.cmd = nil
+}
+
+// waitCrash waits for the daemon to die by itself (a failpoint).
+func (g *group) waitCrash(timeout time.Duration) {
+	g.t.Helper()
+	select {
+	case <-g.exited:
+		g.mu.Lock()
+		g.cmd = nil
+		g.mu.Unlock()
+	case <-time.After(timeout):
+		g.t.Fatalf("failoverd did not crash at its failpoint within %v; output:\n%s", timeout, tail(g.logs.String(), 60))
+	}
+}
+
+func tail(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// status returns the daemon's status of the group.
+func (g *group) status() (daemon.GroupStatus, error) {
+	resp, err := http.Get("http://" + g.listen + "/status")
+	if err != nil {
+		return daemon.GroupStatus{}, err
+	}
+	defer resp.Body.Close()
+	var out []daemon.GroupStatus
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || len(out) != 1 {
+		return daemon.GroupStatus{}, fmt.Errorf("decode status: %v (%d groups)", err, len(out))
+	}
+	return out[0], nil
+}
+
+// waitFor polls cond until it holds or fails the test after timeout.
+func (g *group) waitFor(what string, timeout time.Duration, cond func() bool) {
+	g.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		if cond() {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	st, _ := g.status()
+	g.t.Fatalf("timed out after %v waiting for %s; status: %+v", timeout, what, st)
+}
+
+// waitActive waits until the daemon reports site active and healthy-ish.
+func (g *group) waitActive(site string, timeout time.Duration) daemon.GroupStatus {
+	g.t.Helper()
+	var st daemon.GroupStatus
+	g.waitFor("active site "+site, timeout, func() bool {
+		s, err := g.status()
+		st = s
+		return err == nil && s.ActiveSite == site && s.InFlight == nil
+	})
+	return st
+}
+
+// stateFile reads the daemon's persisted state of the group.
+func (g *group) stateFile() store.GroupState {
+	g.t.Helper()
+	f, err := store.OpenFile(filepath.Join(g.dir, "state.json"), time.Now)
+	if err != nil {
+		g.t.Fatalf("open state: %v", err)
+	}
+	st, err := f.Load(context.Background(), "orders")
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	return st
+}
+
+// writable lists the running sites that accept writes from the app account.
+func (g *group) writable() []string {
+	var out []string
+	for i, m := range g.topo.Sites {
+		if !m.Running() {
+			continue
+		}
+		if m.QueryString(g.t, "SELECT @@global.read_only") == "0" {
+			out = append(out, fmt.Sprintf("site%d", i))
+		}
+	}
+	return out
+}
+
+// follows reports whether replica replicates from source with both threads
+// running.
+func (g *group) follows(replica, source *testenv.MariaDB) bool {
+	rs := replica.ReplicaStatus(g.t)
+	return rs != nil && rs["Master_Port"] == fmt.Sprint(source.Port) && rs["Slave_IO_Running"] == "Yes" && rs["Slave_SQL_Running"] == "Yes"
+}
+
+// post calls a mutating API endpoint.
+func (g *group) post(path string) (int, string) {
+	g.t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, "http://"+g.listen+path, nil)
+	req.Header.Set("Authorization", "Bearer "+apiToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		g.t.Fatalf("POST %s: %v", path, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
