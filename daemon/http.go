@@ -51,19 +51,19 @@ func (p *publisher) get(group string) (view.Signed, bool) {
 
 // GroupStatus is the JSON status of one group (GET /status).
 type GroupStatus struct {
-	Group       string            `json:"group"`
-	Leader      bool              `json:"leader"`
-	Epoch       uint64            `json:"epoch"`
-	ActiveSite  string            `json:"activeSite"`
-	InFlight    any               `json:"inFlight,omitempty"`
-	Halted      bool              `json:"halted"`
-	Action      string            `json:"action"`
-	Reason      string            `json:"reason"`
-	Message     string            `json:"message"`
-	Detection   string            `json:"detection"`
-	Sites       map[string]string `json:"sites"`
-	LastError   string            `json:"lastError,omitempty"`
-	LastFailover any              `json:"lastFailover,omitempty"`
+	Group        string            `json:"group"`
+	Leader       bool              `json:"leader"`
+	Epoch        uint64            `json:"epoch"`
+	ActiveSite   string            `json:"activeSite"`
+	InFlight     any               `json:"inFlight,omitempty"`
+	Halted       bool              `json:"halted"`
+	Action       string            `json:"action"`
+	Reason       string            `json:"reason"`
+	Message      string            `json:"message"`
+	Detection    string            `json:"detection"`
+	Sites        map[string]string `json:"sites"`
+	LastError    string            `json:"lastError,omitempty"`
+	LastFailover any               `json:"lastFailover,omitempty"`
 }
 
 func (g *group) status(leader bool) GroupStatus {
@@ -201,4 +201,3 @@ func (d *Daemon) serve(ctx context.Context, log *slog.Logger) error {
 		return err
 	}
 }
-

@@ -83,4 +83,3 @@ func siteObservation(index int, s configs.Site, v poller.SiteView) sitepair.Site
 	}
 	return o
 }
-

@@ -291,7 +291,7 @@ func mariadbDialect(Flavor) dialect {
 				ssl = 1
 			}
 			s := fmt.Sprintf("CHANGE MASTER TO MASTER_HOST = %s, MASTER_PORT = %d, MASTER_USER = %s, MASTER_PASSWORD = %s, "+
-				"MASTER_USE_GTID = slave_pos, MASTER_SSL = %d", host, port, user, password, ssl)
+				"MASTER_USE_GTID = current_pos, MASTER_SSL = %d", host, port, user, password, ssl)
 			if src.HeartbeatPeriod > 0 {
 				s += ", MASTER_HEARTBEAT_PERIOD = " + seconds(src.HeartbeatPeriod)
 			}

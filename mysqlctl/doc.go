@@ -14,7 +14,7 @@
 //     rpl_semi_sync_source/replica_* (8.0.26+, or the older
 //     master/slave names when that plugin is loaded), CLONE INSTANCE.
 //   - MariaDB: SHOW ALL SLAVES STATUS, STOP/START/RESET SLAVE,
-//     CHANGE MASTER TO ... MASTER_USE_GTID=slave_pos, MASTER_GTID_WAIT,
+//     CHANGE MASTER TO ... MASTER_USE_GTID=current_pos, MASTER_GTID_WAIT,
 //     read_only only, rpl_semi_sync_master/slave_*; no clone.
 //
 // Replica status is parsed by column name, never by position. Every

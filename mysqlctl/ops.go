@@ -136,7 +136,10 @@ func (i *Instance) ResetReplicaAll(ctx context.Context) error {
 
 // ReplicateFrom fences the server, points it at src with GTID
 // auto-positioning (MySQL SOURCE_AUTO_POSITION=1, MariaDB
-// MASTER_USE_GTID=slave_pos) and starts replication. Calling it again with
+// MASTER_USE_GTID=current_pos, so a former primary resumes after the
+// transactions it wrote itself, and a replica holding errant transactions
+// is refused by the source instead of silently diverging) and starts
+// replication. Calling it again with
 // the same src restarts replication with the same settings.
 func (i *Instance) ReplicateFrom(ctx context.Context, src Source) error {
 	change, err := i.d.changeSource(src)

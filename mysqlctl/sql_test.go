@@ -231,7 +231,7 @@ func TestReplicateFromSQL(t *testing.T) {
 			want: []string{
 				"SET GLOBAL read_only = ON", mariaReadOnly, "STOP SLAVE",
 				`CHANGE MASTER TO MASTER_HOST = '10.0.0.2', MASTER_PORT = 3307, MASTER_USER = 'repl', MASTER_PASSWORD = 'p''w\d', ` +
-					"MASTER_USE_GTID = slave_pos, MASTER_SSL = 0, MASTER_HEARTBEAT_PERIOD = 0.500, MASTER_CONNECT_RETRY = 2",
+					"MASTER_USE_GTID = current_pos, MASTER_SSL = 0, MASTER_HEARTBEAT_PERIOD = 0.500, MASTER_CONNECT_RETRY = 2",
 				"START SLAVE",
 			}},
 		{name: "mariadb tls", flavor: mariadb, run: replicate(tlsSrc),
@@ -239,7 +239,7 @@ func TestReplicateFromSQL(t *testing.T) {
 			want: []string{
 				"SET GLOBAL read_only = ON", mariaReadOnly, "STOP SLAVE",
 				"CHANGE MASTER TO MASTER_HOST = 'db-1.example', MASTER_PORT = 3306, MASTER_USER = 'repl', MASTER_PASSWORD = 'pw', " +
-					"MASTER_USE_GTID = slave_pos, MASTER_SSL = 1",
+					"MASTER_USE_GTID = current_pos, MASTER_SSL = 1",
 				"START SLAVE",
 			}},
 		{name: "fence fails: nothing changed", flavor: mariadb, run: replicate(src),
