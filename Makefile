@@ -20,7 +20,8 @@ deps: ## install MariaDB and Redis, build etcd and kube-apiserver (cached)
 	./scripts/deps
 
 test: deps lint ## everything: lint, unit and e2e tests on real servers, short fuzzing
-	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
+	$(GO) build ./...
+	$(GO) test -count=1 -p 1 -timeout $(TEST_TIMEOUT) ./...
 	$(MAKE) --no-print-directory fuzz-short
 	./scripts/leftovers
 

@@ -139,7 +139,7 @@ func (e *executor) fence(ctx context.Context, site string) error {
 		if err != nil {
 			return err
 		}
-		e.log.Info("site.fenced", "group", e.group.Name, "site", site, "killed_connections", n)
+		e.log.Info("site.fenced", "site", site, "killed_connections", n)
 		return nil
 	})
 	if err != nil {
@@ -163,7 +163,7 @@ func (e *executor) drain(ctx context.Context, target string) error {
 		err = in.WaitRelayDrained(ctx, st.Replica.Retrieved, e.group.RelayDrainTimeout)
 		switch {
 		case errors.Is(err, mysqlctl.ErrDrainTimeout) && e.group.OnDrainTimeout == "promote":
-			e.log.Warn("relay.drain_timeout_promoting", "group", e.group.Name, "site", target, "retrieved", st.Replica.Retrieved.Compact(),
+			e.log.Warn("relay.drain_timeout_promoting", "site", target, "retrieved", st.Replica.Retrieved.Compact(),
 				"note", "onDrainTimeout=promote: transactions retrieved but not applied are lost")
 			return nil
 		case errors.Is(err, mysqlctl.ErrDrainTimeout):
@@ -224,7 +224,7 @@ func (e *executor) repoint(ctx context.Context, primary string, sites []string) 
 			errs = append(errs, fmt.Errorf("repoint %s to %s: %w", s, primary, err))
 			continue
 		}
-		e.log.Info("site.repointed", "group", e.group.Name, "site", s, "source", primary)
+		e.log.Info("site.repointed", "site", s, "source", primary)
 	}
 	return errors.Join(errs...)
 }

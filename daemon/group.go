@@ -23,6 +23,10 @@ var ErrRefused = errors.New("refused")
 // group adds from its own record of fences.
 type Observations interface {
 	Observed() sitepair.Observed
+	// Settled reports whether every site has a probe that started at or
+	// after t, so a decision cannot rest on what a site looked like before
+	// our last action changed it.
+	Settled(t time.Time) bool
 }
 
 // group runs one group's loop: observe → decide → act → persist → publish.
@@ -47,6 +51,7 @@ type group struct {
 	fenced   map[string]uint64 // site → epoch at which its fence was read back
 	last     sitepair.Decision
 	lastErr  error
+	barrier  time.Time // decisions wait for probes started after it
 	requests chan request
 }
 
@@ -80,7 +85,7 @@ func (g *group) load(ctx context.Context) error {
 	g.stored, g.state = st, p
 	g.mu.Unlock()
 	g.publish()
-	g.log.Info("state.loaded", "group", g.cfg.Name, "store", g.store.Describe(), "exists", st.Exists,
+	g.log.Info("state.loaded", "store", g.store.Describe(), "exists", st.Exists,
 		"epoch", st.Epoch, "active_site", st.ActiveSite, "in_flight", st.InFlight != nil)
 	return nil
 }
@@ -96,18 +101,21 @@ func (g *group) observed() sitepair.Observed {
 	return o
 }
 
-// round decides once and carries the decision out. It returns whether the
-// persisted state changed, in which case the caller decides again at once
-// (phase 2 of a failover follows phase 1 without waiting a poll interval).
-func (g *group) round(ctx context.Context) bool {
+// round decides once, on settled observations, and carries the decision out.
+func (g *group) round(ctx context.Context) {
 	g.mu.Lock()
-	st := g.state
+	st, barrier := g.state, g.barrier
 	g.mu.Unlock()
+	// Deciding on probes taken before our last action would, for instance,
+	// see a just-promoted primary as still read-only and act again.
+	if !g.obs.Settled(barrier) {
+		return
+	}
 	d := sitepair.Decide(g.observed(), st, g.policy, g.now())
-	return g.carryOut(ctx, d)
+	g.carryOut(ctx, d)
 }
 
-func (g *group) carryOut(ctx context.Context, d sitepair.Decision) bool {
+func (g *group) carryOut(ctx context.Context, d sitepair.Decision) {
 	g.mu.Lock()
 	changed := d.Reason != g.last.Reason || d.Action != g.last.Action || d.Target != g.last.Target
 	g.last = d
@@ -117,34 +125,22 @@ func (g *group) carryOut(ctx context.Context, d sitepair.Decision) bool {
 		if d.Action == sitepair.Alert {
 			level = slog.LevelWarn
 		}
-		g.log.Log(ctx, level, "decision", "group", g.cfg.Name, "action", string(d.Action), "reason", string(d.Reason),
+		g.log.Log(ctx, level, "decision", "action", string(d.Action), "reason", string(d.Reason),
 			"target", d.Target, "fence", d.Fence, "proof", string(d.FenceProof), "epoch", d.Epoch, "message", d.Message)
 	}
 	if d.Action == sitepair.None || d.Action == sitepair.Alert {
-		return false
+		return
 	}
 	actx, cancel := context.WithTimeout(ctx, g.actionTimeout)
 	defer cancel()
-	before := g.epochAndActive()
 	err := g.act(actx, d)
 	g.mu.Lock()
 	g.lastErr = err
+	g.barrier = g.now()
 	g.mu.Unlock()
 	if err != nil {
-		g.log.Error("action.failed", "group", g.cfg.Name, "action", string(d.Action), "target", d.Target, "err", err)
-		return false
+		g.log.Error("action.failed", "action", string(d.Action), "target", d.Target, "err", err)
 	}
-	return g.epochAndActive() != before
-}
-
-func (g *group) epochAndActive() string {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	inflight := ""
-	if g.state.InFlight != nil {
-		inflight = g.state.InFlight.To
-	}
-	return fmt.Sprintf("%d/%s/%s/%v", g.state.Epoch, g.state.ActiveSite, inflight, g.fenced)
 }
 
 // act carries out one decision.
@@ -227,11 +223,11 @@ func (g *group) revoke(ctx context.Context, d sitepair.Decision) error {
 	if err := g.commit(ctx, d, StepRevoked, ""); err != nil {
 		return err
 	}
-	g.log.Warn("epoch.revoked", "group", g.cfg.Name, "epoch", d.Epoch, "from", d.From, "to", d.Target, "planned", d.Planned, "reason", string(d.Reason))
+	g.log.Warn("epoch.revoked", "epoch", d.Epoch, "from", d.From, "to", d.Target, "planned", d.Planned, "reason", string(d.Reason))
 	g.failpoint(StepRevoked)
 	if err := g.fenceSites(ctx, d.Fence); err != nil {
 		// Best effort: the old primary may be down; phase 2 waits for a proof.
-		g.log.Info("fence.best_effort_failed", "group", g.cfg.Name, "err", err)
+		g.log.Info("fence.best_effort_failed", "err", err)
 	}
 	return nil
 }
@@ -250,8 +246,9 @@ func (g *group) fenceSites(ctx context.Context, sites []string) error {
 			g.fenced = map[string]uint64{}
 		}
 		g.fenced[s] = g.state.Epoch
+		oldPrimary := g.state.InFlight != nil && g.state.InFlight.From == s
 		g.mu.Unlock()
-		if g.state.InFlight != nil && g.state.InFlight.From == s {
+		if oldPrimary {
 			g.failpoint(StepOldPrimaryFenced)
 		}
 	}
@@ -261,7 +258,7 @@ func (g *group) fenceSites(ctx context.Context, sites []string) error {
 // promote is phase 2, the fixed sequence of docs/design.md. Every step is
 // idempotent and recorded, so a restarted daemon re-runs it safely.
 func (g *group) promote(ctx context.Context, d sitepair.Decision) error {
-	log := g.log.With("group", g.cfg.Name, "target", d.Target, "from", d.From, "proof", string(d.FenceProof))
+	log := g.log.With("target", d.Target, "from", d.From, "proof", string(d.FenceProof))
 	if len(d.Fence) > 0 {
 		// Best effort only: the proof already holds (down or lease expired).
 		_ = g.fenceSites(ctx, d.Fence)
@@ -325,10 +322,7 @@ func (g *group) run(ctx context.Context, isLeader func() bool) {
 			if !isLeader() {
 				continue
 			}
-			// A changed state is decided on again at once, a bounded number
-			// of times, so phase 2 follows phase 1 without a poll's delay.
-			for i := 0; i < 4 && ctx.Err() == nil && g.round(ctx); i++ {
-			}
+			g.round(ctx)
 		}
 	}
 }
@@ -345,10 +339,10 @@ func (g *group) handle(ctx context.Context, req request, leader bool) error {
 	case kindSwitchover:
 		d := sitepair.DecideSwitchover(g.observed(), st, g.policy, req.target, g.now())
 		if d.Action != sitepair.RevokeEpoch {
-			g.log.Warn("switchover.refused", "group", g.cfg.Name, "target", req.target, "reason", string(d.Reason), "message", d.Message)
+			g.log.Warn("switchover.refused", "target", req.target, "reason", string(d.Reason), "message", d.Message)
 			return fmt.Errorf("%w: switchover to %s: %s (%s)", ErrRefused, req.target, d.Message, d.Reason)
 		}
-		g.log.Warn("switchover.accepted", "group", g.cfg.Name, "target", req.target)
+		g.log.Warn("switchover.accepted", "target", req.target)
 		g.carryOut(ctx, d)
 		return nil
 	case "acknowledge":

@@ -83,3 +83,14 @@ func siteObservation(index int, s configs.Site, v poller.SiteView) sitepair.Site
 	}
 	return o
 }
+
+// Settled implements Observations.
+func (p *polled) Settled(t time.Time) bool {
+	for _, s := range p.cfg.Sites {
+		v, ok := p.tracker.Site(s.Name)
+		if !ok || !v.HasLatest || v.Latest.Started.Before(t) {
+			return false
+		}
+	}
+	return true
+}

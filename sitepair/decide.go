@@ -607,6 +607,11 @@ func (v *view) noPrimary() Decision {
 		return v.decision(ReasonNoPrimaryNotAllReachable, "no site is writable and %s unreachable; not re-asserting %s", strings.Join(u, ", "), t)
 	}
 	i := v.index(t)
+	// Probes are turning the recorded primary writable (a promotion just
+	// made it so): re-asserting it again would only bump the epoch.
+	if v.sites[i].Debouncing {
+		return v.decision(ReasonWaitingForProbes, "no site is writable yet but the recorded primary %s is becoming writable; waiting for its probes", t)
+	}
 	if why := v.unpromotable(i); why != "" {
 		return v.decision(ReasonNoPrimaryTargetIneligible, "no site is writable and the recorded primary %s is %s", t, why)
 	}

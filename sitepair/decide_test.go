@@ -17,6 +17,9 @@ func TestDecideTwoSites(t *testing.T) {
 	healthyPair := group(site("a", W), site("b", RO, follows("a")))
 	downPair := group(site("a", UR), site("b", RO, lost("a")))
 	tests := []decideCase{
+		{name: "all read-only but the recorded primary is becoming writable: wait, do not re-assert again",
+			obs: group(site("a", RO, bounce), site("b", RO, follows("a"))), st: active("a"),
+			want: want{action: None, reason: ReasonWaitingForProbes}},
 		// Healthy and degraded.
 		{name: "healthy: a writable, b follows", obs: healthyPair, st: active("a"),
 			want: want{action: None, reason: ReasonHealthy, epoch: 1}},

@@ -34,6 +34,7 @@ and /status on daemon.listen until SIGINT or SIGTERM.`,
 				log.Error("config.invalid", "path", c.configPath(), "err", err)
 				return err
 			}
+			slog.SetDefault(log) // libraries logging to the default logger use our format
 			for _, w := range cfg.Warnings() {
 				log.Warn("config.warning", "warning", w)
 			}

@@ -166,7 +166,7 @@ func TestCooldownBlocksSecondFailoverButSwitchoverWorks(t *testing.T) {
 func TestSwitchoverToUnknownSiteIsRefused(t *testing.T) {
 	g := newGroup(t, groupOptions{sites: 2})
 	g.startDaemon()
-	before := g.waitActive("site0", 30*time.Second)
+	before := g.waitHealthy("site0", 30*time.Second)
 	code, body := g.post("/v1/groups/orders/switchover?target=nowhere")
 	if code != 409 || !strings.Contains(body, "nowhere") {
 		t.Fatalf("switchover to an unknown site: %d %s", code, body)
@@ -214,8 +214,8 @@ func TestCrashAfterFencingOldPrimaryResumes(t *testing.T) {
 	first := g.waitActive("site0", 30*time.Second)
 	g.stopDaemon()
 	g.startDaemon("FAILOVERD_FAILPOINT=" + daemon.StepOldPrimaryFenced)
-	g.waitActive("site0", 30*time.Second)
-	g.post("/v1/groups/orders/switchover?target=site1") // the daemon dies while answering
+	g.waitHealthy("site0", 30*time.Second)
+	_, _, _ = g.tryPost("/v1/groups/orders/switchover?target=site1") // the daemon dies while answering
 	g.waitCrash(failoverTimeout)
 	if g.topo.Sites[0].QueryString(t, "SELECT @@global.read_only") != "1" {
 		t.Fatal("old primary not fenced at the failpoint")

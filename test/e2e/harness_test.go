@@ -71,6 +71,8 @@ type groupOptions struct {
 	cooldown    string // failoverCooldown; default 10m
 	priorities  []int
 	extraConfig string // appended to the group's YAML
+	// kube, when set, holds the state (ConfigMap) and the leader Lease.
+	kube *testenv.Kube
 }
 
 func newGroup(t *testing.T, o groupOptions) *group {
@@ -100,12 +102,18 @@ func newGroup(t *testing.T, o groupOptions) *group {
 		}
 		fmt.Fprintf(&sites, "      - name: site%d\n        priority: %d\n        mysql:\n          address: %s\n          replicationAddress: %s\n", i, prio, addr, m.Addr())
 	}
+	daemonCfg := "  stateStore:\n    path: state.json\n"
+	clusters := ""
+	if o.kube != nil {
+		daemonCfg = "  stateStore:\n    type: kubernetes\n    cluster: test\n    namespace: default\n" +
+			"  leaderElection:\n    enabled: true\n    cluster: test\n    namespace: default\n" +
+			"    leaseDuration: 3s\n    renewDeadline: 2s\n    retryPeriod: 500ms\n"
+		clusters = fmt.Sprintf("clusters:\n  - name: test\n    kubeconfig: %s\n    context: %s\n", o.kube.Kubeconfig, o.kube.Context)
+	}
 	cfg := fmt.Sprintf(`daemon:
   listen: %s
   apiTokenFile: api.token
-  stateStore:
-    path: state.json
-groups:
+%s%sgroups:
   - name: orders
     engine: mariadb
     pollInterval: 500ms
@@ -121,13 +129,31 @@ groups:
         user: %s
         passwordFile: repl.pw
 %s    sites:
-%s`, g.listen, o.cooldown, testenv.AdminUser, testenv.ReplUser, o.extraConfig, sites.String())
+%s`, g.listen, daemonCfg, clusters, o.cooldown, testenv.AdminUser, testenv.ReplUser, o.extraConfig, sites.String())
 	g.config = filepath.Join(g.dir, "failoverd.yaml")
 	if err := os.WriteFile(g.config, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(g.stopDaemon)
 	return g
+}
+
+// peer returns a second daemon for the same sites: same configuration but
+// its own listen address (leader-election tests).
+func (g *group) peer() *group {
+	g.t.Helper()
+	b, err := os.ReadFile(g.config)
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	p := &group{t: g.t, topo: g.topo, dir: g.dir, listen: freeAddr(g.t), proxies: g.proxies}
+	p.config = filepath.Join(g.dir, "peer.yaml")
+	cfg := strings.Replace(string(b), "listen: "+g.listen, "listen: "+p.listen, 1)
+	if err := os.WriteFile(p.config, []byte(cfg), 0o600); err != nil {
+		g.t.Fatal(err)
+	}
+	g.t.Cleanup(p.stopDaemon)
+	return p
 }
 
 func freeAddr(t *testing.T) string {
@@ -249,6 +275,19 @@ func (g *group) waitActive(site string, timeout time.Duration) daemon.GroupStatu
 	return st
 }
 
+// waitHealthy waits until the daemon has debounced every site and reports
+// site as the healthy primary (operator requests need a settled group).
+func (g *group) waitHealthy(site string, timeout time.Duration) daemon.GroupStatus {
+	g.t.Helper()
+	var st daemon.GroupStatus
+	g.waitFor(site+" healthy", timeout, func() bool {
+		s, err := g.status()
+		st = s
+		return err == nil && s.ActiveSite == site && s.Reason == "healthy"
+	})
+	return st
+}
+
 // stateFile reads the daemon's persisted state of the group.
 func (g *group) stateFile() store.GroupState {
 	g.t.Helper()
@@ -287,13 +326,22 @@ func (g *group) follows(replica, source *testenv.MariaDB) bool {
 // post calls a mutating API endpoint.
 func (g *group) post(path string) (int, string) {
 	g.t.Helper()
+	code, body, err := g.tryPost(path)
+	if err != nil {
+		g.t.Fatalf("POST %s: %v", path, err)
+	}
+	return code, body
+}
+
+// tryPost is post for a daemon that may die while answering (failpoints).
+func (g *group) tryPost(path string) (int, string, error) {
 	req, _ := http.NewRequest(http.MethodPost, "http://"+g.listen+path, nil)
 	req.Header.Set("Authorization", "Bearer "+apiToken)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		g.t.Fatalf("POST %s: %v", path, err)
+		return 0, "", err
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
+	return resp.StatusCode, string(b), nil
 }
