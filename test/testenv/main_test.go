@@ -15,7 +15,6 @@ import (
 type suiteT struct {
 	mu       sync.Mutex
 	cleanups []func()
-	tempDirs []string
 }
 
 func (s *suiteT) Helper()      {}
