@@ -43,6 +43,9 @@ type Options struct {
 	Failpoint func(step string)
 	// Identity names this daemon in leader election; default the hostname.
 	Identity string
+	// Followers builds what follows a group's primary (routing, cache);
+	// default: the Kubernetes, DNS and cache followers its configuration asks for.
+	Followers func(g configs.Group, c *kube.Clusters, log *slog.Logger) ([]Follower, error)
 }
 
 // Daemon runs every group of a configuration.
@@ -157,6 +160,15 @@ func (d *Daemon) newGroup(gc configs.Group) (*group, error) {
 		secret: gc.Credentials.Replication.Password,
 	}
 	g.store = d.store
+	build := d.opts.Followers
+	if build == nil {
+		build = defaultFollowers
+	}
+	fs, err := build(gc, d.clusters, log)
+	if err != nil {
+		return nil, fmt.Errorf("group %s: %w", gc.Name, err)
+	}
+	g.follow = newHandoff(fs, log)
 	return g, nil
 }
 
@@ -243,11 +255,15 @@ func (d *Daemon) Run(ctx context.Context) error {
 		d.leader.Store(true)
 	}
 	for _, g := range d.groups {
-		wg.Add(1)
+		wg.Add(2)
 		go func() {
 			defer wg.Done()
 			g.run(ctx, d.isLeader)
 			g.exec.conns.closeAll()
+		}()
+		go func() {
+			defer wg.Done()
+			g.follow.run(ctx, d.isLeader)
 		}()
 	}
 	d.log.Info("daemon.started", "groups", len(d.groups), "listen", d.Addr(), "store", d.store.Describe())

@@ -38,6 +38,7 @@ type group struct {
 	store  store.Store
 	exec   *executor
 	pub    *publisher
+	follow *handoff // routing and cache, never awaited by a promotion
 	obs    Observations
 	now    func() time.Time
 	log    *slog.Logger
@@ -306,6 +307,7 @@ func (g *group) publish() {
 	v := view.View{Group: g.cfg.Name, Epoch: g.state.Epoch, ActiveSite: g.state.ActiveSite, IssuedAt: g.now()}
 	g.mu.Unlock()
 	g.pub.set(v)
+	g.follow.want(v)
 }
 
 // run is the group's loop until ctx ends. isLeader gates every action.

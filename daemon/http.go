@@ -64,6 +64,8 @@ type GroupStatus struct {
 	Sites        map[string]string `json:"sites"`
 	LastError    string            `json:"lastError,omitempty"`
 	LastFailover any               `json:"lastFailover,omitempty"`
+	// Followers is each follower's state: "ok", "pending" or its last error.
+	Followers map[string]string `json:"followers,omitempty"`
 }
 
 func (g *group) status(leader bool) GroupStatus {
@@ -87,6 +89,7 @@ func (g *group) status(leader bool) GroupStatus {
 	for _, site := range o.Sites {
 		s.Sites[site.Name] = site.State.String()
 	}
+	s.Followers = g.follow.status()
 	return s
 }
 

@@ -1,0 +1,157 @@
+package daemon
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/failoverd/failoverd/configs"
+	"github.com/failoverd/failoverd/kube"
+	"github.com/failoverd/failoverd/view"
+)
+
+// Follower moves something that must follow the MySQL primary (Kubernetes
+// Service selector, node taints, the DNS record, Dragonfly/Redis) to the
+// site a view names. Follow must be idempotent: it is called again for the
+// same view after a failure, and after a daemon restart.
+type Follower interface {
+	// Name identifies the follower in logs and status ("kube", "dns", "cache").
+	Name() string
+	// Follow makes what it manages point at v.ActiveSite (v.ActiveSite is
+	// never empty here).
+	Follow(ctx context.Context, v view.View) error
+}
+
+// Retry bounds of the handoff.
+const (
+	followFirstRetry = 500 * time.Millisecond
+	followMaxRetry   = 30 * time.Second
+	followTimeout    = 30 * time.Second
+)
+
+// handoff runs every follower of a group in the background: the MySQL
+// promotion never waits on them, and a failure is retried with backoff
+// until it succeeds or a newer view replaces the one being followed.
+type handoff struct {
+	followers []Follower
+	log       *slog.Logger
+	// firstRetry and maxRetry bound the backoff between failed passes.
+	firstRetry, maxRetry time.Duration
+
+	mu     sync.Mutex
+	wanted view.View         // newest view naming an active site
+	done   map[string]uint64 // follower → epoch it last completed
+	errs   map[string]string // follower → last error, for status
+	kick   chan struct{}
+}
+
+func newHandoff(followers []Follower, log *slog.Logger) *handoff {
+	return &handoff{followers: followers, log: log, firstRetry: followFirstRetry, maxRetry: followMaxRetry, done: map[string]uint64{}, errs: map[string]string{}, kick: make(chan struct{}, 1)}
+}
+
+// want records a new view; views without an active site (a failover in
+// flight) leave routing where it is until the new primary is published.
+func (h *handoff) want(v view.View) {
+	if h == nil || len(h.followers) == 0 || v.ActiveSite == "" {
+		return
+	}
+	h.mu.Lock()
+	if v.Epoch <= h.wanted.Epoch && h.wanted.ActiveSite != "" {
+		h.mu.Unlock()
+		return
+	}
+	h.wanted = v
+	h.mu.Unlock()
+	select {
+	case h.kick <- struct{}{}:
+	default:
+	}
+}
+
+// status returns each follower's last error ("" when in step).
+func (h *handoff) status() map[string]string {
+	if h == nil {
+		return nil
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := map[string]string{}
+	for _, f := range h.followers {
+		switch {
+		case h.errs[f.Name()] != "":
+			out[f.Name()] = h.errs[f.Name()]
+		case h.done[f.Name()] == h.wanted.Epoch && h.wanted.Epoch > 0:
+			out[f.Name()] = "ok"
+		default:
+			out[f.Name()] = "pending"
+		}
+	}
+	return out
+}
+
+// run follows the wanted view until ctx ends; only the leader moves routing.
+func (h *handoff) run(ctx context.Context, isLeader func() bool) {
+	if h == nil || len(h.followers) == 0 {
+		return
+	}
+	backoff := h.firstRetry
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-h.kick:
+			backoff = h.firstRetry
+		case <-timer.C:
+		}
+		if isLeader() && h.pass(ctx) {
+			timer.Reset(time.Hour)
+			continue
+		}
+		timer.Reset(backoff)
+		backoff = min(2*backoff, h.maxRetry)
+	}
+}
+
+// pass runs every follower not yet in step with the wanted view; it reports
+// whether all are.
+func (h *handoff) pass(ctx context.Context) bool {
+	h.mu.Lock()
+	v := h.wanted
+	h.mu.Unlock()
+	if v.ActiveSite == "" {
+		return true
+	}
+	all := true
+	for _, f := range h.followers {
+		h.mu.Lock()
+		inStep := h.done[f.Name()] == v.Epoch
+		h.mu.Unlock()
+		if inStep {
+			continue
+		}
+		fctx, cancel := context.WithTimeout(ctx, followTimeout)
+		err := f.Follow(fctx, v)
+		cancel()
+		h.mu.Lock()
+		if err != nil {
+			all = false
+			h.errs[f.Name()] = err.Error()
+			h.log.Warn("follow.failed", "follower", f.Name(), "epoch", v.Epoch, "active_site", v.ActiveSite, "err", err)
+		} else {
+			delete(h.errs, f.Name())
+			h.done[f.Name()] = v.Epoch
+			h.log.Info("follow.done", "follower", f.Name(), "epoch", v.Epoch, "active_site", v.ActiveSite)
+		}
+		h.mu.Unlock()
+	}
+	return all
+}
+
+// defaultFollowers builds the followers a group's configuration asks for.
+// (Routing and cache followers register here as their packages land.)
+func defaultFollowers(g configs.Group, c *kube.Clusters, log *slog.Logger) ([]Follower, error) {
+	return nil, nil
+}
