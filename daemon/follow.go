@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/failoverd/failoverd/configs"
+	"github.com/failoverd/failoverd/dns"
 	"github.com/failoverd/failoverd/kube"
 	"github.com/failoverd/failoverd/view"
 )
@@ -150,8 +151,15 @@ func (h *handoff) pass(ctx context.Context) bool {
 	return all
 }
 
-// defaultFollowers builds the followers a group's configuration asks for.
-// (Routing and cache followers register here as their packages land.)
+// defaultFollowers builds the followers a group's configuration asks for:
+// Kubernetes Service selectors and node taints, the DNS record, the cache.
 func defaultFollowers(g configs.Group, c *kube.Clusters, log *slog.Logger) ([]Follower, error) {
-	return nil, nil
+	var out []Follower
+	for _, f := range kube.Followers(g, c, log) {
+		out = append(out, f)
+	}
+	if f := dns.NewFollower(g, c, log); f != nil {
+		out = append(out, f)
+	}
+	return out, nil
 }
