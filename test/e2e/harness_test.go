@@ -101,6 +101,15 @@ func newGroup(t *testing.T, o groupOptions) *group {
 			prio = o.priorities[i]
 		}
 		fmt.Fprintf(&sites, "      - name: site%d\n        priority: %d\n        mysql:\n          address: %s\n          replicationAddress: %s\n", i, prio, addr, m.Addr())
+		if o.kube != nil {
+			// Routing: one Service and DNS record follow the primary (the
+			// record's targets are only data, never dialled).
+			fmt.Fprintf(&sites, "        kubernetes:\n          cluster: test\n          namespace: default\n          service: mysql-primary\n"+
+				"          podSelector:\n            site: site%d\n          nodeSelector:\n            site: site%d\n        dns:\n          target: 127.0.0.%d\n", i, i, i+1)
+		}
+	}
+	if o.kube != nil {
+		o.extraConfig += "    dns:\n      cluster: test\n      namespace: default\n      endpointName: orders-db\n      hostname: orders-db.example.test\n"
 	}
 	daemonCfg := "  stateStore:\n    path: state.json\n"
 	clusters := ""

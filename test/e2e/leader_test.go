@@ -1,10 +1,17 @@
 package e2e
 
 import (
+	"context"
+	"fmt"
 	"net/http"
 	"slices"
+	"strings"
 	"testing"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/failoverd/failoverd/test/testenv"
 )
@@ -23,6 +30,7 @@ func activeSiteCode(g *group) int {
 // state the leader persisted in the ConfigMap, and fails over.
 func TestLeaderElection(t *testing.T) {
 	k := testenv.StartKube(t, testenv.KubeOptions{})
+	createRoutingObjects(t, k, 3)
 	a := newGroup(t, groupOptions{sites: 3, kube: k})
 	a.startDaemon()
 	first := a.waitActive("site0", 30*time.Second)
@@ -57,4 +65,58 @@ func TestLeaderElection(t *testing.T) {
 	if w := b.writable(); !slices.Equal(w, []string{"site1"}) {
 		t.Fatalf("writable: %v", w)
 	}
+	// Routing followed the new primary (after it, never blocking it).
+	b.waitFor("Service and DNS follow site1", 30*time.Second, func() bool {
+		return serviceSelects(t, k, "site1") && dnsTargets(t, k) == "127.0.0.2" && standby(t, k, "site0") && !standby(t, k, "site1")
+	})
+}
+
+// createRoutingObjects creates the Service the daemon flips and one Node per
+// site (followers never create Services or Nodes).
+func createRoutingObjects(t *testing.T, k *testenv.Kube, sites int) {
+	t.Helper()
+	cs := k.Clientset(t)
+	ctx := context.Background()
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "mysql-primary", Namespace: "default"},
+		Spec: corev1.ServiceSpec{Selector: map[string]string{"site": "site0"}, Ports: []corev1.ServicePort{{Port: 3306}}}}
+	if _, err := cs.CoreV1().Services("default").Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range sites {
+		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("node-site%d", i), Labels: map[string]string{"site": fmt.Sprintf("site%d", i)}}}
+		if _, err := cs.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func serviceSelects(t *testing.T, k *testenv.Kube, site string) bool {
+	svc, err := k.Clientset(t).CoreV1().Services("default").Get(context.Background(), "mysql-primary", metav1.GetOptions{})
+	return err == nil && svc.Spec.Selector["site"] == site && len(svc.Spec.Selector) == 1
+}
+
+func standby(t *testing.T, k *testenv.Kube, site string) bool {
+	n, err := k.Clientset(t).CoreV1().Nodes().Get(context.Background(), "node-"+site, metav1.GetOptions{})
+	if err != nil {
+		return false
+	}
+	for _, taint := range n.Spec.Taints {
+		if taint.Key == "failoverd.io/standby" {
+			return true
+		}
+	}
+	return false
+}
+
+func dnsTargets(t *testing.T, k *testenv.Kube) string {
+	obj, err := k.Dynamic(t).Resource(testenv.DNSEndpointGVR).Namespace("default").Get(context.Background(), "orders-db", metav1.GetOptions{})
+	if err != nil {
+		return ""
+	}
+	eps, _, _ := unstructured.NestedSlice(obj.Object, "spec", "endpoints")
+	if len(eps) != 1 {
+		return ""
+	}
+	targets, _, _ := unstructured.NestedStringSlice(eps[0].(map[string]any), "targets")
+	return strings.Join(targets, ",")
 }
