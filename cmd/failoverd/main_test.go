@@ -15,6 +15,16 @@ func runCLI(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	return code, out.String(), errb.String()
 }
 
+// writeConfig writes yaml to a temporary config file and returns its path.
+func writeConfig(t *testing.T, yaml string) string {
+	t.Helper()
+	f := filepath.Join(t.TempDir(), "failoverd.yaml")
+	if err := os.WriteFile(f, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
 func TestValidateAcceptsExamples(t *testing.T) {
 	files, _ := filepath.Glob("../../configs/examples/*.yaml")
 	if len(files) < 3 {
@@ -32,18 +42,14 @@ func TestValidateAcceptsExamples(t *testing.T) {
 }
 
 func TestValidateRejectsBadFileWithEveryProblem(t *testing.T) {
-	f := filepath.Join(t.TempDir(), "bad.yaml")
-	yaml := `groups:
+	f := writeConfig(t, `groups:
   - name: orders
     pollIntervall: 1s
     probeTimeout: 2s
     sites:
       - name: east
         mysql: {address: east}
-`
-	if err := os.WriteFile(f, []byte(yaml), 0o600); err != nil {
-		t.Fatal(err)
-	}
+`)
 	code, _, errOut := runCLI(t, "validate", "-c", f)
 	if code != 1 {
 		t.Fatalf("exit %d, want 1; stderr:\n%s", code, errOut)
@@ -56,17 +62,13 @@ func TestValidateRejectsBadFileWithEveryProblem(t *testing.T) {
 }
 
 func TestValidateReportsSemanticProblemsTogether(t *testing.T) {
-	f := filepath.Join(t.TempDir(), "bad.yaml")
-	yaml := `groups:
+	f := writeConfig(t, `groups:
   - name: orders
     probeTimeout: 2s
     sites:
       - name: east
         mysql: {address: east}
-`
-	if err := os.WriteFile(f, []byte(yaml), 0o600); err != nil {
-		t.Fatal(err)
-	}
+`)
 	code, _, errOut := runCLI(t, "validate", "-c", f)
 	if code != 1 {
 		t.Fatalf("exit %d, want 1", code)
@@ -84,10 +86,7 @@ func TestValidateReportsSemanticProblemsTogether(t *testing.T) {
 }
 
 func TestRunRefusesInvalidConfig(t *testing.T) {
-	f := filepath.Join(t.TempDir(), "bad.yaml")
-	if err := os.WriteFile(f, []byte("groups: []\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	f := writeConfig(t, "groups: []\n")
 	code, _, errOut := runCLI(t, "run", "-c", f, "--log-format", "text")
 	if code != 1 || !strings.Contains(errOut, "groups: no group defined") {
 		t.Fatalf("exit %d, stderr:\n%s", code, errOut)
