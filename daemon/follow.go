@@ -2,12 +2,14 @@ package daemon
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"sync"
 	"time"
 
 	"github.com/failoverd/failoverd/configs"
 	"github.com/failoverd/failoverd/dns"
+	"github.com/failoverd/failoverd/dragonfly"
 	"github.com/failoverd/failoverd/kube"
 	"github.com/failoverd/failoverd/view"
 )
@@ -160,6 +162,13 @@ func defaultFollowers(g configs.Group, c *kube.Clusters, log *slog.Logger) ([]Fo
 	}
 	if f := dns.NewFollower(g, c, log); f != nil {
 		out = append(out, f)
+	}
+	cache, err := dragonfly.NewFollower(g, log)
+	if err != nil {
+		return nil, fmt.Errorf("cache follower: %w", err)
+	}
+	if cache != nil {
+		out = append(out, cache)
 	}
 	return out, nil
 }
