@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,7 +22,7 @@ const failoverTimeout = 45 * time.Second
 // write load runs, site0 is SIGKILLed, and the best replica must take over
 // with every acknowledged write and writes resuming.
 func killPrimaryUnderLoad(t *testing.T, sites int) {
-	g := newGroup(t, groupOptions{sites: sites})
+	g := newGroup(t, groupOptions{sites: sites, cache: sites > 2})
 	g.startDaemon()
 	first := g.waitActive("site0", 30*time.Second)
 	load := testenv.StartWriteLoad(t, testenv.AppDSNs(g.topo.Sites...), testenv.WriteLoadOptions{Workers: 2})
@@ -49,6 +50,22 @@ func killPrimaryUnderLoad(t *testing.T, sites int) {
 			// Give replication a moment to apply the tail of the load.
 			g.waitFor(r.Name+" has every acknowledged write", 20*time.Second, func() bool { return len(load.Missing(t, r.AppDB(t))) == 0 })
 		}
+	}
+	if g.caches != nil {
+		// The cache follows the MySQL primary: site1's Redis is the master,
+		// every other cache replicates from it.
+		g.waitFor("cache follows site1", 30*time.Second, func() bool {
+			if g.caches[1].Info(t, "replication")["role"] != "master" {
+				return false
+			}
+			for i, c := range g.caches {
+				info := c.Info(t, "replication")
+				if i != 1 && (info["role"] != "slave" || info["master_port"] != fmt.Sprint(g.caches[1].Port)) {
+					return false
+				}
+			}
+			return true
+		})
 	}
 	saved := g.stateFile()
 	if saved.ActiveSite != "site1" || saved.LastFailover == nil || saved.LastFailover.From != "site0" || saved.LastFailover.PromotionGTID == "" {

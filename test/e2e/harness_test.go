@@ -58,6 +58,8 @@ type group struct {
 	listen string
 	// proxies[i] is the daemon→site i link when built with proxied links.
 	proxies []*testenv.Proxy
+	// caches[i] is site i's Redis when built with a cache.
+	caches []*testenv.Redis
 
 	mu     sync.Mutex
 	cmd    *exec.Cmd
@@ -73,6 +75,9 @@ type groupOptions struct {
 	extraConfig string // appended to the group's YAML
 	// kube, when set, holds the state (ConfigMap) and the leader Lease.
 	kube *testenv.Kube
+	// cache starts one Redis per site (site0's the primary) that follows
+	// the MySQL primary.
+	cache bool
 }
 
 func newGroup(t *testing.T, o groupOptions) *group {
@@ -88,6 +93,16 @@ func newGroup(t *testing.T, o groupOptions) *group {
 	if o.cooldown == "" {
 		o.cooldown = "10m"
 	}
+	if o.cache {
+		for i := range topo.Sites {
+			r := testenv.StartRedis(t, testenv.RedisOptions{Name: fmt.Sprintf("cache%d", i)})
+			if i > 0 {
+				r.ReplicaOf(t, g.caches[0].Host, g.caches[0].Port)
+			}
+			g.caches = append(g.caches, r)
+		}
+		o.extraConfig += "    cache:\n      engine: redis\n      maxSyncWait: 2s\n"
+	}
 	var sites strings.Builder
 	for i, m := range topo.Sites {
 		addr := m.Addr()
@@ -101,6 +116,9 @@ func newGroup(t *testing.T, o groupOptions) *group {
 			prio = o.priorities[i]
 		}
 		fmt.Fprintf(&sites, "      - name: site%d\n        priority: %d\n        mysql:\n          address: %s\n          replicationAddress: %s\n", i, prio, addr, m.Addr())
+		if o.cache {
+			fmt.Fprintf(&sites, "        cache:\n          address: %s\n", g.caches[i].Addr())
+		}
 		if o.kube != nil {
 			// Routing: one Service and DNS record follow the primary (the
 			// record's targets are only data, never dialled).
