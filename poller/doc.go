@@ -1,0 +1,80 @@
+// Package poller is the I/O half of failure detection: it probes every site
+// of a group on a fixed cadence and turns each probe into an immutable
+// [Observation]; a [Tracker] feeds those into one statemachine.Machine per
+// site and produces the statemachine.GroupInput that statemachine.Detect
+// classifies. It decides nothing.
+//
+// # Probing
+//
+// [Poller.Run] starts one goroutine per site. Each ticks every
+// Config.PollInterval (first ticks staggered across the interval) and runs
+// one probe, bounded by Config.ProbeTimeout through its context, in a helper
+// goroutine. The site goroutine waits for the result or for the timeout on
+// the injected [Clock], whichever comes first, so a probe never delays the
+// next tick (ProbeTimeout < PollInterval is enforced). A probe that does not
+// return when its context ends (a prober ignoring it) is reported as a
+// timeout, and while it is still running no new probe is started for that
+// site ([ErrProbeStuck]): a hung site costs at most two goroutines, never a
+// pile-up.
+//
+// A probe is one mysqlctl.Instance.Status call (two round trips: one SELECT
+// of variables, one SHOW ALL SLAVES STATUS / SHOW REPLICA STATUS) on a pool
+// of one session per site, opened on the first probe ([MySQLDialer]) and
+// reused; database/sql redials a broken session by itself. The Prober is
+// dropped and opened again only after an authentication error (so a rotated
+// password file is re-read) or when the server's flavor changed.
+//
+// # Failure classes
+//
+// A failed probe carries an [ErrorClass]: [ClassRefused] (TCP connection
+// refused: the host answered, nothing listens, mysqld is seen down),
+// [ClassTimeout] (the probe's deadline passed: hung server, black-holed
+// link, overloaded host), [ClassAuth] (the server rejected the account or a
+// privilege) or [ClassOther].
+//
+// # Backoff
+//
+// A site keeps the base PollInterval until Config.FailureThreshold
+// consecutive probes failed, i.e. until the statemachine can already have
+// marked it unreachable: backoff never slows failure detection. From then
+// on each further failure doubles the interval, capped at Config.MaxBackoff
+// (default 4 × PollInterval), and the first successful probe restores the
+// base interval, so recovery is seen within MaxBackoff.
+//
+// # Replication view and source silence
+//
+// From a replica's status an Observation records the site its replication
+// source address maps to (by a site's mysql address or replicationAddress,
+// host case-insensitive), whether the IO thread is connected
+// (Slave_IO_Running=Yes) and whether the source went silent.
+//
+// Silence is never derived by comparing two machines' clocks. On MariaDB a
+// source sends a heartbeat every Slave_heartbeat_period when it has no
+// events to send, so a live link changes Slave_received_heartbeats or
+// Gtid_IO_Pos at least once per period. The poller remembers both across
+// probes and measures, on the daemon's own clock, for how long neither
+// changed; the source is silent once that exceeds the threshold
+// max(Config.SilenceAfter, 2 × heartbeat period + 2 × PollInterval). A
+// SIGSTOPped primary keeps the replica's TCP connection open (Slave_IO_Running
+// stays Yes until slave_net_timeout), but its heartbeats stop at once.
+// Without a heartbeat period (heartbeats disabled) an idle source would look
+// exactly like a dead one, so silence is then reported as unknown
+// (Observation.SilenceKnown false), never as silent. Known limit: one event
+// that takes longer than the threshold to stream (a huge row event) changes
+// neither value; reading Read_Master_Log_Pos as well would close that gap
+// once mysqlctl exposes it.
+//
+// On MySQL, SHOW REPLICA STATUS has no heartbeat counter. The equivalent is
+//
+//	SELECT TIMESTAMPDIFF(MICROSECOND,
+//	         GREATEST(LAST_HEARTBEAT_TIMESTAMP, LAST_QUEUED_TRANSACTION_END_QUEUE_TIMESTAMP),
+//	         NOW(6))
+//	FROM performance_schema.replication_connection_status WHERE CHANNEL_NAME = ''
+//
+// run on the replica: both timestamps are stamped by the replica when it
+// received the heartbeat or event, and NOW(6) is read on the same server,
+// so the age (statemachine.SiteInput.LastHeartbeatAge) involves one clock
+// only. mysqlctl.Status does not expose it yet (see the TODO in
+// silence.go), so on MySQL silence is unknown and a hung source is noticed
+// when the IO thread drops after replica_net_timeout.
+package poller

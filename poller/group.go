@@ -1,0 +1,137 @@
+package poller
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/failoverd/failoverd/configs"
+	"github.com/failoverd/failoverd/mysqlctl"
+)
+
+// MySQLDialer returns a Dialer that opens each site with mysqlctl.Open:
+// base with Addr set to the site's address, MaxOpenConns 1 unless set (one
+// reused session per site) and a private copy of base.TLS. When password is
+// not nil it is called at every dial (so a rotated password file is picked
+// up when a Prober is reopened) and overrides base.Password.
+func MySQLDialer(base mysqlctl.Options, password func() (string, error)) Dialer {
+	return func(ctx context.Context, site Site) (Prober, error) {
+		o := base
+		o.Addr = site.Addr
+		if o.MaxOpenConns == 0 {
+			o.MaxOpenConns = 1
+		}
+		if o.TLS != nil {
+			// The driver fills in ServerName per host: one shared config
+			// would pin the first site's name for every other site.
+			o.TLS = o.TLS.Clone()
+		}
+		if password != nil {
+			pw, err := password()
+			if err != nil {
+				return nil, fmt.Errorf("admin password: %w", err)
+			}
+			o.Password = pw
+		}
+		inst, err := mysqlctl.Open(ctx, o)
+		if err != nil {
+			return nil, err
+		}
+		return inst, nil
+	}
+}
+
+// TLSConfig builds the client TLS configuration of a group; nil when TLS is
+// disabled. CAFile replaces the system roots; CertFile/KeyFile add a client
+// certificate; ServerName overrides the name checked (otherwise each site's
+// host).
+func TLSConfig(t configs.TLS) (*tls.Config, error) {
+	if !t.Enabled {
+		return nil, nil
+	}
+	c := &tls.Config{
+		MinVersion:         tls.VersionTLS12,
+		ServerName:         t.ServerName,
+		InsecureSkipVerify: t.InsecureSkipVerify, // configuration's explicit testing-only switch
+	}
+	if t.CAFile != "" {
+		pem, err := os.ReadFile(t.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("tls: read CA file: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("tls: CA file %s: %w: no PEM certificate", t.CAFile, ErrInvalidConfig)
+		}
+		c.RootCAs = pool
+	}
+	if t.CertFile != "" || t.KeyFile != "" {
+		cert, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("tls: load client certificate: %w", err)
+		}
+		c.Certificates = []tls.Certificate{cert}
+	}
+	return c, nil
+}
+
+// GroupSites returns the poller sites of a configured group, in order.
+func GroupSites(g configs.Group) []Site {
+	out := make([]Site, len(g.Sites))
+	for i, s := range g.Sites {
+		out[i] = Site{Name: s.Name, Addr: s.MySQL.Address, ReplicationAddr: s.MySQL.ReplicationAddress}
+	}
+	return out
+}
+
+// GroupOptions are the daemon-side settings of NewFromGroup that the
+// configuration does not hold.
+type GroupOptions struct {
+	// Clock: nil means SystemClock.
+	Clock Clock
+	// Logger: nil means slog.Default().
+	Logger *slog.Logger
+	// MaxBackoff and SilenceAfter: see Config (0 = defaults).
+	MaxBackoff, SilenceAfter time.Duration
+}
+
+// NewFromGroup returns a Poller for a validated configs.Group: its poll
+// interval, probe timeout and failure threshold, its sites, the admin
+// account (password read from its file now, to fail early, and again at
+// every dial) and its TLS settings.
+func NewFromGroup(g configs.Group, opts GroupOptions) (*Poller, error) {
+	tlsCfg, err := TLSConfig(g.TLS)
+	if err != nil {
+		return nil, fmt.Errorf("new poller for group %s: %w", g.Name, err)
+	}
+	if _, err := g.Credentials.Admin.Password(); err != nil {
+		return nil, fmt.Errorf("new poller for group %s: admin password: %w", g.Name, err)
+	}
+	logger := opts.Logger
+	if logger == nil {
+		logger = slog.Default()
+	}
+	base := mysqlctl.Options{
+		User:         g.Credentials.Admin.User,
+		TLS:          tlsCfg,
+		DialTimeout:  g.ProbeTimeout,
+		MaxOpenConns: 1,
+		Logger:       logger,
+	}
+	return New(Config{
+		Group:            g.Name,
+		Sites:            GroupSites(g),
+		PollInterval:     g.PollInterval,
+		ProbeTimeout:     g.ProbeTimeout,
+		FailureThreshold: g.FailureThreshold,
+		MaxBackoff:       opts.MaxBackoff,
+		SilenceAfter:     opts.SilenceAfter,
+		Dial:             MySQLDialer(base, g.Credentials.Admin.Password),
+		Clock:            opts.Clock,
+		Logger:           logger,
+	})
+}

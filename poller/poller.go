@@ -1,0 +1,382 @@
+package poller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/failoverd/failoverd/mysqlctl"
+)
+
+// Prober reads one server's status. *mysqlctl.Instance implements it. Status
+// must return soon after ctx ends.
+type Prober interface {
+	Status(ctx context.Context) (mysqlctl.Status, error)
+}
+
+// Dialer opens the Prober of a site, within ctx (the probe's deadline). It
+// is called on a site's first probe and again after the Prober was dropped.
+// A Prober that also implements io.Closer is closed when dropped and when
+// Run ends.
+type Dialer func(ctx context.Context, site Site) (Prober, error)
+
+// DefaultBackoffFactor caps the backoff of an unreachable site at this many
+// poll intervals when Config.MaxBackoff is zero.
+const DefaultBackoffFactor = 4
+
+// Errors returned by New and Run.
+var (
+	// ErrInvalidConfig: a Config field is missing or out of range.
+	ErrInvalidConfig = errors.New("poller: invalid configuration")
+	// ErrRunning: Run was called while the Poller was already running.
+	ErrRunning = errors.New("poller: already running")
+)
+
+// Config configures New.
+type Config struct {
+	// Group names the group in observations and logs.
+	Group string
+	// Sites to probe; names must be unique and non-empty.
+	Sites []Site
+	// PollInterval is the base time between two probes of a site.
+	PollInterval time.Duration
+	// ProbeTimeout bounds one probe (dial included). It must be shorter
+	// than PollInterval, so a probe never delays the next tick.
+	ProbeTimeout time.Duration
+	// FailureThreshold is the number of consecutive failed probes after
+	// which the statemachine marks a site unreachable; backoff starts only
+	// after it. At least 1.
+	FailureThreshold int
+	// MaxBackoff caps the poll interval of an unreachable site; 0 means
+	// DefaultBackoffFactor × PollInterval. Must not be below PollInterval.
+	MaxBackoff time.Duration
+	// SilenceAfter is the minimum silence threshold (see the package doc);
+	// the effective threshold is never below 2 × heartbeat period +
+	// 2 × PollInterval. 0 uses that floor.
+	SilenceAfter time.Duration
+	// Dial opens a site's Prober (see MySQLDialer). Required.
+	Dial Dialer
+	// Clock stamps observations and drives ticks; nil means SystemClock.
+	Clock Clock
+	// Logger receives reachability changes; nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// Poller probes the sites of one group. Create it with New or
+// NewFromGroup, then call Run once.
+type Poller struct {
+	cfg     Config
+	book    addressBook
+	running atomic.Bool
+}
+
+// New validates cfg and returns a Poller.
+func New(cfg Config) (*Poller, error) {
+	if cfg.Clock == nil {
+		cfg.Clock = SystemClock{}
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.MaxBackoff == 0 {
+		cfg.MaxBackoff = DefaultBackoffFactor * cfg.PollInterval
+	}
+	if err := cfg.validate(); err != nil {
+		return nil, fmt.Errorf("new poller for group %s: %w", cfg.Group, err)
+	}
+	cfg.Sites = append([]Site(nil), cfg.Sites...)
+	return &Poller{cfg: cfg, book: newAddressBook(cfg.Sites)}, nil
+}
+
+func (c Config) validate() error {
+	var errs []error
+	bad := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%w: "+format, append([]any{ErrInvalidConfig}, args...)...))
+	}
+	if c.PollInterval <= 0 {
+		bad("poll interval %v must be positive", c.PollInterval)
+	}
+	if c.ProbeTimeout <= 0 || c.ProbeTimeout >= c.PollInterval {
+		// A probe longer than the interval would delay ticks or overlap the next probe.
+		bad("probe timeout %v must be positive and shorter than the poll interval %v", c.ProbeTimeout, c.PollInterval)
+	}
+	if c.FailureThreshold < 1 {
+		bad("failure threshold %d must be at least 1", c.FailureThreshold)
+	}
+	if c.MaxBackoff < c.PollInterval {
+		bad("max backoff %v is below the poll interval %v", c.MaxBackoff, c.PollInterval)
+	}
+	if c.SilenceAfter < 0 {
+		bad("silence threshold %v is negative", c.SilenceAfter)
+	}
+	if c.Dial == nil {
+		bad("no dial function")
+	}
+	if len(c.Sites) == 0 {
+		bad("no sites")
+	}
+	seen := map[string]bool{}
+	for i, s := range c.Sites {
+		if s.Name == "" || s.Addr == "" {
+			bad("site %d: name and address are required", i)
+		}
+		if seen[s.Name] {
+			bad("duplicate site name %q", s.Name)
+		}
+		seen[s.Name] = true
+	}
+	return errors.Join(errs...)
+}
+
+// Sites returns the sites, in configuration order.
+func (p *Poller) Sites() []Site { return append([]Site(nil), p.cfg.Sites...) }
+
+// Config returns the configuration in effect (defaults applied).
+func (p *Poller) Config() Config {
+	c := p.cfg
+	c.Sites = p.Sites()
+	return c
+}
+
+// Run probes every site until ctx ends, calling sink with each
+// Observation. sink is called from one goroutine per site, concurrently for
+// different sites and in Seq order for one site; it must be quick (a slow
+// sink delays that site's next tick). Run returns nil once ctx is done and
+// every goroutine it started has ended and every Prober is closed; a
+// Prober that ignores its context delays that.
+func (p *Poller) Run(ctx context.Context, sink func(Observation)) error {
+	if sink == nil {
+		return fmt.Errorf("run poller for group %s: %w: nil sink", p.cfg.Group, ErrInvalidConfig)
+	}
+	if !p.running.CompareAndSwap(false, true) {
+		return fmt.Errorf("run poller for group %s: %w", p.cfg.Group, ErrRunning)
+	}
+	defer p.running.Store(false)
+	var wg sync.WaitGroup
+	n := len(p.cfg.Sites)
+	for i, s := range p.cfg.Sites {
+		loop := &siteLoop{
+			cfg:  &p.cfg,
+			book: p.book,
+			site: s,
+			// Staggered first ticks spread the probes of many sites over
+			// the interval instead of bursting them together.
+			offset: time.Duration(i) * p.cfg.PollInterval / time.Duration(n),
+			log:    p.cfg.Logger.With("group", p.cfg.Group, "site", s.Name),
+		}
+		wg.Go(func() { loop.run(ctx, sink) })
+	}
+	wg.Wait()
+	return nil
+}
+
+// probeResult is what the probe goroutine hands back.
+type probeResult struct {
+	st      mysqlctl.Status
+	err     error
+	expired bool // the probe's context had ended when it returned
+}
+
+// siteLoop is the state of one site's goroutine.
+type siteLoop struct {
+	cfg    *Config
+	book   addressBook
+	site   Site
+	offset time.Duration
+	log    *slog.Logger
+
+	seq   uint64
+	fails int // consecutive failed probes
+	// prober belongs to the probe goroutine while one runs; the loop only
+	// touches it when no probe is in flight.
+	prober Prober
+	// inflight is the result channel of a probe that outlived its timeout.
+	inflight  chan probeResult
+	silence   silenceTracker
+	lastClass ErrorClass
+	reported  bool // lastClass is meaningful
+}
+
+func (s *siteLoop) run(ctx context.Context, sink func(Observation)) {
+	defer s.shutdown()
+	clock := s.cfg.Clock
+	due := clock.Now().Add(s.offset)
+	timer := clock.NewTimer(s.offset)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-timer.C():
+		}
+		obs, ok := s.probe(ctx)
+		if !ok {
+			return
+		}
+		sink(obs)
+		now := clock.Now()
+		due = due.Add(s.delay())
+		if due.Before(now) {
+			// Fell behind (overloaded machine, slow sink): probe at once,
+			// but never make up missed ticks in a burst.
+			due = now
+		}
+		timer.Reset(due.Sub(now))
+	}
+}
+
+// delay is the time until the next tick: the poll interval, or after
+// FailureThreshold consecutive failures a doubling backoff capped at
+// MaxBackoff.
+func (s *siteLoop) delay() time.Duration {
+	d := s.cfg.PollInterval
+	// Backing off earlier would slow down failure detection itself.
+	for extra := s.fails - s.cfg.FailureThreshold; extra >= 0 && d < s.cfg.MaxBackoff; extra-- {
+		d *= 2
+	}
+	return min(d, s.cfg.MaxBackoff)
+}
+
+// probe runs one probe, bounded by ProbeTimeout on the injected clock. It
+// returns false when ctx ended (shutdown: nothing to report).
+func (s *siteLoop) probe(ctx context.Context) (Observation, bool) {
+	clock := s.cfg.Clock
+	s.seq++
+	obs := Observation{Group: s.cfg.Group, Site: s.site.Name, Seq: s.seq, Started: clock.Now()}
+	if s.inflight != nil {
+		select {
+		case <-s.inflight:
+			// The stale probe finally returned; its result is too old to report.
+			s.inflight = nil
+		default:
+			// Starting another probe would pile up goroutines on a hung site.
+			return s.finish(obs, mysqlctl.Status{}, fmt.Errorf("probe %s: %w", s.site.Name, ErrProbeStuck)), true
+		}
+	}
+	pctx, cancel := context.WithTimeout(ctx, s.cfg.ProbeTimeout)
+	done := make(chan probeResult, 1)
+	go func() {
+		st, err := s.attempt(pctx)
+		done <- probeResult{st: st, err: err, expired: pctx.Err() != nil}
+	}()
+	timer := clock.NewTimer(s.cfg.ProbeTimeout)
+	defer timer.Stop()
+	select {
+	case r := <-done:
+		cancel()
+		if ctx.Err() != nil {
+			return Observation{}, false
+		}
+		if r.err != nil && r.expired {
+			// A cancelled query surfaces as "invalid connection", "bad
+			// connection"...: the deadline is the real cause.
+			r.err = fmt.Errorf("%w: %w", ErrProbeTimeout, r.err)
+		}
+		return s.finish(obs, r.st, r.err), true
+	case <-timer.C():
+		cancel()
+		s.inflight = done
+		return s.finish(obs, mysqlctl.Status{}, fmt.Errorf("probe %s: %w after %v", s.site.Name, ErrProbeTimeout, s.cfg.ProbeTimeout)), true
+	case <-ctx.Done():
+		cancel()
+		s.inflight = done
+		return Observation{}, false
+	}
+}
+
+// attempt runs in the probe goroutine: dial if needed, then read the status.
+func (s *siteLoop) attempt(ctx context.Context) (mysqlctl.Status, error) {
+	if s.prober == nil {
+		pr, err := s.cfg.Dial(ctx, s.site)
+		if err == nil && pr == nil {
+			err = fmt.Errorf("%w: dial returned no prober", ErrInvalidConfig)
+		}
+		if err != nil {
+			return mysqlctl.Status{}, fmt.Errorf("dial %s (%s): %w", s.site.Name, s.site.Addr, err)
+		}
+		s.prober = pr
+	}
+	st, err := s.prober.Status(ctx)
+	if err != nil {
+		if Classify(err) == ClassAuth || errors.Is(err, mysqlctl.ErrUnsupportedVersion) {
+			// Reopen: the password file may have been rotated, or another
+			// server (flavor) now answers at this address.
+			s.closeProber()
+		}
+		return mysqlctl.Status{}, fmt.Errorf("status %s: %w", s.site.Name, err)
+	}
+	return st, nil
+}
+
+func (s *siteLoop) closeProber() {
+	if c, ok := s.prober.(io.Closer); ok {
+		if err := c.Close(); err != nil {
+			s.log.Warn("poller: close prober", "err", err)
+		}
+	}
+	s.prober = nil
+}
+
+// shutdown waits for a probe still in flight (it owns the prober), then
+// closes the prober.
+func (s *siteLoop) shutdown() {
+	if s.inflight != nil {
+		<-s.inflight
+		s.inflight = nil
+	}
+	s.closeProber()
+}
+
+// finish stamps and completes an observation and updates the per-site
+// bookkeeping (failure streak, silence).
+func (s *siteLoop) finish(obs Observation, st mysqlctl.Status, err error) Observation {
+	obs.At = s.cfg.Clock.Now()
+	obs.Duration = obs.At.Sub(obs.Started)
+	if err != nil {
+		obs.Err, obs.Class = err, Classify(err)
+		s.fails++
+		s.logChange(obs)
+		return obs
+	}
+	s.fails = 0
+	obs.Reachable, obs.Status = true, st
+	source := ""
+	if r := st.Replica; r != nil {
+		if r.SourceHost != "" {
+			source = net.JoinHostPort(r.SourceHost, strconv.Itoa(r.SourcePort))
+		}
+		obs.SourceAddr = source
+		obs.Follows = s.book.lookup(r.SourceHost, r.SourcePort)
+		obs.IOConnected = r.IOThread == mysqlctl.ThreadYes
+		obs.ReplicationBroken = (!r.IOThread.Running() && r.LastIOErrno != 0) || r.SQLError()
+	}
+	obs.SilenceKnown, obs.SilentFor = s.silence.observe(st.Replica, source, obs.At)
+	if obs.SilenceKnown {
+		obs.SilenceThreshold = silenceThreshold(s.cfg.SilenceAfter, st.Replica.HeartbeatPeriod, s.cfg.PollInterval)
+		obs.SourceSilent = obs.SilentFor > obs.SilenceThreshold
+	}
+	s.logChange(obs)
+	return obs
+}
+
+// logChange logs when a site's probe outcome class changes, not every tick.
+func (s *siteLoop) logChange(obs Observation) {
+	if s.reported && obs.Class == s.lastClass {
+		return
+	}
+	first := !s.reported
+	s.reported, s.lastClass = true, obs.Class
+	switch {
+	case obs.Reachable && !first:
+		s.log.Info("poller: site reachable", "seq", obs.Seq, "duration", obs.Duration)
+	case !obs.Reachable:
+		s.log.Warn("poller: probe failed", "seq", obs.Seq, "class", string(obs.Class), "err", obs.Err)
+	}
+}

@@ -1,0 +1,51 @@
+package poller
+
+import (
+	"time"
+
+	"github.com/failoverd/failoverd/mysqlctl"
+)
+
+// silenceTracker remembers, across the probes of one replica, what its IO
+// thread had received, and since when (daemon clock) that has not changed.
+type silenceTracker struct {
+	known      bool
+	source     string
+	heartbeats uint64
+	retrieved  string
+	changedAt  time.Time
+}
+
+// observe records one successful probe at time at and returns whether
+// silence can be judged and for how long the source has sent nothing.
+//
+// TODO(mysql): mysqlctl.Status exposes no heartbeat signal for MySQL
+// (HeartbeatPeriod and ReceivedHeartbeats are zero there). Once it reads
+// performance_schema.replication_connection_status (LAST_HEARTBEAT_TIMESTAMP
+// and LAST_QUEUED_TRANSACTION_END_QUEUE_TIMESTAMP against the replica's own
+// NOW(6), see the package doc), pass that age on as
+// statemachine.SiteInput.LastHeartbeatAge; until then silence is unknown on
+// MySQL and a hung source is seen when the IO thread drops.
+func (t *silenceTracker) observe(r *mysqlctl.ReplicaStatus, source string, at time.Time) (known bool, silentFor time.Duration) {
+	if r == nil || r.HeartbeatPeriod <= 0 {
+		// Without heartbeats an idle source sends nothing at all: silence
+		// would look like a healthy idle link and could corroborate a false
+		// failover, so it stays unknown.
+		*t = silenceTracker{}
+		return false, 0
+	}
+	if !t.known || t.source != source || t.heartbeats != r.ReceivedHeartbeats || t.retrieved != r.RetrievedRaw {
+		// First sight, a new source, or progress: the link is alive now.
+		*t = silenceTracker{known: true, source: source, heartbeats: r.ReceivedHeartbeats, retrieved: r.RetrievedRaw, changedAt: at}
+	}
+	return true, at.Sub(t.changedAt)
+}
+
+// silenceThreshold is how long a replica may receive nothing before its
+// source counts as silent: at least two heartbeat periods plus two poll
+// intervals, because the counters are only sampled once per poll.
+func silenceThreshold(minimum, heartbeat, poll time.Duration) time.Duration {
+	// A threshold near one heartbeat period would call a healthy idle link
+	// silent between two samples and corroborate a false failover.
+	return max(minimum, 2*heartbeat+2*poll)
+}

@@ -1,0 +1,203 @@
+package poller
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/failoverd/failoverd/configs"
+	"github.com/failoverd/failoverd/statemachine"
+)
+
+// ErrUnknownSite: an observation names a site the Tracker does not know.
+var ErrUnknownSite = errors.New("poller: unknown site")
+
+// TrackerConfig configures NewTracker.
+type TrackerConfig struct {
+	// Sites are the group's site names, in configuration order (the order
+	// of GroupInput.Sites).
+	Sites []string
+	// FailureThreshold and RecoveryThreshold configure every site's
+	// statemachine.Machine.
+	FailureThreshold, RecoveryThreshold int
+	// Detection is copied into every GroupInput; "" means Corroborated.
+	Detection statemachine.Detection
+	// Clock stamps observations without a time; nil means time.Now.
+	Clock func() time.Time
+}
+
+// Tracker is the bookkeeping between the Poller and group detection: it
+// feeds each site's observations into that site's statemachine.Machine,
+// keeps the latest observations, and builds statemachine.GroupInput
+// snapshots. It decides nothing. It is safe for concurrent use (Observe is
+// meant to be called from the Poller's sink).
+type Tracker struct {
+	detection statemachine.Detection
+
+	mu    sync.Mutex
+	order []string
+	sites map[string]*tracked
+}
+
+type tracked struct {
+	machine *statemachine.Machine
+	latest  Observation // zero Seq: none yet
+	lastOK  Observation // last reachable one; zero Seq: none yet
+}
+
+// NewTracker returns a Tracker with every site Unknown.
+func NewTracker(cfg TrackerConfig) (*Tracker, error) {
+	if len(cfg.Sites) == 0 {
+		return nil, fmt.Errorf("new tracker: %w: no sites", ErrInvalidConfig)
+	}
+	t := &Tracker{detection: cfg.Detection, sites: map[string]*tracked{}}
+	for _, name := range cfg.Sites {
+		if _, dup := t.sites[name]; dup || name == "" {
+			return nil, fmt.Errorf("new tracker: %w: site name %q is empty or duplicated", ErrInvalidConfig, name)
+		}
+		m, err := statemachine.NewMachine(name, statemachine.Config{
+			FailureThreshold:  cfg.FailureThreshold,
+			RecoveryThreshold: cfg.RecoveryThreshold,
+			Clock:             cfg.Clock,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("new tracker: %w", err)
+		}
+		t.order = append(t.order, name)
+		t.sites[name] = &tracked{machine: m}
+	}
+	return t, nil
+}
+
+// NewGroupTracker returns a Tracker for a configured group: its sites,
+// thresholds and detection policy.
+func NewGroupTracker(g configs.Group, clock func() time.Time) (*Tracker, error) {
+	det, err := statemachine.ParseDetection(g.Detection)
+	if err != nil {
+		return nil, fmt.Errorf("new tracker for group %s: %w", g.Name, err)
+	}
+	names := make([]string, len(g.Sites))
+	for i, s := range g.Sites {
+		names[i] = s.Name
+	}
+	t, err := NewTracker(TrackerConfig{
+		Sites:             names,
+		FailureThreshold:  g.FailureThreshold,
+		RecoveryThreshold: g.RecoveryThreshold,
+		Detection:         det,
+		Clock:             clock,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("group %s: %w", g.Name, err)
+	}
+	return t, nil
+}
+
+// Observe feeds one observation to its site's Machine and returns the
+// transition it caused, if any. An observation not newer (by Seq) than the
+// site's latest is ignored, so a replayed or reordered one cannot undo
+// newer knowledge.
+func (t *Tracker) Observe(o Observation) (statemachine.Event, bool, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s, ok := t.sites[o.Site]
+	if !ok {
+		return statemachine.Event{}, false, fmt.Errorf("observe %q: %w", o.Site, ErrUnknownSite)
+	}
+	if s.latest.Seq != 0 && o.Seq <= s.latest.Seq {
+		return statemachine.Event{}, false, nil
+	}
+	s.latest = o
+	if o.Reachable {
+		s.lastOK = o
+	}
+	ev, changed := s.machine.Observe(o.Probe())
+	return ev, changed, nil
+}
+
+// SiteView is a Tracker's knowledge of one site.
+type SiteView struct {
+	// Name of the site.
+	Name string
+	// State and Debouncing are the Machine's.
+	State      statemachine.State
+	Debouncing bool
+	// Since is the time of the last state transition (zero if none).
+	Since time.Time
+	// Latest is the newest observation; HasLatest is false before the first.
+	Latest    Observation
+	HasLatest bool
+	// LastReachable is the newest reachable observation (GTID sets, lag,
+	// replication view as last read); HasReachable is false before one.
+	LastReachable Observation
+	HasReachable  bool
+}
+
+// Sites returns every site's view, in configuration order.
+func (t *Tracker) Sites() []SiteView {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make([]SiteView, len(t.order))
+	for i, name := range t.order {
+		out[i] = t.view(name)
+	}
+	return out
+}
+
+// Site returns one site's view.
+func (t *Tracker) Site(name string) (SiteView, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if _, ok := t.sites[name]; !ok {
+		return SiteView{}, false
+	}
+	return t.view(name), true
+}
+
+// Latest returns the site's newest observation.
+func (t *Tracker) Latest(site string) (Observation, bool) {
+	v, ok := t.Site(site)
+	return v.Latest, ok && v.HasLatest
+}
+
+func (t *Tracker) view(name string) SiteView {
+	s := t.sites[name]
+	return SiteView{
+		Name:          name,
+		State:         s.machine.State(),
+		Debouncing:    s.machine.Debouncing(),
+		Since:         s.machine.Since(),
+		Latest:        s.latest,
+		HasLatest:     s.latest.Seq != 0,
+		LastReachable: s.lastOK,
+		HasReachable:  s.lastOK.Seq != 0,
+	}
+}
+
+// Snapshot returns the group detection input, given the persisted primary
+// ("" when none). Each site's replication view (ReplicatingFrom,
+// IOConnected, SourceSilent, ReplicationBroken) comes from its last
+// reachable observation: like its debounced state, it stands until
+// FailureThreshold failed probes make the site Unreachable, where it no
+// longer counts. LastHeartbeatAge stays 0 (unknown) and SilenceAfter 0:
+// silence arrives as SourceSilent (see the package doc).
+func (t *Tracker) Snapshot(primary string) statemachine.GroupInput {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	in := statemachine.GroupInput{Primary: primary, Detection: t.detection, Sites: make([]statemachine.SiteInput, len(t.order))}
+	for i, name := range t.order {
+		s := t.sites[name]
+		o := s.lastOK
+		in.Sites[i] = statemachine.SiteInput{
+			Name:              name,
+			State:             s.machine.State(),
+			Debouncing:        s.machine.Debouncing(),
+			ReplicatingFrom:   o.Follows,
+			IOConnected:       o.IOConnected,
+			SourceSilent:      o.SourceSilent,
+			ReplicationBroken: o.ReplicationBroken,
+		}
+	}
+	return in
+}

@@ -1,0 +1,196 @@
+package poller
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/failoverd/failoverd/configs"
+	"github.com/failoverd/failoverd/mysqlctl"
+	"github.com/failoverd/failoverd/statemachine"
+)
+
+var t0 = time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// obsOf turns "W" (writable), "R" (read-only replica following a,
+// streaming), "L" (replica that lost its source: IO reconnecting), "S"
+// (replica connected but its source silent) and "F" (failed probe) into one
+// observation of site at step seq.
+func obsOf(site string, seq int, kind byte) Observation {
+	o := Observation{Site: site, Seq: uint64(seq), At: t0.Add(time.Duration(seq) * time.Second)}
+	switch kind {
+	case 'F':
+		o.Class, o.Err = ClassRefused, errors.New("refused")
+		return o
+	case 'W':
+		o.Reachable = true
+		return o
+	}
+	o.Reachable, o.Status.ReadOnly, o.Follows = true, true, "a"
+	switch kind {
+	case 'R':
+		o.IOConnected = true
+	case 'S':
+		o.IOConnected, o.SilenceKnown, o.SourceSilent = true, true, true
+	case 'L':
+	default:
+		panic("bad kind " + string(kind))
+	}
+	return o
+}
+
+// TestTrackerGroupInput feeds per-site scripts (one character per round,
+// sites probed in order) and checks statemachine.Detect on the snapshot
+// after the last round.
+func TestTrackerGroupInput(t *testing.T) {
+	tests := []struct {
+		name    string
+		scripts map[string]string // site → probes; sites a, b, c
+		want    statemachine.Code
+	}{
+		{"nothing yet", map[string]string{"a": "", "b": "", "c": ""}, statemachine.Undetermined},
+		{"healthy", map[string]string{"a": "WWW", "b": "RRR", "c": "RRR"}, statemachine.Healthy},
+		{"primary not yet trusted", map[string]string{"a": "WW", "b": "RR", "c": "RR"}, statemachine.Undetermined},
+		{"primary blip", map[string]string{"a": "WWWF", "b": "RRRR", "c": "RRRR"}, statemachine.PrimaryDebouncing},
+		{"primary down, corroborated", map[string]string{"a": "WWWFF", "b": "RRRRL", "c": "RRRLS"}, statemachine.PrimaryDown},
+		{"partition: a replica still streams", map[string]string{"a": "WWWFF", "b": "RRRRL", "c": "RRRRR"}, statemachine.UnreachablePrimary},
+		// c's last probe failed (debouncing, still read-only): its last
+		// reachable view (streaming) still stands.
+		{"witness view from last reachable probe", map[string]string{"a": "WWWFF", "b": "RRRRL", "c": "RRRRF"}, statemachine.UnreachablePrimary},
+		{"replica lost for good", map[string]string{"a": "WWWWW", "b": "RRRFF", "c": "RRRRR"}, statemachine.ReplicaUnreachable},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tr, err := NewTracker(TrackerConfig{Sites: []string{"a", "b", "c"}, FailureThreshold: 2, RecoveryThreshold: 3})
+			if err != nil {
+				t.Fatal(err)
+			}
+			rounds := 0
+			for _, s := range tt.scripts {
+				rounds = max(rounds, len(s))
+			}
+			for i := range rounds {
+				for _, site := range []string{"a", "b", "c"} {
+					if s := tt.scripts[site]; i < len(s) {
+						if _, _, err := tr.Observe(obsOf(site, i+1, s[i])); err != nil {
+							t.Fatal(err)
+						}
+					}
+				}
+			}
+			in := tr.Snapshot("a")
+			if in.Primary != "a" || len(in.Sites) != 3 || in.Sites[0].Name != "a" || in.Sites[2].Name != "c" {
+				t.Fatalf("snapshot shape: %+v", in)
+			}
+			if got := statemachine.Detect(in); got.Code != tt.want {
+				t.Errorf("Detect = %s (matched %v), want %s; input %+v", got.Code, got.Matched, tt.want, in.Sites)
+			}
+		})
+	}
+}
+
+func TestTrackerBookkeeping(t *testing.T) {
+	tr, err := NewTracker(TrackerConfig{Sites: []string{"a", "b"}, FailureThreshold: 2, RecoveryThreshold: 1, Detection: statemachine.DaemonOnly})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := tr.Latest("a"); ok {
+		t.Errorf("Latest before any observation reported ok")
+	}
+	if _, _, err := tr.Observe(Observation{Site: "zz", Seq: 1}); !errors.Is(err, ErrUnknownSite) {
+		t.Errorf("unknown site: err = %v, want ErrUnknownSite", err)
+	}
+	ok := obsOf("a", 1, 'W')
+	ok.Status.ExecutedRaw = "0-1-10"
+	ev, changed, err := tr.Observe(ok)
+	if err != nil || !changed || ev.To != statemachine.Writable || ev.Site != "a" {
+		t.Fatalf("first writable probe: %v %v %v, want transition to writable", ev, changed, err)
+	}
+	if _, changed, _ := tr.Observe(obsOf("a", 3, 'F')); changed {
+		t.Errorf("one failure changed the state")
+	}
+	// A replayed or reordered observation is ignored.
+	if _, changed, _ := tr.Observe(obsOf("a", 2, 'F')); changed {
+		t.Errorf("older observation changed the state")
+	}
+	if got, _ := tr.Latest("a"); got.Seq != 3 {
+		t.Errorf("Latest seq = %d, want 3 (older one ignored)", got.Seq)
+	}
+	v, _ := tr.Site("a")
+	if !v.HasReachable || v.LastReachable.Status.ExecutedRaw != "0-1-10" || v.Latest.Reachable || !v.Debouncing || v.State != statemachine.Writable {
+		t.Errorf("site view: %+v", v)
+	}
+	ev, changed, _ = tr.Observe(obsOf("a", 4, 'F'))
+	if !changed || ev.To != statemachine.Unreachable {
+		t.Errorf("second failure: %v %v, want unreachable", ev, changed)
+	}
+	if in := tr.Snapshot(""); in.Detection != statemachine.DaemonOnly || in.Primary != "" {
+		t.Errorf("snapshot detection %q primary %q", in.Detection, in.Primary)
+	}
+	if views := tr.Sites(); len(views) != 2 || views[1].Name != "b" || views[1].HasLatest || views[1].State != statemachine.Unknown {
+		t.Errorf("Sites() = %+v", views)
+	}
+}
+
+func TestNewTrackerErrors(t *testing.T) {
+	tests := []struct {
+		name string
+		cfg  TrackerConfig
+		want error
+	}{
+		{"no sites", TrackerConfig{FailureThreshold: 1, RecoveryThreshold: 1}, ErrInvalidConfig},
+		{"duplicate", TrackerConfig{Sites: []string{"a", "a"}, FailureThreshold: 1, RecoveryThreshold: 1}, ErrInvalidConfig},
+		{"empty name", TrackerConfig{Sites: []string{""}, FailureThreshold: 1, RecoveryThreshold: 1}, ErrInvalidConfig},
+		{"bad threshold", TrackerConfig{Sites: []string{"a"}, RecoveryThreshold: 1}, statemachine.ErrInvalidThreshold},
+	}
+	for _, tt := range tests {
+		if _, err := NewTracker(tt.cfg); !errors.Is(err, tt.want) {
+			t.Errorf("%s: err = %v, want %v", tt.name, err, tt.want)
+		}
+	}
+}
+
+func TestNewGroupTracker(t *testing.T) {
+	g := configs.Group{
+		Name: "g", FailureThreshold: 1, RecoveryThreshold: 2, Detection: configs.DetectionDaemonOnly,
+		Sites: []configs.Site{{Name: "x"}, {Name: "y"}},
+	}
+	tr, err := NewGroupTracker(g, func() time.Time { return t0 })
+	if err != nil {
+		t.Fatal(err)
+	}
+	// FailureThreshold 1: one failed probe is enough.
+	ev, changed, _ := tr.Observe(Observation{Site: "x", Seq: 1})
+	if !changed || ev.To != statemachine.Unreachable || !ev.At.Equal(t0) {
+		t.Errorf("failure threshold 1: %v %v (probe without time stamped by the clock)", ev, changed)
+	}
+	in := tr.Snapshot("x")
+	if in.Detection != statemachine.DaemonOnly || in.Sites[1].Name != "y" {
+		t.Errorf("snapshot: %+v", in)
+	}
+	g.Detection = "vote"
+	if _, err := NewGroupTracker(g, nil); !errors.Is(err, statemachine.ErrUnknownDetection) || !strings.Contains(err.Error(), "group g") {
+		t.Errorf("bad detection: err = %v", err)
+	}
+}
+
+func TestObservationProbe(t *testing.T) {
+	tests := []struct {
+		name          string
+		o             Observation
+		wantReachable bool
+		wantWritable  bool
+	}{
+		{"failed", Observation{At: t0}, false, false},
+		{"writable", Observation{At: t0, Reachable: true}, true, true},
+		{"read-only", Observation{At: t0, Reachable: true, Status: mysqlctl.Status{ReadOnly: true}}, true, false},
+		{"mysql super_read_only implies read_only", Observation{At: t0, Reachable: true, Status: mysqlctl.Status{ReadOnly: true, SuperReadOnly: true}}, true, false},
+	}
+	for _, tt := range tests {
+		p := tt.o.Probe()
+		if p.Reachable != tt.wantReachable || p.Writable != tt.wantWritable || !p.At.Equal(t0) {
+			t.Errorf("%s: Probe() = %+v", tt.name, p)
+		}
+	}
+}
