@@ -9,7 +9,7 @@ STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 FUZZTIME ?= 30s
 TEST_TIMEOUT ?= 40m
 
-.PHONY: all build test unit deps lint fmt fuzz-short bench playground clean
+.PHONY: all build test deps lint fmt fuzz-short bench playground clean
 
 all: build
 
@@ -24,9 +24,6 @@ test: deps lint ## everything: lint, unit and e2e tests on real servers, short f
 	$(GO) test -count=1 -p 1 -timeout $(TEST_TIMEOUT) ./...
 	$(MAKE) --no-print-directory fuzz-short
 	./scripts/leftovers
-
-unit: ## fast tests only (no real servers)
-	$(GO) test -short ./...
 
 lint: ## gofmt check, go vet, staticcheck
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
