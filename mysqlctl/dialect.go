@@ -90,6 +90,27 @@ func semiSyncColumns(varTable, statusTable string, vars, status []string) string
 		varTable, list(vars), statusTable, list(status))
 }
 
+// waitCodes interprets a GTID wait function's result: "0" is reached,
+// timeoutCode a timeout, anything else (NULL, killed) a failure. It returns
+// (reached, ok).
+func waitCodes(timeoutCode string) func(string) (bool, bool) {
+	return func(v string) (bool, bool) {
+		switch v {
+		case "0":
+			return true, true
+		case timeoutCode:
+			return false, true
+		}
+		return false, false
+	}
+}
+
+func killConnection(id uint64) string { return fmt.Sprintf("KILL CONNECTION %d", id) }
+
+func setGlobal(name string, on bool) string {
+	return fmt.Sprintf("SET GLOBAL %s = %s", name, onOff(on))
+}
+
 func onOff(on bool) string {
 	if on {
 		return "ON"
@@ -207,17 +228,9 @@ func mysqlDialect(f Flavor) dialect {
 			return fmt.Sprintf("SELECT WAIT_FOR_EXECUTED_GTID_SET(%s, %d) AS result", q, wholeSeconds(timeout)), nil
 		},
 		// 0 = reached, 1 = timeout; anything else (NULL, 2 = killed) is a failure.
-		waitResult: func(v string) (bool, bool) {
-			switch v {
-			case "0":
-				return true, true
-			case "1":
-				return false, true
-			}
-			return false, false
-		},
-		kill:      func(id uint64) string { return fmt.Sprintf("KILL CONNECTION %d", id) },
-		setGlobal: func(name string, on bool) string { return fmt.Sprintf("SET GLOBAL %s = %s", name, onOff(on)) },
+		waitResult: waitCodes("1"),
+		kill:       killConnection,
+		setGlobal:  setGlobal,
 
 		clone: func(d Donor) ([]string, error) {
 			host, user, password, port, err := sourceLiterals(Source{Host: d.Host, Port: d.Port, User: d.User, Password: d.Password})
@@ -309,17 +322,9 @@ func mariadbDialect(Flavor) dialect {
 			return fmt.Sprintf("SELECT MASTER_GTID_WAIT(%s, %s) AS result", q, seconds(timeout)), nil
 		},
 		// 0 = reached, -1 = timeout; NULL is a failure.
-		waitResult: func(v string) (bool, bool) {
-			switch v {
-			case "0":
-				return true, true
-			case "-1":
-				return false, true
-			}
-			return false, false
-		},
-		kill:      func(id uint64) string { return fmt.Sprintf("KILL CONNECTION %d", id) },
-		setGlobal: func(name string, on bool) string { return fmt.Sprintf("SET GLOBAL %s = %s", name, onOff(on)) },
+		waitResult: waitCodes("-1"),
+		kill:       killConnection,
+		setGlobal:  setGlobal,
 
 		cloneUnsupported: "MariaDB has no CLONE; provision the replica manually: " +
 			"mariadb-backup --backup on the donor, mariadb-backup --prepare, restore the datadir on the recipient, " +
