@@ -312,7 +312,10 @@ func (g *group) publish() {
 
 // run is the group's loop until ctx ends. isLeader gates every action.
 func (g *group) run(ctx context.Context, isLeader func() bool) {
-	tick := time.NewTicker(g.cfg.PollInterval)
+	// Decide a few times per poll interval so a decision follows the probe
+	// that enables it closely; actions stay paced by the probes themselves
+	// (the barrier), so this never acts more often than sites are observed.
+	tick := time.NewTicker(max(g.cfg.PollInterval/4, 50*time.Millisecond))
 	defer tick.Stop()
 	for {
 		select {

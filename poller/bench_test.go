@@ -8,7 +8,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/failoverd/failoverd/mysqlctl"
 	"github.com/failoverd/failoverd/statemachine"
+	"github.com/failoverd/failoverd/test/benchdoc"
 	"github.com/failoverd/failoverd/test/testenv"
 )
 
@@ -31,7 +31,7 @@ import (
 // FAILOVERD_BENCH_WINDOW (default 30s) tune them.
 
 // benchWrite reports whether the benchmarks should write their results file.
-func benchWrite() bool { return os.Getenv("FAILOVERD_BENCH_WRITE") == "1" }
+func benchWrite() bool { return benchdoc.Enabled() }
 
 func envInt(name string, def int) int {
 	if n, err := strconv.Atoi(os.Getenv(name)); err == nil && n > 0 {
@@ -58,7 +58,7 @@ func BenchmarkDetectionLatency(b *testing.B) {
 	runs := envInt("FAILOVERD_BENCH_RUNS", 20)
 	lg := newLiveGroup(b, 3)
 	mariadbVersion := lg.topo.Sites[1].QueryString(b, "SELECT VERSION()")
-	load := loadAverage()
+	load := benchdoc.LoadAverage()
 	var lat []time.Duration
 	for i := range runs {
 		lg.start(b)
@@ -82,12 +82,12 @@ func BenchmarkDetectionLatency(b *testing.B) {
 			b.Fatalf("run %d: restart primary: %v", i, err)
 		}
 	}
-	st := distribution(lat)
-	b.ReportMetric(ms(st.min), "min-ms")
-	b.ReportMetric(ms(st.p50), "p50-ms")
-	b.ReportMetric(ms(st.p90), "p90-ms")
-	b.ReportMetric(ms(st.max), "max-ms")
-	b.Logf("kill → PrimaryDown over %d runs: min %v p50 %v p90 %v max %v mean %v", len(lat), st.min, st.p50, st.p90, st.max, st.mean)
+	st := benchdoc.Distribution(lat)
+	b.ReportMetric(ms(st.Min), "min-ms")
+	b.ReportMetric(ms(st.P50), "p50-ms")
+	b.ReportMetric(ms(st.P90), "p90-ms")
+	b.ReportMetric(ms(st.Max), "max-ms")
+	b.Logf("kill → PrimaryDown over %d runs: min %v p50 %v p90 %v max %v mean %v", len(lat), st.Min, st.P50, st.P90, st.Max, st.Mean)
 	if !benchWrite() {
 		return
 	}
@@ -98,12 +98,12 @@ func BenchmarkDetectionLatency(b *testing.B) {
 	}
 	verdict := "met by every run"
 	switch target := 1500 * time.Millisecond; {
-	case st.p50 > target:
+	case st.P50 > target:
 		verdict = "NOT met"
-	case st.max > target:
+	case st.Max > target:
 		verdict = "met at p50, not by every run"
 	}
-	writeBenchDoc(b, "detection.md", fmt.Sprintf(`# Detection latency: killed primary → PrimaryDown
+	benchdoc.Write(b, "..", "detection.md", fmt.Sprintf(`# Detection latency: killed primary → PrimaryDown
 
 %s
 - MariaDB: %s; load average when the benchmark started: %s
@@ -139,10 +139,10 @@ connection at once), so latency ≈ %v + phase, and the replicas have lost the
 primary's IO connection within about 70 ms.
 
 Reproduce: `+"`FAILOVERD_BENCH_WRITE=1 go test -run '^$' -bench BenchmarkDetectionLatency -benchtime 1x ./poller/`"+`
-`, machineInfo(), mariadbVersion, load,
+`, benchdoc.MachineInfo(), mariadbVersion, load,
 		g.PollInterval, g.ProbeTimeout, g.FailureThreshold, g.RecoveryThreshold, g.Detection,
 		g.PollInterval, g.FailureThreshold,
-		len(lat), ms(st.min), ms(st.p50), ms(st.p90), ms(st.max), ms(st.mean), verdict,
+		len(lat), ms(st.Min), ms(st.P50), ms(st.P90), ms(st.Max), ms(st.Mean), verdict,
 		strings.Join(raw, ", "), g.PollInterval, time.Duration(g.FailureThreshold-1)*g.PollInterval))
 }
 
@@ -182,7 +182,7 @@ func BenchmarkPolling1000Sites(b *testing.B) {
 	window := envDuration("FAILOVERD_BENCH_WINDOW", 30*time.Second)
 	m := testenv.StartMariaDB(b, testenv.MariaDBOptions{Name: "polled", ExtraArgs: []string{"--max-connections=1200"}})
 	mariadbVersion := m.QueryString(b, "SELECT VERSION()")
-	load := loadAverage()
+	load := benchdoc.LoadAverage()
 	var results []pollResult
 	for _, sites := range []int{250, 1000} {
 		b.Run(fmt.Sprintf("sites=%d", sites), func(b *testing.B) {
@@ -219,7 +219,7 @@ carries the failed probes and reconnects); < 150 MB RSS: %s (%.1f MB).`,
 			targetVerdict(big.cores < 0.3 && est < 0.3), big.cores, float64(big.reachable)/big.wall.Seconds(), est,
 			targetVerdict(big.rssKB < 150*1024), float64(big.rssKB)/1024)
 	}
-	writeBenchDoc(b, "polling.md", fmt.Sprintf(`# Polling cost: 1,000 sites at 1 s
+	benchdoc.Write(b, "..", "polling.md", fmt.Sprintf(`# Polling cost: 1,000 sites at 1 s
 
 %s
 - MariaDB: %s; load average when the benchmark started: %s (the machine is
@@ -269,7 +269,7 @@ real group's server gets one probe per poll interval from the daemon, not
 1,000.
 
 Reproduce: `+"`FAILOVERD_BENCH_WRITE=1 go test -run '^$' -bench BenchmarkPolling1000Sites -benchtime 1x ./poller/`"+`
-`, machineInfo(), mariadbVersion, load, window, rows.String(),
+`, benchdoc.MachineInfo(), mariadbVersion, load, window, rows.String(),
 		verdict, big.serverCores))
 }
 
@@ -358,7 +358,7 @@ func measurePolling(b *testing.B, m *testenv.MariaDB, sites int, window time.Dur
 	r.cores = (user1 - user0 + sys1 - sys0).Seconds() / r.wall.Seconds()
 	r.sysShare = (sys1 - sys0).Seconds() / max((user1-user0+sys1-sys0).Seconds(), 1e-9)
 	r.serverCores = (serverCPU1 - serverCPU0).Seconds() / r.wall.Seconds()
-	r.p50, r.p99 = percentile(durs, 0.5), percentile(durs, 0.99)
+	r.p50, r.p99 = benchdoc.Percentile(durs, 0.5), benchdoc.Percentile(durs, 0.99)
 	return r
 }
 
@@ -367,33 +367,6 @@ func targetVerdict(met bool) string {
 		return "met"
 	}
 	return "NOT met"
-}
-
-// stats is a latency distribution.
-type stats struct{ min, p50, p90, max, mean time.Duration }
-
-func distribution(ds []time.Duration) stats {
-	if len(ds) == 0 {
-		return stats{}
-	}
-	s := slices.Clone(ds)
-	slices.Sort(s)
-	var sum time.Duration
-	for _, d := range s {
-		sum += d
-	}
-	return stats{min: s[0], p50: percentile(s, 0.5), p90: percentile(s, 0.9), max: s[len(s)-1], mean: sum / time.Duration(len(s))}
-}
-
-// percentile returns the nearest-rank percentile q (0..1) of ds.
-func percentile(ds []time.Duration, q float64) time.Duration {
-	if len(ds) == 0 {
-		return 0
-	}
-	s := slices.Clone(ds)
-	slices.Sort(s)
-	i := int(q*float64(len(s))+0.999999) - 1
-	return s[min(max(i, 0), len(s)-1)]
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
@@ -455,48 +428,4 @@ func serverCounter(b *testing.B, m *testenv.MariaDB, name string) int64 {
 	v := m.QueryString(b, "SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS WHERE VARIABLE_NAME = '"+name+"'")
 	n, _ := strconv.ParseInt(v, 10, 64)
 	return n
-}
-
-func loadAverage() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "unknown"
-	}
-	f := strings.Fields(string(b))
-	if len(f) < 3 {
-		return "unknown"
-	}
-	return strings.Join(f[:3], " ")
-}
-
-// machineInfo describes the machine for the results files.
-func machineInfo() string {
-	model := "unknown"
-	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
-		for line := range strings.SplitSeq(string(b), "\n") {
-			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
-				model = strings.TrimSpace(v)
-				break
-			}
-		}
-	}
-	kernel := "unknown"
-	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
-		kernel = strings.TrimSpace(string(b))
-	}
-	return fmt.Sprintf("- Date: %s\n- Machine: %d CPUs (nproc), %s, Linux %s, %s, GOMAXPROCS %d",
-		time.Now().UTC().Format("2006-01-02 15:04 MST"), runtime.NumCPU(), model, kernel, runtime.Version(), runtime.GOMAXPROCS(0))
-}
-
-// writeBenchDoc writes docs/benchmarks/name.
-func writeBenchDoc(b *testing.B, name, content string) {
-	dir := filepath.Join("..", "docs", "benchmarks")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		b.Fatalf("create %s: %v", dir, err)
-	}
-	path := filepath.Join(dir, name)
-	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
-		b.Fatalf("write %s: %v", path, err)
-	}
-	b.Logf("wrote %s", path)
 }

@@ -34,10 +34,12 @@
 //
 // # Backoff
 //
-// A site keeps the base PollInterval until Config.FailureThreshold
-// consecutive probes failed, i.e. until the statemachine can already have
-// marked it unreachable: backoff never slows failure detection. From then
-// on each further failure doubles the interval, capped at Config.MaxBackoff
+// A site keeps the base PollInterval until Config.FailureThreshold +
+// BackoffGrace consecutive probes failed: past the point where the
+// statemachine marks it unreachable, and past the failover that follows
+// (which waits for a fresh probe of every site), so backoff slows neither
+// detection nor failover. From then on each further failure doubles the
+// interval, capped at Config.MaxBackoff
 // (default 4 × PollInterval), and the first successful probe restores the
 // base interval, so recovery is seen within MaxBackoff.
 //

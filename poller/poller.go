@@ -52,7 +52,7 @@ type Config struct {
 	ProbeTimeout time.Duration
 	// FailureThreshold is the number of consecutive failed probes after
 	// which the statemachine marks a site unreachable; backoff starts only
-	// after it. At least 1.
+	// BackoffGrace failures after it. At least 1.
 	FailureThreshold int
 	// MaxBackoff caps the poll interval of an unreachable site; 0 means
 	// DefaultBackoffFactor × PollInterval. Must not be below PollInterval.
@@ -232,13 +232,19 @@ func (s *siteLoop) run(ctx context.Context, sink func(Observation)) {
 	}
 }
 
+// BackoffGrace is how many more failed probes, past FailureThreshold, an
+// unreachable site is still polled at the full rate: the failover decided
+// right after detection waits for a fresh probe of every site, the lost
+// primary included, and must not wait out a backoff.
+const BackoffGrace = 4
+
 // delay is the time until the next tick: the poll interval, or after
-// FailureThreshold consecutive failures a doubling backoff capped at
-// MaxBackoff.
+// FailureThreshold + BackoffGrace consecutive failures a doubling backoff
+// capped at MaxBackoff.
 func (s *siteLoop) delay() time.Duration {
 	d := s.cfg.PollInterval
-	// Backing off earlier would slow down failure detection itself.
-	for extra := s.fails - s.cfg.FailureThreshold; extra >= 0 && d < s.cfg.MaxBackoff; extra-- {
+	// Backing off earlier would slow down failure detection and failover.
+	for extra := s.fails - s.cfg.FailureThreshold - BackoffGrace; extra >= 0 && d < s.cfg.MaxBackoff; extra-- {
 		d *= 2
 	}
 	return min(d, s.cfg.MaxBackoff)

@@ -284,7 +284,7 @@ func TestNoPileUpOnHungSite(t *testing.T) {
 }
 
 // TestBackoffOnlyAfterThreshold: an unreachable site is polled at the base
-// interval until FailureThreshold consecutive failures, then at a doubling
+// interval until FailureThreshold + BackoffGrace consecutive failures, then at a doubling
 // interval capped at MaxBackoff, and at the base interval again after one
 // success.
 func TestBackoffOnlyAfterThreshold(t *testing.T) {
@@ -296,10 +296,10 @@ func TestBackoffOnlyAfterThreshold(t *testing.T) {
 		// first eight fail, the rest succeed.
 		want []int
 	}{
-		{1, 4 * time.Second, []int{2, 4, 4, 4, 4, 4, 4, 4, 1, 1}},
-		{2, 4 * time.Second, []int{1, 2, 4, 4, 4, 4, 4, 4, 1, 1}},
-		{3, 4 * time.Second, []int{1, 1, 2, 4, 4, 4, 4, 4, 1, 1}},
-		{2, 8 * time.Second, []int{1, 2, 4, 8, 8, 8, 8, 8, 1, 1}},
+		{1, 4 * time.Second, []int{1, 1, 1, 1, 2, 4, 4, 4, 1, 1}},
+		{2, 4 * time.Second, []int{1, 1, 1, 1, 1, 2, 4, 4, 1, 1}},
+		{3, 4 * time.Second, []int{1, 1, 1, 1, 1, 1, 2, 4, 1, 1}},
+		{2, 8 * time.Second, []int{1, 1, 1, 1, 1, 2, 4, 8, 1, 1}},
 		{2, time.Second, []int{1, 1, 1, 1, 1, 1, 1, 1, 1, 1}},
 	}
 	for _, tt := range tests {

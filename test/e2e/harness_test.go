@@ -51,7 +51,7 @@ const apiToken = "e2e-token"
 // group is one failover group of real MariaDB sites and a failoverd daemon
 // (the real binary) managing it.
 type group struct {
-	t      *testing.T
+	t      testing.TB
 	topo   *testenv.Topology
 	dir    string
 	config string
@@ -80,7 +80,7 @@ type groupOptions struct {
 	cache bool
 }
 
-func newGroup(t *testing.T, o groupOptions) *group {
+func newGroup(t testing.TB, o groupOptions) *group {
 	t.Helper()
 	topo := testenv.StartTopology(t, o.sites, testenv.TopologyOptions{SemiSync: true})
 	g := &group{t: t, topo: topo, dir: t.TempDir()}
@@ -183,7 +183,7 @@ func (g *group) peer() *group {
 	return p
 }
 
-func freeAddr(t *testing.T) string {
+func freeAddr(t testing.TB) string {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
