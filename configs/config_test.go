@@ -284,6 +284,17 @@ func TestFencingNoneWarns(t *testing.T) {
 	}
 }
 
+func TestSidecarFencingWarnsWhileTheSidecarIsMissing(t *testing.T) {
+	cfg, err := parseMap(t, base(), secrets(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := cfg.Warnings()
+	if len(w) != 1 || !strings.Contains(w[0], "use fencing: confirmed") {
+		t.Errorf("Warnings() = %q, want the missing-sidecar warning", w)
+	}
+}
+
 func TestFencingDefaultsToConfirmedWithoutSidecars(t *testing.T) {
 	m := base()
 	for i := range 3 {

@@ -49,6 +49,11 @@ func (c *Config) Warnings() []string {
 		if g.FencingMode() == FencingNone {
 			w = append(w, fmt.Sprintf("groups[%d].fencing: none promotes without proof that the old primary stopped accepting writes; acknowledged writes can be lost (durability risk)", i))
 		}
+		if g.FencingMode() == FencingSidecar {
+			// The lease proof is only as good as the sidecar that enforces it.
+			w = append(w, fmt.Sprintf("groups[%d].fencing: sidecar promotes once the old primary's sidecar lease expired; "+
+				"this build does not ship the sidecar yet (failoverd sidecar), so nothing fences an isolated old primary: use fencing: confirmed until it does", i))
+		}
 		if g.FailoverCooldown == 0 {
 			w = append(w, fmt.Sprintf("groups[%d].failoverCooldown: 0 disables anti-flap protection", i))
 		}
