@@ -168,7 +168,37 @@ func (p *process) pause() error {
 		return err
 	}
 	p.setPaused(true)
+	// kill(2) returns before the threads have stopped: a request sent right
+	// after could still be answered. Wait until every thread is stopped.
+	deadline := time.Now().Add(5 * time.Second)
+	for !allThreadsStopped(p.pid()) {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("pause %s (pid %d): threads not stopped 5s after SIGSTOP", p.name, p.pid())
+		}
+		time.Sleep(time.Millisecond)
+	}
 	return nil
+}
+
+// allThreadsStopped reports whether every thread of pid is in state T
+// (stopped) per /proc/PID/task/TID/stat.
+func allThreadsStopped(pid int) bool {
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil {
+		return false
+	}
+	for _, t := range tasks {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/stat", pid, t.Name()))
+		if err != nil {
+			continue // the thread exited
+		}
+		s := string(b)
+		end := strings.LastIndexByte(s, ')')
+		if end < 0 || end+2 >= len(s) || (s[end+2] != 'T' && s[end+2] != 't') {
+			return false
+		}
+	}
+	return true
 }
 
 func (p *process) resume() error {
