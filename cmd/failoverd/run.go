@@ -1,12 +1,15 @@
 package main
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/spf13/cobra"
 
 	"github.com/failoverd/failoverd/daemon"
@@ -35,6 +38,7 @@ and /status on daemon.listen until SIGINT or SIGTERM.`,
 				return err
 			}
 			slog.SetDefault(log) // libraries logging to the default logger use our format
+			redis.SetLogger(redisLogger{log})
 			for _, w := range cfg.Warnings() {
 				log.Warn("config.warning", "warning", w)
 			}
@@ -92,4 +96,11 @@ another site is active or when it has been cut off longer than the lease.`,
 	cmd.Flags().String("site", "", "name of the site this sidecar guards")
 	cmd.Flags().String("group", "", "name of the group the site belongs to")
 	return cmd
+}
+
+// redisLogger routes go-redis's global logger into the daemon's logs.
+type redisLogger struct{ log *slog.Logger }
+
+func (l redisLogger) Printf(ctx context.Context, format string, v ...any) {
+	l.log.WarnContext(ctx, "cache.driver", "msg", fmt.Sprintf(format, v...))
 }
