@@ -16,13 +16,14 @@ func mariadbFactory() serverFactory {
 			return &realServer{name: name, host: m.Host, port: m.Port, restart: m.Restart}
 		},
 		raw: rawSQL{
-			executed:      "SELECT @@GLOBAL.gtid_binlog_state",
-			replicaStatus: "SHOW SLAVE STATUS",
-			ioRunning:     "Slave_IO_Running",
-			sqlRunning:    "Slave_SQL_Running",
-			sourcePort:    "Master_Port",
-			retrieved:     "Gtid_IO_Pos",
-			stopSQLThread: "STOP SLAVE SQL_THREAD",
+			executed:       "SELECT @@GLOBAL.gtid_binlog_state",
+			replicaStatus:  "SHOW SLAVE STATUS",
+			ioRunning:      "Slave_IO_Running",
+			sqlRunning:     "Slave_SQL_Running",
+			sourcePort:     "Master_Port",
+			retrieved:      "Gtid_IO_Pos",
+			stopSQLThread:  "STOP SLAVE SQL_THREAD",
+			startSQLThread: "START SLAVE SQL_THREAD",
 			// READ_ONLY ADMIN (in ALL) lets the admin write through read_only.
 		},
 	}

@@ -37,13 +37,14 @@ func (s *realServer) addr() string { return fmt.Sprintf("%s:%d", s.host, s.port)
 // rawSQL is the flavor-specific SQL the tests use to check or disturb a
 // server behind mysqlctl's back.
 type rawSQL struct {
-	executed      string // the executed GTID set
-	replicaStatus string
-	ioRunning     string // replica status columns
-	sqlRunning    string
-	sourcePort    string
-	retrieved     string
-	stopSQLThread string
+	executed       string // the executed GTID set
+	replicaStatus  string
+	ioRunning      string // replica status columns
+	sqlRunning     string
+	sourcePort     string
+	retrieved      string
+	stopSQLThread  string
+	startSQLThread string
 	// adminWriteOn/Off let the admin account write on a fenced server
 	// (MySQL super_read_only blocks it; MariaDB READ_ONLY ADMIN does not).
 	adminWriteOn, adminWriteOff []string
@@ -480,6 +481,22 @@ func (s suite) testDrain(t *testing.T) {
 		}
 		if st := showStatus(t, rdb, s.f.raw.replicaStatus); st[s.f.raw.sqlRunning] != "Yes" {
 			t.Fatalf("SQL thread not running after the drain: %v", st)
+		}
+	})
+
+	t.Run("PausedSQLThreadCatchesUpAfterStart", func(t *testing.T) {
+		mustExec(t, rdb, s.f.raw.stopSQLThread)
+		for id := 30; id < 35; id++ {
+			mustExec(t, pApp, fmt.Sprintf("INSERT INTO t VALUES (%d, 0)", id))
+		}
+		target := waitRetrieved()
+		before := countRows(t, rdb)
+		mustExec(t, rdb, s.f.raw.startSQLThread)
+		if err := ir.WaitRelayDrained(ctxFor(t, 60*time.Second), target, 30*time.Second); err != nil {
+			t.Fatalf("WaitRelayDrained after START SQL_THREAD: %v", err)
+		}
+		if n := countRows(t, rdb); n != before+5 {
+			t.Fatalf("replica has %d rows after the drain, want %d", n, before+5)
 		}
 	})
 
