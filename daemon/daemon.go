@@ -22,6 +22,7 @@ import (
 	"github.com/failoverd/failoverd/configs"
 	"github.com/failoverd/failoverd/kube"
 	"github.com/failoverd/failoverd/mysqlctl"
+	"github.com/failoverd/failoverd/poller"
 	"github.com/failoverd/failoverd/sitepair"
 	"github.com/failoverd/failoverd/statemachine"
 	"github.com/failoverd/failoverd/store"
@@ -150,7 +151,7 @@ func (d *Daemon) newGroup(gc configs.Group) (*group, error) {
 		return nil, fmt.Errorf("group %s: %w", gc.Name, err)
 	}
 	g := &group{
-		cfg: gc, flavor: flavorOf(gc.Engine), policy: pol, store: nil, pub: d.pub, now: d.opts.Clock, log: log,
+		cfg: gc, flavor: flavorOf(gc.Engine), policy: pol, store: d.store, pub: d.pub, now: d.opts.Clock, log: log,
 		actionTimeout: gc.RelayDrainTimeout + 30*time.Second,
 		fenced:        map[string]uint64{},
 		requests:      make(chan request),
@@ -159,7 +160,6 @@ func (d *Daemon) newGroup(gc configs.Group) (*group, error) {
 		group: gc, conns: newConnections(func(ctx context.Context, s configs.Site) (Instance, error) { return d.opts.Dial(ctx, gc, s) }, gc.Sites), log: log, failpoint: d.opts.Failpoint,
 		secret: gc.Credentials.Replication.Password,
 	}
-	g.store = d.store
 	build := d.opts.Followers
 	if build == nil {
 		build = defaultFollowers
@@ -194,15 +194,13 @@ func dialMySQL(ctx context.Context, g configs.Group, site configs.Site) (Instanc
 	if err != nil {
 		return nil, err
 	}
-	opts := mysqlctl.Options{Addr: site.MySQL.Address, User: g.Credentials.Admin.User, Password: pw,
-		DialTimeout: g.ProbeTimeout, MaxOpenConns: 2}
-	if g.TLS.Enabled {
-		opts.TLSConfigName = "true"
-		if g.TLS.InsecureSkipVerify {
-			opts.TLSConfigName = "skip-verify"
-		}
+	// The same TLS settings (CA, client certificate, server name) as the poller.
+	tlsCfg, err := poller.TLSConfig(g.TLS)
+	if err != nil {
+		return nil, err
 	}
-	return mysqlctl.Open(ctx, opts)
+	return mysqlctl.Open(ctx, mysqlctl.Options{Addr: site.MySQL.Address, User: g.Credentials.Admin.User, Password: pw,
+		TLS: tlsCfg, DialTimeout: g.ProbeTimeout, MaxOpenConns: 2})
 }
 
 func (d *Daemon) group(name string) *group {

@@ -2,6 +2,7 @@ package mysqlctl
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"strings"
@@ -137,6 +138,17 @@ func TestOpenErrorsHideThePassword(t *testing.T) {
 		if _, err := Open(context.Background(), opts); !errors.Is(err, ErrInvalidArgument) || strings.Contains(err.Error(), pw) {
 			t.Errorf("Open(%+v) = %v; want ErrInvalidArgument without the password", opts, err)
 		}
+	}
+}
+
+// The driver writes the host into a TLS config's ServerName, on its own copy:
+// callers (the poller, the daemon) share one config between sites and rely
+// on that, or one site's name would be checked on every other site.
+func TestOpenDoesNotModifyTheCallersTLSConfig(t *testing.T) {
+	shared := &tls.Config{MinVersion: tls.VersionTLS12}
+	_, _ = Open(context.Background(), Options{Addr: "127.0.0.1:1", User: "u", Password: "p", TLS: shared})
+	if shared.ServerName != "" {
+		t.Fatalf("Open set ServerName %q on the caller's TLS config", shared.ServerName)
 	}
 }
 

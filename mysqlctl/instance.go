@@ -107,7 +107,7 @@ func open(ctx context.Context, opts Options) (*Instance, error) {
 	cfg.Timeout = orDefault(opts.DialTimeout, DefaultDialTimeout)
 	cfg.ReadTimeout = orDefault(opts.ReadTimeout, DefaultReadTimeout)
 	cfg.WriteTimeout = orDefault(opts.WriteTimeout, DefaultWriteTimeout)
-	cfg.TLS = opts.TLS
+	cfg.TLS = opts.TLS // the driver works on its own copy (see TestOpenDoesNotModifyTheCallersTLSConfig)
 	if opts.TLS == nil {
 		cfg.TLSConfig = opts.TLSConfigName
 	}

@@ -15,7 +15,7 @@ import (
 
 // MySQLDialer returns a Dialer that opens each site with mysqlctl.Open:
 // base with Addr set to the site's address, MaxOpenConns 1 unless set (one
-// reused session per site) and a private copy of base.TLS. When password is
+// reused session per site; mysqlctl.Open copies base.TLS). When password is
 // not nil it is called at every dial (so a rotated password file is picked
 // up when a Prober is reopened) and overrides base.Password.
 func MySQLDialer(base mysqlctl.Options, password func() (string, error)) Dialer {
@@ -24,11 +24,6 @@ func MySQLDialer(base mysqlctl.Options, password func() (string, error)) Dialer 
 		o.Addr = site.Addr
 		if o.MaxOpenConns == 0 {
 			o.MaxOpenConns = 1
-		}
-		if o.TLS != nil {
-			// The driver fills in ServerName per host: one shared config
-			// would pin the first site's name for every other site.
-			o.TLS = o.TLS.Clone()
 		}
 		if password != nil {
 			pw, err := password()
