@@ -243,9 +243,6 @@ func (g *group) fenceSites(ctx context.Context, sites []string) error {
 			continue
 		}
 		g.mu.Lock()
-		if g.fenced == nil {
-			g.fenced = map[string]uint64{}
-		}
 		g.fenced[s] = g.state.Epoch
 		oldPrimary := g.state.InFlight != nil && g.state.InFlight.From == s
 		g.mu.Unlock()

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/failoverd/failoverd/store"
 	"github.com/failoverd/failoverd/view"
 )
 
@@ -63,7 +64,7 @@ type GroupStatus struct {
 	Detection    string            `json:"detection"`
 	Sites        map[string]string `json:"sites"`
 	LastError    string            `json:"lastError,omitempty"`
-	LastFailover any               `json:"lastFailover,omitempty"`
+	LastFailover *store.Failover   `json:"lastFailover,omitempty"`
 	// Followers is each follower's state: "ok", "pending" or its last error.
 	Followers map[string]string `json:"followers,omitempty"`
 }
@@ -76,12 +77,7 @@ func (g *group) status(leader bool) GroupStatus {
 		Group: g.cfg.Name, Leader: leader, Epoch: g.state.Epoch, ActiveSite: g.state.ActiveSite,
 		Halted: g.state.EscalationHalted, Action: string(g.last.Action), Reason: string(g.last.Reason),
 		Message: g.last.Message, Detection: string(g.last.Detection.Code), Sites: map[string]string{},
-	}
-	if g.stored.InFlight != nil {
-		s.InFlight = g.stored.InFlight
-	}
-	if g.stored.LastFailover != nil {
-		s.LastFailover = g.stored.LastFailover
+		InFlight: g.stored.InFlight, LastFailover: g.stored.LastFailover,
 	}
 	if g.lastErr != nil {
 		s.LastError = g.lastErr.Error()

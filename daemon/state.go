@@ -90,7 +90,6 @@ func fromPersisted(group string, p sitepair.Persisted, prev store.GroupState, no
 		}
 		if old := prev.InFlight; old != nil && old.RevokedEpoch == f.Epoch {
 			in.ID, in.StartedAt, in.Step, in.StepDone, in.PromotionGTID = old.ID, old.StartedAt, old.Step, old.StepDone, old.PromotionGTID
-			in.To = f.To
 		} else {
 			in.ID = fmt.Sprintf("%s-%d", group, f.Epoch)
 		}
