@@ -28,15 +28,10 @@ func killPrimaryUnderLoad(t *testing.T, sites int) {
 	load := testenv.StartWriteLoad(t, testenv.AppDSNs(g.topo.Sites...), testenv.WriteLoadOptions{Workers: 2})
 	load.WaitForAcks(t, 50, 20*time.Second)
 
-	if err := g.topo.Sites[0].Kill(); err != nil {
-		t.Fatal(err)
-	}
-	st := g.waitActive("site1", failoverTimeout)
+	g.kill(0)
+	st := g.expectSolePrimary("site1")
 	if st.Epoch != first.Epoch+2 {
 		t.Errorf("epoch %d after failover, want %d (revoke + promote)", st.Epoch, first.Epoch+2)
-	}
-	if w := g.writable(); !slices.Equal(w, []string{"site1"}) {
-		t.Fatalf("writable sites after failover: %v, want [site1]", w)
 	}
 	before := len(load.Acked())
 	load.WaitForAcks(t, before+50, 30*time.Second) // writes resume on the new primary
@@ -91,13 +86,8 @@ func TestLaggingReplicaIsNotPromoted(t *testing.T) {
 	g.waitFor("site2 caught up", 20*time.Second, func() bool {
 		return g.topo.Sites[2].QueryString(t, "SELECT COUNT(*) FROM app.lag") == "20"
 	})
-	if err := g.topo.Sites[0].Kill(); err != nil {
-		t.Fatal(err)
-	}
-	g.waitActive("site2", failoverTimeout)
-	if w := g.writable(); !slices.Equal(w, []string{"site2"}) {
-		t.Fatalf("writable after failover: %v, want [site2]", w)
-	}
+	g.kill(0)
+	g.expectSolePrimary("site2")
 }
 
 // A replica with an errant transaction (written on it directly) is marked
@@ -114,13 +104,8 @@ func TestErrantReplicaIsNotPromoted(t *testing.T) {
 		_, ok := g.stateFile().Diverged["site2"]
 		return ok
 	})
-	if err := g.topo.Sites[0].Kill(); err != nil {
-		t.Fatal(err)
-	}
-	g.waitActive("site1", failoverTimeout)
-	if w := g.writable(); !slices.Equal(w, []string{"site1"}) {
-		t.Fatalf("writable after failover: %v, want [site1]", w)
-	}
+	g.kill(0)
+	g.expectSolePrimary("site1")
 }
 
 // Cutting only the daemon→primary link is a partition, not an outage: the
@@ -153,14 +138,10 @@ func TestCooldownBlocksSecondFailoverButSwitchoverWorks(t *testing.T) {
 	g := newGroup(t, groupOptions{sites: 3})
 	g.startDaemon()
 	g.waitActive("site0", 30*time.Second)
-	if err := g.topo.Sites[0].Kill(); err != nil {
-		t.Fatal(err)
-	}
+	g.kill(0)
 	g.waitActive("site1", failoverTimeout)
 	g.waitFor("site2 follows site1", 30*time.Second, func() bool { return g.follows(g.topo.Sites[2], g.topo.Sites[1]) })
-	if err := g.topo.Sites[1].Kill(); err != nil {
-		t.Fatal(err)
-	}
+	g.kill(1)
 	g.waitFor("cooldown reason", 30*time.Second, func() bool {
 		st, err := g.status()
 		return err == nil && st.Reason == "cooldown"
@@ -173,10 +154,7 @@ func TestCooldownBlocksSecondFailoverButSwitchoverWorks(t *testing.T) {
 	if code != 202 {
 		t.Fatalf("switchover: %d %s", code, body)
 	}
-	g.waitActive("site2", failoverTimeout)
-	if w := g.writable(); !slices.Equal(w, []string{"site2"}) {
-		t.Fatalf("writable after switchover: %v, want [site2]", w)
-	}
+	g.expectSolePrimary("site2")
 }
 
 // A refused switchover says why and changes nothing.
@@ -206,17 +184,12 @@ func TestCrashAtEveryStepResumes(t *testing.T) {
 			g.stopDaemon()
 			g.startDaemon("FAILOVERD_FAILPOINT=" + step)
 			g.waitActive("site0", 30*time.Second)
-			if err := g.topo.Sites[0].Kill(); err != nil {
-				t.Fatal(err)
-			}
+			g.kill(0)
 			g.waitCrash(failoverTimeout)
 			g.startDaemon()
-			st := g.waitActive("site1", failoverTimeout)
+			st := g.expectSolePrimary("site1")
 			if st.Epoch != first.Epoch+2 {
 				t.Errorf("epoch %d after a crash at %s, want %d", st.Epoch, step, first.Epoch+2)
-			}
-			if w := g.writable(); !slices.Equal(w, []string{"site1"}) {
-				t.Fatalf("writable after a crash at %s: %v, want [site1]", step, w)
 			}
 			g.waitFor("site2 follows site1", 30*time.Second, func() bool { return g.follows(g.topo.Sites[2], g.topo.Sites[1]) })
 		})
@@ -238,12 +211,9 @@ func TestCrashAfterFencingOldPrimaryResumes(t *testing.T) {
 		t.Fatal("old primary not fenced at the failpoint")
 	}
 	g.startDaemon()
-	st := g.waitActive("site1", failoverTimeout)
+	st := g.expectSolePrimary("site1")
 	if st.Epoch != first.Epoch+2 {
 		t.Errorf("epoch %d, want %d", st.Epoch, first.Epoch+2)
-	}
-	if w := g.writable(); !slices.Equal(w, []string{"site1"}) {
-		t.Fatalf("writable: %v, want [site1]", w)
 	}
 	g.waitFor("site0 rejoins site1", 30*time.Second, func() bool { return g.follows(g.topo.Sites[0], g.topo.Sites[1]) })
 }

@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -312,6 +313,25 @@ func (g *group) waitHealthy(site string, timeout time.Duration) daemon.GroupStat
 		st = s
 		return err == nil && s.ActiveSite == site && s.Reason == "healthy"
 	})
+	return st
+}
+
+// kill SIGKILLs site i's MariaDB.
+func (g *group) kill(i int) {
+	g.t.Helper()
+	if err := g.topo.Sites[i].Kill(); err != nil {
+		g.t.Fatalf("kill site%d: %v", i, err)
+	}
+}
+
+// expectSolePrimary waits until site is the settled active site and checks
+// it is the only site accepting writes.
+func (g *group) expectSolePrimary(site string) daemon.GroupStatus {
+	g.t.Helper()
+	st := g.waitActive(site, failoverTimeout)
+	if w := g.writable(); !slices.Equal(w, []string{site}) {
+		g.t.Fatalf("writable sites: %v, want [%s]", w, site)
+	}
 	return st
 }
 
