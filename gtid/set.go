@@ -355,3 +355,39 @@ func (s Set) OriginatedBy(server string) (Set, error) {
 	}
 	return out, nil
 }
+
+// Heads returns what identifies s's history. MySQL: s itself (every GTID is
+// independent). MariaDB: for each domain, the (domain, server) entries whose
+// newest seq_no is the domain's highest, i.e. the domain's position as
+// @@gtid_current_pos reports it. Under gtid_strict_mode a domain's history
+// is one chain, so a server that holds a domain's head holds everything
+// before it, whoever originated it.
+func (s Set) Heads() Set {
+	if s.f != MariaDB || len(s.runs) == 0 {
+		return s
+	}
+	top := map[uint64]uint64{} // domain → highest seq_no
+	for _, r := range s.runs {
+		top[r.k.major] = max(top[r.k.major], r.iv[len(r.iv)-1].hi)
+	}
+	out := Set{f: s.f}
+	for _, r := range s.runs {
+		if r.iv[len(r.iv)-1].hi == top[r.k.major] {
+			out.runs = append(out.runs, r)
+		}
+	}
+	return out
+}
+
+// Covers reports whether s holds o's history: MySQL s ⊇ o; MariaDB s holds
+// every head of o (see Heads), compared per domain. Use it, not Contains,
+// to ask "does this server have everything that one has": a MariaDB server
+// whose binlog state lost an old server's entry (restored from a backup,
+// RESET MASTER) still covers a peer at the same position, while a peer whose
+// newest GTID of a domain the server lacks (an errant or unreplicated
+// transaction, even at the same seq_no) is not covered.
+func (s Set) Covers(o Set) bool { return s.Contains(o.Heads()) }
+
+// Uncovered returns what s lacks of o's history: MySQL o − s; MariaDB the
+// part of o's heads that s lacks (empty exactly when s.Covers(o)).
+func (s Set) Uncovered(o Set) Set { return o.Heads().Subtract(s) }
