@@ -60,6 +60,13 @@ type SiteInput struct {
 	LastHeartbeatAge time.Duration
 	// ReplicationBroken: the IO or SQL thread stopped on an error.
 	ReplicationBroken bool
+	// IOStopped: the IO (receiver) thread is not running at all
+	// (Slave_IO_Running = No: stopped by someone, or on an error), as
+	// opposed to running and reconnecting (Connecting).
+	IOStopped bool
+	// LastStreamingAt is the daemon-clock time of the last probe that saw
+	// this replica streaming from ReplicatingFrom; zero when never seen.
+	LastStreamingAt time.Time
 }
 
 // Streaming reports whether the replica is still receiving from its source:
@@ -82,6 +89,15 @@ type GroupInput struct {
 	// having lost its source. 0 disables the age check (SourceSilent still
 	// applies).
 	SilenceAfter time.Duration
+	// PrimaryLastSeen is the daemon-clock time of the last probe that
+	// reached Primary; zero when this daemon never reached it.
+	PrimaryLastSeen time.Time
+	// CorroborationWindow: a replica corroborates an outage only if it was
+	// seen streaming from the primary at most this long before the daemon
+	// last reached the primary (it lost the primary when the daemon did,
+	// not an hour earlier over a broken link of its own). 0, or a zero
+	// PrimaryLastSeen, disables the window.
+	CorroborationWindow time.Duration
 }
 
 // Site returns the named site.
@@ -133,21 +149,55 @@ func (in GroupInput) EffectivePrimary() string {
 	return in.Primary
 }
 
+// Witness classifies what replica s says about its source src.
+type Witness int
+
+// Witness kinds.
+const (
+	// NoWitness: s says nothing about src (points elsewhere, not
+	// read-only, its IO thread stopped or broken, or it lost src long
+	// before the daemon did).
+	NoWitness Witness = iota
+	// WitnessStreaming: s still receives from src: src is alive.
+	WitnessStreaming
+	// WitnessLost: s's running IO thread lost src around the time the
+	// daemon did: it corroborates an outage.
+	WitnessLost
+)
+
+// Witness says what s tells about src, whose last probe by the daemon that
+// reached it was at srcLastSeen (zero: never reached).
+func (in GroupInput) Witness(s SiteInput, src string, srcLastSeen time.Time) Witness {
+	if src == "" || s.Name == src || s.State != ReadOnly || s.ReplicatingFrom != src {
+		return NoWitness
+	}
+	if s.Streaming(in.SilenceAfter) {
+		return WitnessStreaming
+	}
+	// A stopped or failed IO thread (STOP REPLICA, error 1236 or 1045)
+	// says nothing about whether the source is alive.
+	if s.IOStopped || s.ReplicationBroken {
+		return NoWitness
+	}
+	// A replica that lost the source long before the daemon did has a
+	// broken link of its own, not news about the source.
+	if in.CorroborationWindow > 0 && !srcLastSeen.IsZero() &&
+		(s.LastStreamingAt.IsZero() || s.LastStreamingAt.Before(srcLastSeen.Add(-in.CorroborationWindow))) {
+		return NoWitness
+	}
+	return WitnessLost
+}
+
 // Witnesses splits the reachable replicas whose replication channel points
 // at the expected primary into those that lost it and those still streaming
-// from it. Replicas pointed elsewhere (or nowhere) can neither confirm nor
-// refute an outage and are not witnesses.
+// from it (see Witness). Replicas pointed elsewhere (or nowhere) can neither
+// confirm nor refute an outage and are not witnesses.
 func (in GroupInput) Witnesses() (lost, streaming []string) {
-	if in.Primary == "" {
-		return nil, nil
-	}
 	for _, s := range in.Sites {
-		if s.Name == in.Primary || s.State != ReadOnly || s.ReplicatingFrom != in.Primary {
-			continue
-		}
-		if s.Streaming(in.SilenceAfter) {
+		switch in.Witness(s, in.Primary, in.PrimaryLastSeen) {
+		case WitnessStreaming:
 			streaming = append(streaming, s.Name)
-		} else {
+		case WitnessLost:
 			lost = append(lost, s.Name)
 		}
 	}
@@ -156,16 +206,11 @@ func (in GroupInput) Witnesses() (lost, streaming []string) {
 
 // witnessCounts is Witnesses without allocating.
 func (in GroupInput) witnessCounts() (lost, streaming int) {
-	if in.Primary == "" {
-		return 0, 0
-	}
 	for _, s := range in.Sites {
-		if s.Name == in.Primary || s.State != ReadOnly || s.ReplicatingFrom != in.Primary {
-			continue
-		}
-		if s.Streaming(in.SilenceAfter) {
+		switch in.Witness(s, in.Primary, in.PrimaryLastSeen) {
+		case WitnessStreaming:
 			streaming++
-		} else {
+		case WitnessLost:
 			lost++
 		}
 	}
