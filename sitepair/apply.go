@@ -47,6 +47,8 @@ func Apply(st Persisted, d Decision, now time.Time) Persisted {
 	case ReassertPrimary, AdoptPrimary:
 		next.Epoch = max(st.Epoch, d.Epoch)
 		next.ActiveSite = d.Target
+		// Re-asserting the old primary abandons a failover in flight.
+		next.InFlight = nil
 	case MarkDiverged:
 		if next.Diverged == nil {
 			next.Diverged = map[string]gtid.Set{}

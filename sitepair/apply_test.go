@@ -145,8 +145,10 @@ func TestFailoverLifecycle(t *testing.T) {
 	if st.Epoch != 2 || st.InFlight == nil {
 		t.Fatalf("after revoke: %+v", st)
 	}
+	// a's sidecar last reported at the revoke; b's holds the revoked epoch.
+	down = leased(down, st.InFlight.RevokedAt)
 	step("lease pending", down, None, ReasonAwaitLeaseExpiry)
-	clock = clock.Add(pol.LeaseTimeout + pol.SidecarCheckInterval + LeaseMargin)
+	clock = clock.Add(pol.LeaseTimeout + LeaseMargin)
 	d := step("lease expired", down, Promote, ReasonPromote)
 	if d.FenceProof != ProofLeaseExpired || st.ActiveSite != "b" || st.InFlight != nil {
 		t.Fatalf("after promote: %s, %+v", d, st)

@@ -101,12 +101,14 @@ type view struct {
 	st    Persisted
 	pol   Policy
 	now   time.Time
+	obs   Observed
+	in    statemachine.GroupInput
 	det   statemachine.Result
 	have  []gtid.Set // per site: Executed ∪ Retrieved
 }
 
 func prepare(obs Observed, st Persisted, pol Policy, now time.Time) (*view, Decision, bool) {
-	v := &view{sites: obs.Sites, st: st, pol: pol, now: now}
+	v := &view{sites: obs.Sites, obs: obs, st: st, pol: pol, now: now}
 	if err := pol.Validate(); err != nil {
 		return nil, v.decision(ReasonInvalidPolicy, "%v", err), false
 	}
@@ -115,10 +117,11 @@ func prepare(obs Observed, st Persisted, pol Policy, now time.Time) (*view, Deci
 	}
 	v.have = make([]gtid.Set, len(obs.Sites))
 	in := statemachine.GroupInput{
-		Primary:      st.ActiveSite,
-		Sites:        make([]statemachine.SiteInput, len(obs.Sites)),
-		Detection:    pol.Detection,
-		SilenceAfter: pol.SilenceAfter,
+		Primary:             st.ActiveSite,
+		Sites:               make([]statemachine.SiteInput, len(obs.Sites)),
+		Detection:           pol.Detection,
+		SilenceAfter:        pol.SilenceAfter,
+		CorroborationWindow: pol.CorroborationWindow,
 	}
 	for i, s := range obs.Sites {
 		v.have[i] = s.Executed.Union(s.Retrieved)
@@ -126,9 +129,14 @@ func prepare(obs Observed, st Persisted, pol Policy, now time.Time) (*view, Deci
 			Name: s.Name, State: s.State, Debouncing: s.Debouncing,
 			ReplicatingFrom: s.ReplicatingFrom, IOConnected: s.IOConnected,
 			SourceSilent: s.SourceSilent, LastHeartbeatAge: s.LastHeartbeatAge,
-			ReplicationBroken: s.ReplicationBroken,
+			ReplicationBroken: s.ReplicationBroken, IOStopped: s.IOStopped,
+			LastStreamingAt: s.LastStreamingAt,
+		}
+		if s.Name == st.ActiveSite {
+			in.PrimaryLastSeen = s.LastReachableAt
 		}
 	}
+	v.in = in
 	v.det = statemachine.Detect(in)
 	return v, Decision{}, true
 }
@@ -254,6 +262,9 @@ func (v *view) ineligible(i int, oldPrimary string, checkLag bool) string {
 		return s.State.String()
 	case s.ReplicationBroken:
 		return "replication broken"
+	case checkLag && v.pol.MaxLag > 0 && !s.LagKnown:
+		// Seconds_Behind_Master NULL is unknown, never "no lag".
+		return "lag unknown"
 	case checkLag && v.pol.MaxLag > 0 && s.Lag > v.pol.MaxLag:
 		return fmt.Sprintf("lag %v over %v", s.Lag, v.pol.MaxLag)
 	}
@@ -277,7 +288,7 @@ func (v *view) lacking(t int, skip string) int {
 		if j == t || s.Name == skip || !s.State.Reachable() {
 			continue
 		}
-		if !v.have[t].Contains(v.need(j)) {
+		if !v.have[t].Covers(v.need(j)) {
 			return j
 		}
 	}
@@ -286,7 +297,7 @@ func (v *view) lacking(t int, skip string) int {
 
 // missing describes what site t lacks from site j.
 func (v *view) missing(t, j int) string {
-	m := v.need(j).Subtract(v.have[t])
+	m := v.have[t].Uncovered(v.need(j))
 	return fmt.Sprintf("%d transactions that %s has (%s)", m.Count(), v.sites[j].Name, m.Compact())
 }
 
@@ -330,7 +341,7 @@ func (v *view) choose(oldPrimary, prefer string) (int, Decision, bool) {
 	for _, i := range elig {
 		top := true
 		for _, j := range elig {
-			top = top && v.have[i].Contains(v.have[j])
+			top = top && v.have[i].Covers(v.have[j])
 		}
 		if top && (pick < 0 || v.better(i, pick, prefer)) {
 			pick = i
@@ -399,7 +410,7 @@ func (v *view) corroboration() string {
 }
 
 // proof returns the fence proof for the in-flight failover's old primary,
-// or "" if none holds.
+// or "" if none holds. docs/design.md lists every proof and its tests.
 func (v *view) proof() FenceProof {
 	inf := v.st.InFlight
 	from := v.sites[v.index(inf.From)]
@@ -409,14 +420,91 @@ func (v *view) proof() FenceProof {
 		return ""
 	case from.FencedEpoch >= inf.Epoch:
 		return ProofFenceConfirmed
-	case from.MysqldDown && from.State == statemachine.Unreachable:
+	case v.mysqldDown(from):
 		return ProofPrimaryDown
-	case v.pol.Fencing == FencingSidecar && !v.now.Before(v.pol.LeaseDeadline(inf.RevokedAt)):
+	case v.pol.Fencing == FencingSidecar && v.sidecarFenced(from):
+		return ProofSidecarFenced
+	case v.pol.Fencing == FencingSidecar && v.leaseExpired():
 		return ProofLeaseExpired
 	case v.pol.Fencing == FencingNone:
 		return ProofNoFencing
 	}
 	return ""
+}
+
+// mysqldDown: the old primary refused enough consecutive probes and the
+// replicas corroborate. A single refusal also comes from a Service without
+// endpoints, a proxy in front or a restarting pod.
+func (v *view) mysqldDown(from SiteObservation) bool {
+	if from.State != statemachine.Unreachable || from.RefusedProbes < v.pol.RefusedProbes || v.pol.Detection == statemachine.DaemonOnly {
+		return false
+	}
+	lost := 0
+	for _, s := range v.in.Sites {
+		switch v.in.Witness(s, from.Name, from.LastReachableAt) {
+		case statemachine.WitnessStreaming:
+			// A replica still receiving from it: something answers there.
+			return false
+		case statemachine.WitnessLost:
+			lost++
+		}
+	}
+	return lost > 0
+}
+
+// sidecarFenced: the old primary's sidecar said, holding the revoked epoch
+// or a newer one, that it fenced or killed its mysqld or found it down.
+func (v *view) sidecarFenced(from SiteObservation) bool {
+	sc := from.Sidecar
+	if !sc.Configured || sc.LastReport.IsZero() || sc.Epoch < v.st.InFlight.Epoch {
+		return false
+	}
+	return sc.FencedEpoch >= v.st.InFlight.Epoch || sc.MysqldDown
+}
+
+func (v *view) leaseExpired() bool {
+	dl, ok := v.leaseDeadline()
+	return ok && !v.now.Before(dl)
+}
+
+// leaseDeadline is when the old primary's sidecar lease has provably run
+// out; ok is false when nothing can prove it. The lease may have been
+// renewed by this daemon (its last report), by a peer sidecar still holding
+// an older view (what the peers say they served it), or by another daemon
+// before this one started serving views.
+func (v *view) leaseDeadline() (deadline time.Time, ok bool) {
+	inf := v.st.InFlight
+	from := v.sites[v.index(inf.From)]
+	sc := from.Sidecar
+	// A sidecar that was never seen cannot have fenced itself.
+	if !sc.Configured || sc.LastReport.IsZero() {
+		return time.Time{}, false
+	}
+	// One silent for a whole lease before the revoke may be dead, not
+	// fencing: nothing says its lease loop still runs.
+	if sc.LastReport.Add(v.pol.LeaseTimeout).Before(inf.RevokedAt) {
+		return time.Time{}, false
+	}
+	last := later(later(sc.LastReport, v.obs.ServingSince), inf.RevokedAt)
+	for _, s := range v.sites {
+		if s.Name == from.Name || !s.Sidecar.Configured {
+			continue
+		}
+		// A peer that may still hold the old view can renew the lease
+		// through gossip for as long as it does.
+		if s.Sidecar.LastReport.IsZero() || s.Sidecar.Epoch < inf.Epoch {
+			return time.Time{}, false
+		}
+		last = later(last, s.Sidecar.Served[from.Name])
+	}
+	return v.pol.LeaseDeadline(last), true
+}
+
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }
 
 // inFlight is phase 2 of a failover: promote once the old primary is
@@ -466,8 +554,10 @@ func (v *view) inFlight() Decision {
 			return d
 		}
 		if v.pol.Fencing == FencingSidecar {
-			dl := v.pol.LeaseDeadline(inf.RevokedAt)
-			return v.decision(ReasonAwaitLeaseExpiry, "waiting for %s's sidecar lease to expire at %s (in %v)", inf.From, dl.Format(time.RFC3339Nano), dl.Sub(v.now))
+			if dl, ok := v.leaseDeadline(); ok {
+				return v.decision(ReasonAwaitLeaseExpiry, "waiting for %s's sidecar lease to expire at %s (in %v)", inf.From, dl.Format(time.RFC3339Nano), dl.Sub(v.now))
+			}
+			return v.decision(ReasonAwaitFenceConfirmation, "%s is unreachable and nothing proves its sidecar fenced it (sidecar never seen, silent before the revoke, or a peer sidecar may still hold the old view); promotion waits for a fence read-back, mysqld down or a sidecar report (a human must confirm if its host is lost)", inf.From)
 		}
 		return v.decision(ReasonAwaitFenceConfirmation, "fencing confirmed: %s is unreachable and its mysqld was not seen down; promotion waits for a fence read-back or mysqld down, forever if its host is lost (a human must confirm)", inf.From)
 	}
@@ -510,19 +600,49 @@ func (v *view) caughtUp(t, from int) (Decision, bool) {
 	receiving := v.sites[from].State.Reachable() && s.ReplicatingFrom == v.sites[from].Name && s.IOConnected && !s.ReplicationBroken
 	wait := -1
 	for j, o := range v.sites {
-		if j == t || !o.State.Reachable() || v.have[t].Contains(v.need(j)) {
+		if j == t || !o.State.Reachable() || v.have[t].Covers(v.need(j)) {
 			continue
 		}
 		// Promoting now would throw these transactions away.
-		if !receiving || !v.have[from].Contains(v.need(j)) {
+		if !receiving || !v.have[from].Covers(v.need(j)) {
 			return v.decision(ReasonCandidateLacksTransactions, "%s lacks %s and is not receiving them", s.Name, v.missing(t, j)), false
 		}
 		wait = j
 	}
 	if wait >= 0 {
+		// Every wait has a deadline: a target that cannot catch up must not
+		// leave the group without a primary forever.
+		if dl := v.st.InFlight.RevokedAt.Add(v.pol.CatchUpTimeout); !v.now.Before(dl) {
+			return v.abandon(from, fmt.Sprintf("%s still lacks %s %v after the revoke", s.Name, v.missing(t, wait), v.pol.CatchUpTimeout)), false
+		}
 		return v.decision(ReasonAwaitCatchUp, "%s still lacks %s; waiting for it to arrive from %s", s.Name, v.missing(t, wait), v.sites[from].Name), false
 	}
 	return Decision{}, true
+}
+
+// abandon ends an in-flight failover whose target cannot catch up by
+// re-asserting the reachable old primary from, which holds what the target
+// lacks; it alerts instead when from may not be primary or lacks a peer's
+// transactions.
+func (v *view) abandon(from int, why string) Decision {
+	name := v.sites[from].Name
+	if u := v.unpromotable(from); u != "" || v.sites[from].State != statemachine.ReadOnly {
+		if u == "" {
+			u = v.sites[from].State.String()
+		}
+		return v.decision(ReasonCatchUpTimeoutBlocked, "%s; old primary %s cannot be re-asserted (%s): the group stays without a primary until a human decides", why, name, u)
+	}
+	// An unreachable site might be writable: re-asserting could make two.
+	if u := v.inState(statemachine.Unreachable); len(u) > 0 {
+		return v.decision(ReasonCatchUpTimeoutBlocked, "%s; %s unreachable, so old primary %s is not re-asserted: the group stays without a primary until a human decides", why, strings.Join(u, ", "), name)
+	}
+	if j := v.lacking(from, ""); j >= 0 {
+		return v.decision(ReasonCatchUpTimeoutBlocked, "%s; old primary %s lacks %s: the group stays without a primary until a human decides", why, name, v.missing(from, j))
+	}
+	d := v.decision(ReasonCatchUpTimeout, "%s: abandoning the failover and re-asserting old primary %s at epoch %d", why, name, v.st.Epoch+1)
+	d.Target = name
+	d.Epoch = v.st.Epoch + 1
+	return d
 }
 
 // promote builds the phase-2 decision for site t.
@@ -619,8 +739,8 @@ func (v *view) noPrimary() Decision {
 	if j := v.lacking(i, ""); j >= 0 {
 		return v.decision(ReasonNoPrimaryTargetBehind, "no site is writable and the recorded primary %s lacks %s", t, v.missing(i, j))
 	}
-	if !v.have[i].Contains(v.st.PromotionGTID) {
-		m := v.st.PromotionGTID.Subtract(v.have[i])
+	if !v.have[i].Covers(v.st.PromotionGTID) {
+		m := v.have[i].Uncovered(v.st.PromotionGTID)
 		return v.decision(ReasonNoPrimaryTargetBehind, "no site is writable and the recorded primary %s lacks %d transactions of its own promotion set (%s)", t, m.Count(), m.Compact())
 	}
 	d := v.decision(ReasonReassertPrimary, "every site is read-only and %s has every transaction: re-asserting it at epoch %d", t, v.st.Epoch+1)
@@ -637,11 +757,13 @@ func (v *view) errant(s, primary SiteObservation) gtid.Set {
 	if s.ServerID == "" {
 		return gtid.Set{}
 	}
-	own, err := s.Executed.OriginatedBy(s.ServerID)
+	// Only s's own transactions count: observing the two servers at
+	// slightly different moments can never make them look errant.
+	own, err := primary.Executed.Uncovered(s.Executed).OriginatedBy(s.ServerID)
 	if err != nil {
 		return gtid.Set{}
 	}
-	return own.Subtract(primary.Executed)
+	return own
 }
 
 func (v *view) healthy() Decision {
@@ -669,11 +791,11 @@ func (v *view) healthy() Decision {
 		}
 		// Only a site whose history is a prefix of the primary's can
 		// replicate from it without corrupting data.
-		if v.sites[pi].Executed.Contains(s.Executed) {
+		if v.sites[pi].Executed.Covers(s.Executed) {
 			rejoin = append(rejoin, s.Name)
 			continue
 		}
-		extra := s.Executed.Subtract(v.sites[pi].Executed)
+		extra := v.sites[pi].Executed.Uncovered(s.Executed)
 		div = append(div, Divergence{Site: s.Name, Set: extra, Count: extra.Count()})
 	}
 	if len(div) > 0 {

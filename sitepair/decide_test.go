@@ -75,25 +75,25 @@ func TestDecideTwoSites(t *testing.T) {
 			want: want{action: Alert, reason: ReasonNoEligibleCandidate}},
 		{name: "primary down, only replica known-diverged", obs: downPair, st: with(active("a"), func(p *Persisted) { p.Diverged = map[string]gtid.Set{"b": errant("b", 1)} }),
 			want: want{action: Alert, reason: ReasonNoEligibleCandidate}},
-		{name: "primary down, only replica's replication broken", obs: group(site("a", UR), site("b", RO, lost("a"), broken)), st: active("a"),
-			want: want{action: Alert, reason: ReasonNoEligibleCandidate}},
+		{name: "primary down, only replica's replication broken: no corroboration", obs: group(site("a", UR), site("b", RO, lost("a"), broken)), st: active("a"),
+			want: want{action: Alert, reason: ReasonUncorroborated}},
 		{name: "primary down, only replica over max lag", obs: group(site("a", UR), site("b", RO, lost("a"), lag(time.Minute))), st: active("a"),
 			want: want{action: Alert, reason: ReasonNoEligibleCandidate}},
 		{name: "primary down, replica lag exactly at max lag is eligible", obs: group(site("a", UR), site("b", RO, lost("a"), lag(30*time.Second))), st: active("a"),
 			want: want{action: RevokeEpoch, reason: ReasonFailoverRevoke, target: "b", fence: []string{"a"}}},
 
 		// In flight (phase 2).
-		{name: "in flight, sidecar lease not expired: wait", obs: downPair, st: revoked("a", "b", leasePending),
+		{name: "in flight, sidecar lease not expired: wait", obs: leased(downPair, leasePending), st: revoked("a", "b", leasePending),
 			want: want{action: None, reason: ReasonAwaitLeaseExpiry}},
-		{name: "in flight, one nanosecond before the lease deadline: wait", obs: downPair,
-			st:   revoked("a", "b", now.Add(-DefaultPolicy().LeaseTimeout-DefaultPolicy().SidecarCheckInterval-LeaseMargin+time.Nanosecond)),
+		{name: "in flight, one nanosecond before the lease deadline: wait", obs: leased(downPair, now.Add(-DefaultPolicy().LeaseTimeout-LeaseMargin+time.Nanosecond)),
+			st:   revoked("a", "b", now.Add(-DefaultPolicy().LeaseTimeout-LeaseMargin+time.Nanosecond)),
 			want: want{action: None, reason: ReasonAwaitLeaseExpiry}},
-		{name: "in flight, exactly at the lease deadline: promote", obs: downPair,
-			st:   revoked("a", "b", now.Add(-DefaultPolicy().LeaseTimeout-DefaultPolicy().SidecarCheckInterval-LeaseMargin)),
+		{name: "in flight, exactly at the lease deadline: promote", obs: leased(downPair, now.Add(-DefaultPolicy().LeaseTimeout-LeaseMargin)),
+			st:   revoked("a", "b", now.Add(-DefaultPolicy().LeaseTimeout-LeaseMargin)),
 			want: want{action: Promote, reason: ReasonPromote, target: "b", fence: []string{"a"}, proof: ProofLeaseExpired, epoch: 3}},
 		{name: "in flight, fence read back at this epoch: promote", obs: group(site("a", UR, fencedAt(2)), site("b", RO, lost("a"))), st: revoked("a", "b", leasePending),
 			want: want{action: Promote, reason: ReasonPromote, target: "b", proof: ProofFenceConfirmed}},
-		{name: "in flight, fence read back at an older epoch does not count", obs: group(site("a", UR, fencedAt(1)), site("b", RO, lost("a"))), st: revoked("a", "b", leasePending),
+		{name: "in flight, fence read back at an older epoch does not count", obs: leased(group(site("a", UR, fencedAt(1)), site("b", RO, lost("a"))), leasePending), st: revoked("a", "b", leasePending),
 			want: want{action: None, reason: ReasonAwaitLeaseExpiry}},
 		{name: "in flight, old primary's mysqld refused: promote", obs: group(site("a", UR, down), site("b", RO, lost("a"))), st: revoked("a", "b", leasePending),
 			want: want{action: Promote, reason: ReasonPromote, target: "b", fence: []string{"a"}, proof: ProofPrimaryDown}},
@@ -122,13 +122,13 @@ func TestDecideTwoSites(t *testing.T) {
 		{name: "in flight, fenced old primary caught up: promote",
 			obs: group(site("a", RO, fencedAt(2), exec(upto(12))), site("b", RO, follows("a"), retr(upto(12)))), st: revoked("a", "b", leasePending),
 			want: want{action: Promote, reason: ReasonPromote, target: "b", proof: ProofFenceConfirmed}},
-		{name: "in flight, target already writable with a proof: resume", obs: group(site("a", UR), site("b", W)), st: revoked("a", "b", leaseExpired),
+		{name: "in flight, target already writable with a proof: resume", obs: leased(group(site("a", UR), site("b", W)), leaseExpired), st: revoked("a", "b", leaseExpired),
 			want: want{action: Promote, reason: ReasonPromoteResume, target: "b", fence: []string{"a"}, proof: ProofLeaseExpired}},
 		{name: "in flight, target writable without a proof: alert", obs: group(site("a", UR), site("b", W)), st: revoked("a", "b", leasePending),
 			want: want{action: Alert, reason: ReasonTargetWritableWithoutProof}},
 		{name: "in flight, a site still unknown: wait", obs: group(site("a", UK), site("b", RO)), st: revoked("a", "b", leaseExpired),
 			want: want{action: None, reason: ReasonWaitingForProbes}},
-		{name: "in flight, target unreachable and no other candidate: stay revoked", obs: group(site("a", UR), site("b", UR)), st: revoked("a", "b", leaseExpired),
+		{name: "in flight, target unreachable and no other candidate: stay revoked", obs: leased(group(site("a", UR), site("b", UR)), leaseExpired), st: revoked("a", "b", leaseExpired),
 			want: want{action: Alert, reason: ReasonNoEligibleCandidate}},
 
 		// Split brain.
@@ -212,9 +212,9 @@ func TestPromoteCarriesThePromotionSet(t *testing.T) {
 }
 
 func TestAwaitLeaseMessageNamesTheDeadline(t *testing.T) {
-	d := Decide(group(site("a", UR), site("b", RO, lost("a"))), revoked("a", "b", now), DefaultPolicy(), now)
-	if d.Reason != ReasonAwaitLeaseExpiry || !strings.Contains(d.Message, "13s") {
-		t.Fatalf("decision %s; want the message to say the deadline is 13s away (10s lease + 1s check + 2s margin)", d)
+	d := Decide(leased(group(site("a", UR), site("b", RO, lost("a"))), now), revoked("a", "b", now), DefaultPolicy(), now)
+	if d.Reason != ReasonAwaitLeaseExpiry || !strings.Contains(d.Message, "11s") {
+		t.Fatalf("decision %s; want the message to say the deadline is 11s away (10s lease + 1s margin)", d)
 	}
 }
 

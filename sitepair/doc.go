@@ -22,11 +22,15 @@
 //
 //   - [ProofFenceConfirmed]: read_only=ON was read back from it at the
 //     revoked epoch;
-//   - [ProofPrimaryDown]: its mysqld refused connections (host up, server
+//   - [ProofPrimaryDown]: its mysqld refused Policy.RefusedProbes
+//     consecutive probes and the replicas corroborate (host up, server
 //     down; sites must start with read_only=ON in their configuration);
-//   - [ProofLeaseExpired] (fencing "sidecar" only): now is at least
-//     [Policy.LeaseDeadline] of the revocation time, so its sidecar has
-//     self-fenced;
+//   - [ProofSidecarFenced] (fencing "sidecar"): its sidecar reported, at the
+//     revoked epoch, that it fenced or killed mysqld or found it down;
+//   - [ProofLeaseExpired] (fencing "sidecar"): the sidecar's lease, bounded
+//     by every renewal the daemon can account for (its reports, the peers'
+//     served views, the daemon's own start), has passed
+//     [Policy.LeaseDeadline];
 //   - [ProofNoFencing] (fencing "none" only): no proof at all, a durability
 //     risk spelled out in the reason.
 //

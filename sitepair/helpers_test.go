@@ -42,7 +42,7 @@ func lag(d time.Duration) so    { return func(o *SiteObservation) { o.Lag = d } 
 func fencedAt(e uint64) so      { return func(o *SiteObservation) { o.FencedEpoch = e } }
 func dr(o *SiteObservation)     { o.Role = DROnly }
 func broken(o *SiteObservation) { o.ReplicationBroken = true }
-func down(o *SiteObservation)   { o.MysqldDown = true }
+func down(o *SiteObservation)   { o.RefusedProbes = 2 }
 func bounce(o *SiteObservation) { o.Debouncing = true }
 
 // follows: replicating from p, IO connected.
@@ -57,7 +57,7 @@ func lost(p string) so {
 
 // site builds a primary-candidate observation holding upto(10).
 func site(name string, st statemachine.State, opts ...so) SiteObservation {
-	o := SiteObservation{Name: name, Role: PrimaryCandidate, State: st, Executed: upto(10)}
+	o := SiteObservation{Name: name, Role: PrimaryCandidate, State: st, Executed: upto(10), LagKnown: true}
 	for _, f := range opts {
 		f(&o)
 	}
@@ -85,6 +85,20 @@ func promoted(name string) Persisted {
 // revoked is the state after phase 1 of a failover from -> to at revokedAt.
 func revoked(from, to string, revokedAt time.Time) Persisted {
 	return Persisted{Epoch: 2, InFlight: &InFlight{Epoch: 2, RevokedAt: revokedAt, From: from, To: to}}
+}
+
+// leased gives every site a sidecar whose last report arrived at lastReport:
+// the old primary a's holding epoch 1 (then silent), the others holding the
+// revoked epoch 2 and having served a nothing.
+func leased(obs Observed, lastReport time.Time) Observed {
+	out := Observed{Sites: slices.Clone(obs.Sites), ServingSince: obs.ServingSince}
+	for i := range out.Sites {
+		out.Sites[i].Sidecar = SidecarObservation{Configured: true, LastReport: lastReport, Epoch: 2}
+		if out.Sites[i].Name == "a" {
+			out.Sites[i].Sidecar.Epoch = 1
+		}
+	}
+	return out
 }
 
 func with(st Persisted, f func(*Persisted)) Persisted { f(&st); return st }

@@ -51,6 +51,7 @@ type extras struct {
 	knownDiv  bool // sites with relDiverged are recorded in Persisted.Diverged
 	mode      FencingMode
 	ev        evidence
+	revokedAt time.Time // in flight: when the epoch was revoked; every sidecar reported then last
 }
 
 // modelStats counts what the enumeration produced, so the test can prove
@@ -151,6 +152,7 @@ func enumerate(n int, visit func(obs Observed, st Persisted, pol Policy)) {
 						st.ActiveSite = ""
 						st.InFlight = &InFlight{Epoch: st.Epoch, RevokedAt: at, From: primary, To: to}
 						for _, ex := range inFlight {
+							ex.revokedAt = at
 							if n > 2 {
 								mix++
 								ex.lastDR, ex.knownDiv = mix%2 == 1, mix%3 == 1
@@ -167,7 +169,7 @@ func enumerate(n int, visit func(obs Observed, st Persisted, pol Policy)) {
 func modelObserved(buf []SiteObservation, names []string, states []statemachine.State, rels []relation, sets *[numRelations][][2]gtid.Set, primary string, epoch uint64, ex extras) Observed {
 	obs := Observed{Sites: buf}
 	for i, name := range names {
-		s := SiteObservation{Name: name, Role: PrimaryCandidate, Index: i, State: states[i]}
+		s := SiteObservation{Name: name, Role: PrimaryCandidate, Index: i, State: states[i], LagKnown: true}
 		s.Executed, s.Retrieved = sets[rels[i]][i][0], sets[rels[i]][i][1]
 		if ex.lastDR && i == len(names)-1 {
 			s.Role = DROnly
@@ -178,7 +180,17 @@ func modelObserved(buf []SiteObservation, names []string, states []statemachine.
 				s.ReplicatingFrom, s.IOConnected, ex.stray = "", false, false
 			}
 		}
-		s.MysqldDown = ex.ev == evDown && s.State == UR
+		if ex.ev == evDown && s.State == UR {
+			s.RefusedProbes = 2
+		}
+		if !ex.revokedAt.IsZero() {
+			// Every sidecar reported at the revoke; the old primary's went
+			// silent then, the others hold the revoked epoch.
+			s.Sidecar = SidecarObservation{Configured: true, LastReport: ex.revokedAt, Epoch: epoch}
+			if name == primary {
+				s.Sidecar.Epoch = epoch - 1
+			}
+		}
 		if ex.ev == evReadBack {
 			s.FencedEpoch = epoch
 		}
@@ -308,7 +320,18 @@ func checkInvariants(obs Observed, st Persisted, pol Policy, d Decision) error {
 		case ProofFenceConfirmed:
 			ok = from.FencedEpoch >= f.Epoch
 		case ProofPrimaryDown:
-			ok = from.MysqldDown && from.State == UR
+			// Refused twice, and every replica of it lost it (none streams).
+			lost, streaming := 0, 0
+			for _, s := range obs.Sites {
+				if s.Name != f.From && s.State == RO && s.ReplicatingFrom == f.From {
+					if s.IOConnected {
+						streaming++
+					} else {
+						lost++
+					}
+				}
+			}
+			ok = from.RefusedProbes >= 2 && from.State == UR && lost > 0 && streaming == 0
 		case ProofLeaseExpired:
 			ok = pol.Fencing == FencingSidecar && !now.Before(pol.LeaseDeadline(f.RevokedAt))
 		case ProofNoFencing:
@@ -326,7 +349,20 @@ func checkInvariants(obs Observed, st Persisted, pol Policy, d Decision) error {
 				return fmt.Errorf("re-assert while %s is %s", s.Name, s.State)
 			}
 		}
-		if st.InFlight != nil || d.Target != st.ActiveSite {
+		// Abandoning a failover re-asserts its old primary, which must hold
+		// every reachable site's transactions; otherwise only the recorded
+		// primary is re-asserted.
+		if f := st.InFlight; f != nil {
+			if d.Reason != ReasonCatchUpTimeout || d.Target != f.From {
+				return fmt.Errorf("re-assert of %s while a failover from %s is in flight", d.Target, f.From)
+			}
+			t, _ := site(d.Target)
+			for _, s := range obs.Sites {
+				if s.State.Reachable() && !have(t).Contains(need(s)) {
+					return fmt.Errorf("abandoning re-asserts %s lacking %s's transactions", d.Target, s.Name)
+				}
+			}
+		} else if d.Target != st.ActiveSite {
 			return fmt.Errorf("re-assert of %s with recorded primary %q", d.Target, st.ActiveSite)
 		}
 	case Rejoin:
@@ -373,8 +409,8 @@ func runModel(t *testing.T, n int) modelStats {
 func describe(obs Observed) string {
 	out := ""
 	for _, s := range obs.Sites {
-		out += fmt.Sprintf("[%s %s %s exec=%s retr=%s from=%q io=%v down=%v fenced=%d] ",
-			s.Name, s.Role, s.State, s.Executed.Compact(), s.Retrieved.Compact(), s.ReplicatingFrom, s.IOConnected, s.MysqldDown, s.FencedEpoch)
+		out += fmt.Sprintf("[%s %s %s exec=%s retr=%s from=%q io=%v refused=%d fenced=%d] ",
+			s.Name, s.Role, s.State, s.Executed.Compact(), s.Retrieved.Compact(), s.ReplicatingFrom, s.IOConnected, s.RefusedProbes, s.FencedEpoch)
 	}
 	return out
 }

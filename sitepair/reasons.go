@@ -121,6 +121,15 @@ const (
 	// ReasonAwaitCatchUp (None): the target still lacks transactions of
 	// the fenced old primary and is receiving them.
 	ReasonAwaitCatchUp Reason = "await-catch-up"
+	// ReasonCatchUpTimeout (ReassertPrimary): the target did not receive
+	// what the reachable, fenced old primary has within CatchUpTimeout of
+	// the revoke: the failover is abandoned and the old primary, which holds
+	// everything, is made writable again.
+	ReasonCatchUpTimeout Reason = "catch-up-timeout"
+	// ReasonCatchUpTimeoutBlocked (Alert): as ReasonCatchUpTimeout, but the
+	// old primary cannot be re-asserted (it lacks a peer's transactions or
+	// may not be primary): the group stays revoked until a human decides.
+	ReasonCatchUpTimeoutBlocked Reason = "catch-up-timeout-blocked"
 	// ReasonTargetWritableWithoutProof (Alert): the in-flight target is
 	// already writable but no fence proof holds for the old primary.
 	ReasonTargetWritableWithoutProof Reason = "target-writable-without-proof"
@@ -196,6 +205,8 @@ var reasonAction = map[Reason]Action{
 	ReasonAwaitLeaseExpiry:            None,
 	ReasonAwaitFenceConfirmation:      Alert,
 	ReasonAwaitCatchUp:                None,
+	ReasonCatchUpTimeout:              ReassertPrimary,
+	ReasonCatchUpTimeoutBlocked:       Alert,
 	ReasonTargetWritableWithoutProof:  Alert,
 	ReasonPromote:                     Promote,
 	ReasonPromoteRetarget:             Promote,

@@ -66,11 +66,27 @@ type SiteObservation struct {
 	// ReplicationBroken: the IO or SQL thread stopped on an error.
 	ReplicationBroken bool
 	// Lag is the replica's apply lag as last measured (kept at its last
-	// value while the source is unreachable); 0 when unknown or none.
+	// value while the source is unreachable); meaningful only with LagKnown.
 	Lag time.Duration
-	// MysqldDown: the last probe was refused (connection refused: the host
-	// answered, mysqld is not listening), as opposed to a timeout.
-	MysqldDown bool
+	// LagKnown: Lag was measured (Seconds_Behind_Master NULL is unknown,
+	// never lag 0).
+	LagKnown bool
+	// IOStopped: the replication IO thread is not running at all (stopped
+	// by someone or on an error), as opposed to running or reconnecting.
+	IOStopped bool
+	// LastStreamingAt is the daemon-clock time of the last probe that saw
+	// this replica streaming from ReplicatingFrom; zero when never.
+	LastStreamingAt time.Time
+	// LastReachableAt is the daemon-clock time of the last probe that
+	// reached this site; zero when never.
+	LastReachableAt time.Time
+	// RefusedProbes counts the consecutive latest probes that were refused
+	// (TCP connection refused: the host answered, nothing listens). One
+	// refusal proves little (a Service without endpoints, a proxy, a pod
+	// restarting); see Policy.RefusedProbes.
+	RefusedProbes int
+	// Sidecar is what this site's sidecar last reported.
+	Sidecar SidecarObservation
 	// ServerID is the server's own identity as GTIDs name it: MySQL
 	// @@server_uuid, MariaDB @@server_id in decimal; "" when unknown. With it
 	// a replica's errant transactions (ones it originated that the primary
@@ -81,6 +97,27 @@ type SiteObservation struct {
 	FencedEpoch uint64
 }
 
+// SidecarObservation is what the daemon learned from a site's sidecar
+// reports. Every time is the daemon's own clock at receipt.
+type SidecarObservation struct {
+	// Configured: the site declares a sidecar.
+	Configured bool
+	// LastReport is when its latest report arrived; zero when this daemon
+	// never received one (since it started or became leader).
+	LastReport time.Time
+	// Epoch is the view epoch the sidecar held in its latest report.
+	Epoch uint64
+	// FencedEpoch is the epoch under which the sidecar last fenced its
+	// MySQL (read back) or killed it; 0 = never.
+	FencedEpoch uint64
+	// MysqldDown: the latest report said the local mysqld is down.
+	MysqldDown bool
+	// Served bounds, per peer site, the last time this sidecar served that
+	// peer a view (receipt time minus the age it reported): until then the
+	// peer could renew its lease through this sidecar.
+	Served map[string]time.Time
+}
+
 // Observed is one round of observations of a group.
 //
 // Group detection (statemachine.Detect) is computed inside Decide from
@@ -89,6 +126,11 @@ type SiteObservation struct {
 type Observed struct {
 	// Sites lists every site of the group, each exactly once.
 	Sites []SiteObservation
+	// ServingSince is when this daemon became the only one serving views
+	// (its start, or when it won leader election), on its own clock. A view
+	// another daemon served before it is unknown to it, so no lease it
+	// measures starts earlier.
+	ServingSince time.Time
 }
 
 // InFlight is a failover between its two phases: the epoch was revoked,
@@ -154,9 +196,10 @@ const (
 )
 
 // LeaseMargin is added to the sidecar lease before the daemon treats it as
-// expired: it covers the sidecar's time to run its fence and the rate
-// difference between the two machines' monotonic clocks over one lease.
-const LeaseMargin = 2 * time.Second
+// expired: it covers the sidecar's bounded fence (a timer fires at lease
+// expiry; a fence that does not finish within its timeout ends in SIGKILL of
+// mysqld) and the rate difference between two monotonic clocks over a lease.
+const LeaseMargin = time.Second
 
 // Policy is a group's decision policy.
 type Policy struct {
@@ -186,6 +229,17 @@ type Policy struct {
 	// SilenceAfter: a replica whose LastHeartbeatAge exceeds it has lost its
 	// source; 0 disables the age check.
 	SilenceAfter time.Duration
+	// CorroborationWindow: a replica corroborates an outage only if it was
+	// seen streaming from the primary at most this long before the daemon
+	// last reached the primary; 0 disables the window.
+	CorroborationWindow time.Duration
+	// RefusedProbes is how many consecutive refused probes, corroborated by
+	// the replicas, prove mysqld down (at least 1).
+	RefusedProbes int
+	// CatchUpTimeout bounds waiting, after the revoke, for the target to
+	// receive what the reachable old primary has; then the failover is
+	// abandoned and the old primary re-asserted.
+	CatchUpTimeout time.Duration
 }
 
 // DefaultPolicy returns the defaults of the configuration: sidecar fencing
@@ -201,16 +255,18 @@ func DefaultPolicy() Policy {
 		EscalationWindow:     time.Hour,
 		MaxLag:               30 * time.Second,
 		Detection:            statemachine.Corroborated,
+		RefusedProbes:        2,
+		CatchUpTimeout:       30 * time.Second,
 	}
 }
 
-// LeaseDeadline is the first instant (daemon clock) at which the old
-// primary's sidecar has provably fenced it, given the time the epoch was
-// revoked: revokedAt + LeaseTimeout + SidecarCheckInterval + LeaseMargin.
-// It relies on the sidecar measuring its lease from the moment it sent the
-// request whose answer last renewed it, which precedes revokedAt.
-func (p Policy) LeaseDeadline(revokedAt time.Time) time.Time {
-	return revokedAt.Add(p.LeaseTimeout + p.SidecarCheckInterval + LeaseMargin)
+// LeaseDeadline is the first instant (daemon clock) at which a sidecar
+// whose lease was last renewed no later than lastRenewal has provably
+// fenced: lastRenewal + LeaseTimeout + LeaseMargin. It relies on the
+// sidecar measuring its lease from the moment it sent the request whose
+// answer renewed it, and fencing by a timer at expiry.
+func (p Policy) LeaseDeadline(lastRenewal time.Time) time.Time {
+	return lastRenewal.Add(p.LeaseTimeout + LeaseMargin)
 }
 
 // ErrInvalidPolicy is wrapped by Policy.Validate errors.
@@ -233,8 +289,14 @@ func (p Policy) Validate() error {
 	if p.Fencing == FencingSidecar && p.LeaseTimeout <= 0 {
 		return fmt.Errorf("lease timeout %v must be positive with sidecar fencing: %w", p.LeaseTimeout, ErrInvalidPolicy)
 	}
-	if p.LeaseTimeout < 0 || p.SidecarCheckInterval < 0 || p.FailoverCooldown < 0 || p.EscalationWindow < 0 || p.MaxLag < 0 || p.SilenceAfter < 0 {
+	if p.LeaseTimeout < 0 || p.SidecarCheckInterval < 0 || p.FailoverCooldown < 0 || p.EscalationWindow < 0 || p.MaxLag < 0 || p.SilenceAfter < 0 || p.CorroborationWindow < 0 {
 		return fmt.Errorf("durations must not be negative: %w", ErrInvalidPolicy)
+	}
+	if p.RefusedProbes < 1 {
+		return fmt.Errorf("refused probes %d must be at least 1: %w", p.RefusedProbes, ErrInvalidPolicy)
+	}
+	if p.CatchUpTimeout <= 0 {
+		return fmt.Errorf("catch-up timeout %v must be positive (every wait has a deadline): %w", p.CatchUpTimeout, ErrInvalidPolicy)
 	}
 	if p.EscalationCount < 1 {
 		return fmt.Errorf("escalation count %d must be at least 1: %w", p.EscalationCount, ErrInvalidPolicy)
@@ -281,8 +343,13 @@ const (
 	// ProofFenceConfirmed: read_only=ON read back from the old primary at
 	// the revoked epoch.
 	ProofFenceConfirmed FenceProof = "fence-confirmed"
-	// ProofPrimaryDown: the old primary's mysqld refused connections.
+	// ProofPrimaryDown: the old primary's mysqld refused Policy.RefusedProbes
+	// consecutive probes while every replica witness lost it too.
 	ProofPrimaryDown FenceProof = "primary-down"
+	// ProofSidecarFenced: the old primary's sidecar reported, after the
+	// revoke, that it fenced (read back) or killed its mysqld, or that its
+	// mysqld is down.
+	ProofSidecarFenced FenceProof = "sidecar-fenced"
 	// ProofLeaseExpired: the old primary's sidecar lease provably expired.
 	ProofLeaseExpired FenceProof = "lease-expired"
 	// ProofNoFencing: fencing "none": no proof (durability risk).

@@ -1,0 +1,129 @@
+package sitepair
+
+import (
+	"testing"
+	"time"
+
+	"github.com/failoverd/failoverd/gtid"
+)
+
+// Tests of the safety hardening (issue 11): what counts as proof, who
+// corroborates, lag that is unknown, waits with deadlines, MariaDB per-domain
+// comparisons. Each case failed (or did not compile) before its fix.
+
+func refused(n int) so { return func(o *SiteObservation) { o.RefusedProbes = n } }
+func ioStopped(o *SiteObservation) { o.IOStopped = true }
+func lagUnknown(o *SiteObservation) { o.LagKnown = false }
+
+func sidecar(sc SidecarObservation) so {
+	return func(o *SiteObservation) { o.Sidecar = sc }
+}
+
+func TestHardeningDecisions(t *testing.T) {
+	pending := revoked("a", "b", leasePending)
+	sidecarOnly := polWith(func(p *Policy) { p.Fencing = FencingSidecar })
+	confirmed := polWith(func(p *Policy) { p.Fencing = FencingConfirmed })
+	daemonOnly := polWith(func(p *Policy) { p.Fencing = FencingConfirmed; p.Detection = "daemon-only" })
+	revokedAt := now.Add(-time.Minute)
+	long := revoked("a", "b", revokedAt)
+	seen := SidecarObservation{Configured: true, LastReport: revokedAt, Epoch: 1}
+	acked := SidecarObservation{Configured: true, LastReport: now, Epoch: 2}
+	for _, c := range []decideCase{
+		// ECONNREFUSED is proof only on consecutive probes and corroborated.
+		{name: "one refused probe is no proof", obs: group(site("a", UR, refused(1)), site("b", RO, lost("a"))), st: pending, pol: &confirmed,
+			want: want{action: Alert, reason: ReasonAwaitFenceConfirmation}},
+		{name: "two refused probes, replica lost it: primary-down", obs: group(site("a", UR, refused(2)), site("b", RO, lost("a"))), st: pending, pol: &confirmed,
+			want: want{action: Promote, reason: ReasonPromote, target: "b", fence: []string{"a"}, proof: ProofPrimaryDown}},
+		{name: "refused but a replica still streams from it: no proof", obs: group(site("a", UR, refused(5)), site("b", RO, lost("a")), site("c", RO, follows("a"))),
+			st: revoked("a", "b", leasePending), pol: &confirmed, want: want{action: Alert, reason: ReasonAwaitFenceConfirmation}},
+		{name: "refused, only witness has its IO thread stopped: no proof", obs: group(site("a", UR, refused(5)), site("b", RO, lost("a"), ioStopped)), st: pending, pol: &confirmed,
+			want: want{action: Alert, reason: ReasonAwaitFenceConfirmation}},
+		{name: "refused, daemon-only detection: nothing corroborates, no proof", obs: group(site("a", UR, refused(5)), site("b", RO, lost("a"))), st: pending, pol: &daemonOnly,
+			want: want{action: Alert, reason: ReasonAwaitFenceConfirmation}},
+		// The lease proof rests on sidecar reports the daemon really saw.
+		{name: "lease: sidecar never seen is no proof", obs: group(site("a", UR), site("b", RO, lost("a"))), st: long, pol: &sidecarOnly,
+			want: want{action: Alert, reason: ReasonAwaitFenceConfirmation}},
+		{name: "lease: sidecar seen, peers hold the revoked epoch: lease-expired", obs: group(site("a", UR, sidecar(seen)), site("b", RO, lost("a"), sidecar(acked))), st: long, pol: &sidecarOnly,
+			want: want{action: Promote, reason: ReasonPromote, target: "b", fence: []string{"a"}, proof: ProofLeaseExpired}},
+		{name: "lease: sidecar silent for a lease before the revoke may be dead", obs: group(site("a", UR, sidecar(SidecarObservation{Configured: true, LastReport: revokedAt.Add(-11 * time.Second), Epoch: 1})), site("b", RO, lost("a"), sidecar(acked))),
+			st: long, pol: &sidecarOnly, want: want{action: Alert, reason: ReasonAwaitFenceConfirmation}},
+		{name: "lease: a peer sidecar still holding the old epoch can renew it", obs: group(site("a", UR, sidecar(seen)), site("b", RO, lost("a"), sidecar(SidecarObservation{Configured: true, LastReport: now, Epoch: 1}))),
+			st: long, pol: &sidecarOnly, want: want{action: Alert, reason: ReasonAwaitFenceConfirmation}},
+		{name: "lease: a peer served it the old view recently: wait", obs: group(site("a", UR, sidecar(seen)), site("b", RO, lost("a"), sidecar(SidecarObservation{Configured: true, LastReport: now, Epoch: 2, Served: map[string]time.Time{"a": now.Add(-5 * time.Second)}}))),
+			st: long, pol: &sidecarOnly, want: want{action: None, reason: ReasonAwaitLeaseExpiry}},
+		{name: "lease: this daemon serves views only since recently: wait", obs: func() Observed {
+			o := group(site("a", UR, sidecar(seen)), site("b", RO, lost("a"), sidecar(acked)))
+			o.ServingSince = now.Add(-5 * time.Second)
+			return o
+		}(), st: long, pol: &sidecarOnly, want: want{action: None, reason: ReasonAwaitLeaseExpiry}},
+		{name: "lease: confirmed mode never uses it", obs: group(site("a", UR, sidecar(seen)), site("b", RO, lost("a"), sidecar(acked))), st: long, pol: &confirmed,
+			want: want{action: Alert, reason: ReasonAwaitFenceConfirmation}},
+		{name: "sidecar reported it fenced at the revoked epoch", obs: group(site("a", UR, sidecar(SidecarObservation{Configured: true, LastReport: now, Epoch: 2, FencedEpoch: 2})), site("b", RO, lost("a"))),
+			st: pending, pol: &sidecarOnly, want: want{action: Promote, reason: ReasonPromote, target: "b", fence: []string{"a"}, proof: ProofSidecarFenced}},
+		{name: "sidecar fenced at an older epoch is no proof", obs: group(site("a", UR, sidecar(SidecarObservation{Configured: true, LastReport: now, Epoch: 2, FencedEpoch: 1})), site("b", RO, lost("a"))),
+			st: pending, pol: &sidecarOnly, want: want{action: None, reason: ReasonAwaitLeaseExpiry}},
+		{name: "sidecar reported mysqld down holding the revoked epoch", obs: group(site("a", UR, sidecar(SidecarObservation{Configured: true, LastReport: now, Epoch: 2, MysqldDown: true})), site("b", RO, lost("a"))),
+			st: pending, pol: &sidecarOnly, want: want{action: Promote, reason: ReasonPromote, target: "b", fence: []string{"a"}, proof: ProofSidecarFenced}},
+		// Seconds_Behind_Master NULL is unknown, not 0.
+		{name: "only candidate's lag unknown: not eligible", obs: group(site("a", UR), site("b", RO, lost("a"), lagUnknown)), st: active("a"),
+			want: want{action: Alert, reason: ReasonNoEligibleCandidate}},
+		{name: "lag unknown is fine without a max lag", obs: group(site("a", UR), site("b", RO, lost("a"), lagUnknown)), st: active("a"), pol: func() *Policy { p := polWith(func(p *Policy) { p.MaxLag = 0 }); return &p }(),
+			want: want{action: RevokeEpoch, reason: ReasonFailoverRevoke, target: "b", fence: []string{"a"}}},
+		// Every wait has a deadline.
+		{name: "catch-up within its deadline: wait", obs: group(site("a", RO, fencedAt(2), exec(upto(12))), site("b", RO, follows("a"))), st: revoked("a", "b", now.Add(-29*time.Second)),
+			want: want{action: None, reason: ReasonAwaitCatchUp}},
+		{name: "catch-up past its deadline: re-assert the old primary", obs: group(site("a", RO, fencedAt(2), exec(upto(12))), site("b", RO, follows("a"))), st: revoked("a", "b", now.Add(-30*time.Second)),
+			want: want{action: ReassertPrimary, reason: ReasonCatchUpTimeout, target: "a", epoch: 3}},
+		{name: "catch-up past its deadline with a site unreachable: alert", obs: group(site("a", RO, fencedAt(2), exec(upto(12))), site("b", RO, follows("a")), site("c", UR)), st: revoked("a", "b", now.Add(-time.Hour)),
+			want: want{action: Alert, reason: ReasonCatchUpTimeoutBlocked}},
+	} {
+		t.Run(c.name, func(t *testing.T) { c.run(t) })
+	}
+}
+
+func TestCatchUpTimeoutClearsTheFailover(t *testing.T) {
+	st := revoked("a", "b", now.Add(-time.Hour))
+	d := Decide(group(site("a", RO, fencedAt(2), exec(upto(12))), site("b", RO, follows("a"))), st, DefaultPolicy(), now)
+	next := Apply(st, d, now)
+	if next.InFlight != nil || next.ActiveSite != "a" || next.Epoch != 3 {
+		t.Fatalf("after %s: %+v, want a active at epoch 3 with nothing in flight", d, next)
+	}
+}
+
+// TestMariaDBPerDomain: MariaDB histories are compared per domain (gtid
+// package Covers): a candidate restored from a backup, whose binlog state
+// lost an old server's entry, is not blocked as "incomparable", while an old
+// primary's unreplicated transaction is still divergence.
+func TestMariaDBPerDomain(t *testing.T) {
+	md := func(s string) gtid.Set { return gtid.MustParse(gtid.MariaDB, s) }
+	// b was restored from a backup at 0-1-50 and replicated 0-2-51..100
+	// since; c has the whole binlog state.
+	obs := group(
+		site("a", UR, exec(md("0-1-50,0-2-100"))),
+		site("b", RO, lost("a"), exec(md("0-2-100")), prio(1)),
+		site("c", RO, lost("a"), exec(md("0-1-50,0-2-100"))),
+	)
+	d := Decide(obs, active("a"), DefaultPolicy(), now)
+	if d.Action != RevokeEpoch || d.Target != "b" {
+		t.Fatalf("decision %s, want revoke-epoch to b (b and c hold the same position)", d)
+	}
+	// a comes back read-only holding 0-1-51 it wrote but never replicated;
+	// b was promoted at 0-1-50 and wrote 0-2-51..60: a is diverged even
+	// though its seq_no is below the primary's.
+	obs = group(site("a", RO, exec(md("0-1-51"))), site("b", W, exec(md("0-1-50,0-2-60"))))
+	st := with(promoted("b"), func(p *Persisted) { p.PromotionGTID = md("0-1-50") })
+	d = Decide(obs, st, DefaultPolicy(), now)
+	if d.Action != MarkDiverged || len(d.Diverged) != 1 || d.Diverged[0].Set.String() != "0-1-51..51" {
+		t.Fatalf("decision %s (%+v), want a marked diverged with 0-1-51..51", d, d.Diverged)
+	}
+	// Two domains: c lags in domain 1 only; it is not the candidate.
+	obs = group(
+		site("a", UR, exec(md("0-1-50,1-1-20"))),
+		site("b", RO, lost("a"), exec(md("0-1-50,1-1-20"))),
+		site("c", RO, lost("a"), exec(md("0-1-50,1-1-15")), prio(5)),
+	)
+	d = Decide(obs, active("a"), DefaultPolicy(), now)
+	if d.Action != RevokeEpoch || d.Target != "b" {
+		t.Fatalf("decision %s, want revoke-epoch to b (c lags in domain 1)", d)
+	}
+}
