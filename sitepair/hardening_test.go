@@ -11,8 +11,8 @@ import (
 // corroborates, lag that is unknown, waits with deadlines, MariaDB per-domain
 // comparisons. Each case failed (or did not compile) before its fix.
 
-func refused(n int) so { return func(o *SiteObservation) { o.RefusedProbes = n } }
-func ioStopped(o *SiteObservation) { o.IOStopped = true }
+func refused(n int) so              { return func(o *SiteObservation) { o.RefusedProbes = n } }
+func ioStopped(o *SiteObservation)  { o.IOStopped = true }
 func lagUnknown(o *SiteObservation) { o.LagKnown = false }
 
 func sidecar(sc SidecarObservation) so {
