@@ -13,7 +13,6 @@ import (
 	"net"
 	"os"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"k8s.io/client-go/tools/leaderelection"
@@ -60,7 +59,7 @@ type Daemon struct {
 	token    string
 	listener net.Listener
 	clusters *kube.Clusters
-	leader   atomic.Bool
+	lead     leadership
 }
 
 // New prepares a daemon: it opens the state store, reads the secrets and
@@ -154,6 +153,7 @@ func (d *Daemon) newGroup(gc configs.Group) (*group, error) {
 		cfg: gc, flavor: flavorOf(gc.Engine), policy: pol, store: d.store, pub: d.pub, now: d.opts.Clock, log: log,
 		actionTimeout: gc.RelayDrainTimeout + 30*time.Second,
 		fenced:        map[string]uint64{},
+		sidecars:      newSidecars(gc),
 		requests:      make(chan request),
 	}
 	g.exec = &executor{
@@ -184,6 +184,12 @@ func policyOf(gc configs.Group) sitepair.Policy {
 		MaxLag:               gc.MaxCandidateLag,
 		PreferSite:           gc.SplitBrain.PreferSite,
 		Detection:            statemachine.Detection(gc.Detection),
+		// A replica that lost the primary well before the daemon did has a
+		// link problem of its own; a few failure windows is "at the same time".
+		CorroborationWindow: max(10*time.Second, 4*time.Duration(gc.FailureThreshold)*gc.PollInterval),
+		// Every failing probe refused, and never a single one.
+		RefusedProbes:  max(2, gc.FailureThreshold),
+		CatchUpTimeout: gc.RelayDrainTimeout,
 	}
 }
 
@@ -212,7 +218,7 @@ func (d *Daemon) group(name string) *group {
 	return nil
 }
 
-func (d *Daemon) isLeader() bool { return d.leader.Load() }
+func (d *Daemon) isLeader() bool { return d.lead.leading() }
 
 // Run observes, decides and acts for every group until ctx ends, then shuts
 // down cleanly: loops stop between actions, connections close.
@@ -250,13 +256,15 @@ func (d *Daemon) Run(ctx context.Context) error {
 			}
 		}()
 	} else {
-		d.leader.Store(true)
+		// A single daemon leads from its start: views served before it by
+		// an earlier process are accounted for by ServingSince.
+		d.lead.begin(ctx, d.opts.Clock())
 	}
 	for _, g := range d.groups {
 		wg.Add(2)
 		go func() {
 			defer wg.Done()
-			g.run(ctx, d.isLeader)
+			g.run(ctx, d.lead.current)
 			g.exec.conns.closeAll()
 		}()
 		go func() {
@@ -276,8 +284,15 @@ func (d *Daemon) Run(ctx context.Context) error {
 	}
 }
 
+// Load retries when a new leader cannot read the persisted state.
+const (
+	leaderLoadAttempts = 5
+	leaderLoadRetry    = time.Second
+)
+
 // elect runs leader election on a Lease until ctx ends. Only the leader acts;
-// a leader that loses the lease stops acting at once.
+// a leader that loses the lease stops acting at once: every action's context
+// derives from the term's context, which client-go cancels when renewal fails.
 func (d *Daemon) elect(ctx context.Context) error {
 	le := d.cfg.Daemon.LeaderElection
 	cl, err := d.clusters.Client(le.Cluster)
@@ -290,28 +305,72 @@ func (d *Daemon) elect(ctx context.Context) error {
 		return fmt.Errorf("leader election: %w", err)
 	}
 	for ctx.Err() == nil {
-		leaderelection.RunOrDie(ctx, leaderelection.LeaderElectionConfig{
+		// One term per iteration; cancelling term gives the Lease up
+		// (ReleaseOnCancel) so another daemon can lead.
+		term, resign := context.WithCancel(ctx)
+		elector, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
 			Lock: lock, LeaseDuration: le.LeaseDuration, RenewDeadline: le.RenewDeadline, RetryPeriod: le.RetryPeriod,
 			ReleaseOnCancel: true, Name: "failoverd",
 			Callbacks: leaderelection.LeaderCallbacks{
-				OnStartedLeading: func(ctx context.Context) {
+				OnStartedLeading: func(lctx context.Context) {
+					since := d.opts.Clock()
 					// A new leader re-reads what the previous one persisted
-					// before acting on anything (no restart amnesia).
-					for _, g := range d.groups {
-						if err := g.load(ctx); err != nil {
-							d.log.Error("leader.load_failed", "group", g.cfg.Name, "err", err)
-							return
-						}
+					// before acting on anything (no restart amnesia); one
+					// that cannot must not sit on the Lease doing nothing.
+					if err := d.loadAll(lctx); err != nil {
+						d.log.Error("leader.resigned", "identity", d.opts.Identity, "err", err)
+						resign()
+						return
 					}
-					d.leader.Store(true)
+					d.lead.begin(lctx, since)
 					d.log.Info("leader.elected", "identity", d.opts.Identity)
 				},
 				OnStoppedLeading: func() {
-					d.leader.Store(false)
+					d.lead.end()
 					d.log.Warn("leader.lost", "identity", d.opts.Identity)
 				},
 			},
 		})
+		if err != nil {
+			resign()
+			// configs.Validate checks the same timing rules; reaching this is a bug.
+			return fmt.Errorf("leader election: %w", err)
+		}
+		elector.Run(term)
+		resign()
+		d.lead.end()
+		if ctx.Err() == nil {
+			// Give another daemon a chance to take the Lease after we resigned.
+			select {
+			case <-ctx.Done():
+			case <-time.After(le.RetryPeriod):
+			}
+		}
 	}
 	return nil
+}
+
+// loadAll re-reads every group's persisted state, retrying a few times.
+func (d *Daemon) loadAll(ctx context.Context) error {
+	var err error
+	for attempt := range leaderLoadAttempts {
+		if attempt > 0 {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(leaderLoadRetry):
+			}
+		}
+		err = nil
+		for _, g := range d.groups {
+			if err = g.load(ctx); err != nil {
+				d.log.Warn("leader.load_failed", "group", g.cfg.Name, "attempt", attempt+1, "err", err)
+				break
+			}
+		}
+		if err == nil {
+			return nil
+		}
+	}
+	return fmt.Errorf("load state after %d attempts: %w", leaderLoadAttempts, err)
 }

@@ -39,6 +39,8 @@ type group struct {
 	exec   *executor
 	pub    *publisher
 	follow *handoff // routing and cache, never awaited by a promotion
+	// sidecars holds the sidecars' latest reports (lease proof input).
+	sidecars *sidecars
 	obs    Observations
 	now    func() time.Time
 	log    *slog.Logger
@@ -82,6 +84,11 @@ func (g *group) load(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("load state of group %s from %s: %w", g.cfg.Name, g.store.Describe(), err)
 	}
+	if p.InFlight != nil {
+		// The revoke time was written by another process (or another
+		// leader) on its own clock: measure every wait from ours.
+		p.InFlight.RevokedAt = later(p.InFlight.RevokedAt, g.now())
+	}
 	g.mu.Lock()
 	g.stored, g.state = st, p
 	g.mu.Unlock()
@@ -91,19 +98,24 @@ func (g *group) load(ctx context.Context) error {
 	return nil
 }
 
-// observed returns the current observations with the fences we confirmed.
-func (g *group) observed() sitepair.Observed {
+// observed returns the current observations with the fences we confirmed
+// and what the sidecars reported; servingSince is when this daemon's
+// current term began.
+func (g *group) observed(servingSince time.Time) sitepair.Observed {
 	o := g.obs.Observed()
+	o.ServingSince = servingSince
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	for i := range o.Sites {
 		o.Sites[i].FencedEpoch = g.fenced[o.Sites[i].Name]
+		o.Sites[i].Sidecar = g.sidecars.observation(o.Sites[i].Name)
 	}
 	return o
 }
 
 // round decides once, on settled observations, and carries the decision out.
-func (g *group) round(ctx context.Context) {
+// ctx is the leadership term's context.
+func (g *group) round(ctx context.Context, servingSince time.Time) {
 	g.mu.Lock()
 	st, barrier := g.state, g.barrier
 	g.mu.Unlock()
@@ -112,7 +124,7 @@ func (g *group) round(ctx context.Context) {
 	if !g.obs.Settled(barrier) {
 		return
 	}
-	d := sitepair.Decide(g.observed(), st, g.policy, g.now())
+	d := sitepair.Decide(g.observed(servingSince), st, g.policy, g.now())
 	g.carryOut(ctx, d)
 }
 
@@ -141,6 +153,13 @@ func (g *group) carryOut(ctx context.Context, d sitepair.Decision) {
 	g.mu.Unlock()
 	if err != nil {
 		g.log.Error("action.failed", "action", string(d.Action), "target", d.Target, "err", err)
+	}
+	// Another writer moved the state on: decide again from what it wrote,
+	// never retry a write based on what we had.
+	if errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrEpochRegression) || errors.Is(err, store.ErrInFlightMismatch) {
+		if lerr := g.load(ctx); lerr != nil {
+			g.log.Error("state.reload_failed", "err", lerr)
+		}
 	}
 }
 
@@ -198,8 +217,12 @@ func (g *group) save(ctx context.Context, next sitepair.Persisted, prev store.Gr
 }
 
 // step records progress of the in-flight failover without changing the
-// decision state.
+// decision state. It first checks that this daemon still leads and that the
+// store still holds what it last wrote.
 func (g *group) step(ctx context.Context, name, promotion string) error {
+	if err := g.checkStore(ctx); err != nil {
+		return err
+	}
 	g.mu.Lock()
 	st, prev := g.state, g.stored
 	g.mu.Unlock()
@@ -208,6 +231,50 @@ func (g *group) step(ctx context.Context, name, promotion string) error {
 	}
 	g.failpoint(name)
 	return nil
+}
+
+// ErrSuperseded means the store holds a state this daemon did not write (a
+// newer epoch or another in-flight failover): another daemon acted, so this
+// one stops the action and reloads.
+var ErrSuperseded = errors.New("state changed under this daemon")
+
+// checkStore stops an action at a step boundary when leadership was lost
+// (ctx derives from the term) or the persisted state moved on without us.
+func (g *group) checkStore(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("group %s: before the next step: %w", g.cfg.Name, err)
+	}
+	cur, err := g.store.Load(ctx, g.cfg.Name)
+	if err != nil {
+		return fmt.Errorf("group %s: re-read state before the next step: %w", g.cfg.Name, err)
+	}
+	g.mu.Lock()
+	mine := g.stored
+	g.mu.Unlock()
+	if cur.Epoch != mine.Epoch || inFlightID(cur) != inFlightID(mine) {
+		// Guards against a deposed leader finishing a failover another
+		// daemon has taken over or ended.
+		if lerr := g.load(ctx); lerr != nil {
+			g.log.Error("state.reload_failed", "err", lerr)
+		}
+		return fmt.Errorf("group %s: %w: stored epoch %d in flight %q, ours epoch %d in flight %q",
+			g.cfg.Name, ErrSuperseded, cur.Epoch, inFlightID(cur), mine.Epoch, inFlightID(mine))
+	}
+	return nil
+}
+
+func inFlightID(st store.GroupState) string {
+	if st.InFlight == nil {
+		return ""
+	}
+	return st.InFlight.ID
+}
+
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }
 
 func (g *group) failpoint(name string) {
@@ -224,6 +291,13 @@ func (g *group) revoke(ctx context.Context, d sitepair.Decision) error {
 	if err := g.commit(ctx, d, StepRevoked, ""); err != nil {
 		return err
 	}
+	// Lease and catch-up arithmetic starts once the revoke is durable and
+	// published (commit did both), not when it was decided.
+	g.mu.Lock()
+	if g.state.InFlight != nil {
+		g.state.InFlight.RevokedAt = later(g.state.InFlight.RevokedAt, g.now())
+	}
+	g.mu.Unlock()
 	g.log.Warn("epoch.revoked", "epoch", d.Epoch, "from", d.From, "to", d.Target, "planned", d.Planned, "reason", string(d.Reason))
 	g.failpoint(StepRevoked)
 	if err := g.fenceSites(ctx, d.Fence); err != nil {
@@ -257,6 +331,9 @@ func (g *group) fenceSites(ctx context.Context, sites []string) error {
 // idempotent and recorded, so a restarted daemon re-runs it safely.
 func (g *group) promote(ctx context.Context, d sitepair.Decision) error {
 	log := g.log.With("target", d.Target, "from", d.From, "proof", string(d.FenceProof))
+	if err := g.retarget(ctx, d.Target); err != nil {
+		return fmt.Errorf("promote %s: %w", d.Target, err)
+	}
 	if len(d.Fence) > 0 {
 		// Best effort only: the proof already holds (down or lease expired).
 		_ = g.fenceSites(ctx, d.Fence)
@@ -280,6 +357,11 @@ func (g *group) promote(ctx context.Context, d sitepair.Decision) error {
 	if !promo.Contains(d.PromotionGTID) && g.cfg.OnDrainTimeout != "promote" {
 		return fmt.Errorf("promote %s: %w: executed %s lacks %s", d.Target, ErrDrainAborted, promo.Compact(), d.PromotionGTID.Subtract(promo).Compact())
 	}
+	// The last moment to notice a lost Lease or another daemon's write
+	// before a second site could become writable.
+	if err := g.checkStore(ctx); err != nil {
+		return fmt.Errorf("promote %s: %w", d.Target, err)
+	}
 	if err := g.exec.makeWritable(ctx, d.Target); err != nil {
 		return fmt.Errorf("promote %s: %w", d.Target, err)
 	}
@@ -298,6 +380,27 @@ func (g *group) promote(ctx context.Context, d sitepair.Decision) error {
 	return nil
 }
 
+// retarget records a new target of the failover in flight before acting on
+// it, so a restarted daemon resumes towards the site actually being
+// promoted.
+func (g *group) retarget(ctx context.Context, target string) error {
+	g.mu.Lock()
+	st, prev := g.state, g.stored
+	g.mu.Unlock()
+	if st.InFlight == nil || st.InFlight.To == target {
+		return nil
+	}
+	f := *st.InFlight
+	was := f.To
+	f.To = target
+	st.InFlight = &f
+	if err := g.save(ctx, st, prev, g.now(), "", ""); err != nil {
+		return fmt.Errorf("record new target %s: %w", target, err)
+	}
+	g.log.Warn("failover.retargeted", "from", was, "to", target)
+	return nil
+}
+
 // publish signs and publishes the group's current view.
 func (g *group) publish() {
 	g.mu.Lock()
@@ -307,8 +410,9 @@ func (g *group) publish() {
 	g.follow.want(v)
 }
 
-// run is the group's loop until ctx ends. isLeader gates every action.
-func (g *group) run(ctx context.Context, isLeader func() bool) {
+// run is the group's loop until ctx ends. lead gates every action and gives
+// the leadership term's context every action derives from.
+func (g *group) run(ctx context.Context, lead func() (context.Context, time.Time, bool)) {
 	// Decide a few times per poll interval so a decision follows the probe
 	// that enables it closely; actions stay paced by the probes themselves
 	// (the barrier), so this never acts more often than sites are observed.
@@ -319,19 +423,21 @@ func (g *group) run(ctx context.Context, isLeader func() bool) {
 		case <-ctx.Done():
 			return
 		case req := <-g.requests:
-			req.reply <- g.handle(ctx, req, isLeader())
+			req.reply <- g.handle(req, lead)
 		case <-tick.C:
-			if !isLeader() {
+			lctx, since, ok := lead()
+			if !ok {
 				continue
 			}
-			g.round(ctx)
+			g.round(lctx, since)
 		}
 	}
 }
 
 // handle carries out an operator request inside the loop.
-func (g *group) handle(ctx context.Context, req request, leader bool) error {
-	if !leader {
+func (g *group) handle(req request, lead func() (context.Context, time.Time, bool)) error {
+	ctx, since, ok := lead()
+	if !ok {
 		return fmt.Errorf("%w: this daemon is not the leader", ErrRefused)
 	}
 	g.mu.Lock()
@@ -339,7 +445,7 @@ func (g *group) handle(ctx context.Context, req request, leader bool) error {
 	g.mu.Unlock()
 	switch req.kind {
 	case kindSwitchover:
-		d := sitepair.DecideSwitchover(g.observed(), st, g.policy, req.target, g.now())
+		d := sitepair.DecideSwitchover(g.observed(since), st, g.policy, req.target, g.now())
 		if d.Action != sitepair.RevokeEpoch {
 			g.log.Warn("switchover.refused", "target", req.target, "reason", string(d.Reason), "message", d.Message)
 			return fmt.Errorf("%w: switchover to %s: %s (%s)", ErrRefused, req.target, d.Message, d.Reason)

@@ -1,10 +1,12 @@
 package daemon
 
 import (
+	"bytes"
 	"context"
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
+	"io"
 	"log/slog"
 	"net/http"
 	"sort"
@@ -102,6 +104,7 @@ func (d *Daemon) handler() http.Handler {
 		_, _ = w.Write([]byte("ok\n")) // a failed write means the client left
 	})
 	mux.HandleFunc("GET /active-site", d.serveActiveSite)
+	mux.HandleFunc("POST /v1/sidecar/report", d.serveSidecarReport)
 	mux.HandleFunc("GET /status", func(w http.ResponseWriter, _ *http.Request) {
 		out := make([]GroupStatus, 0, len(d.groups))
 		for _, g := range d.groups {
@@ -139,6 +142,56 @@ func (d *Daemon) serveActiveSite(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "unknown group "+name)
 		return
 	}
+	writeJSON(w, http.StatusOK, s)
+}
+
+// maxReportBytes bounds a sidecar report body.
+const maxReportBytes = 64 << 10
+
+// SignatureHeader carries the hex HMAC-SHA256 of a sidecar report's body,
+// keyed with the view signing key.
+const SignatureHeader = "X-Failoverd-Signature"
+
+// serveSidecarReport records a sidecar's report (its lease renewal) and
+// answers the group's signed view.
+func (d *Daemon) serveSidecarReport(w http.ResponseWriter, r *http.Request) {
+	// A follower's view may be stale; a sidecar must not renew its lease on it.
+	if !d.isLeader() {
+		writeError(w, http.StatusServiceUnavailable, "not the leader")
+		return
+	}
+	if len(d.pub.key) == 0 {
+		writeError(w, http.StatusForbidden, "sidecar reports need daemon.viewSigningKeyFile")
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxReportBytes))
+	if err != nil {
+		writeError(w, http.StatusRequestEntityTooLarge, "report too large or unreadable: "+err.Error())
+		return
+	}
+	// An unsigned report could claim a fence that never happened.
+	if !view.VerifyBytes(body, r.Header.Get(SignatureHeader), d.pub.key) {
+		writeError(w, http.StatusUnauthorized, "bad or missing "+SignatureHeader)
+		return
+	}
+	var rep sidecarReport
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&rep); err != nil {
+		writeError(w, http.StatusBadRequest, "malformed report: "+err.Error())
+		return
+	}
+	g := d.group(rep.Group)
+	if g == nil || !g.sidecars.known(rep.Site) {
+		writeError(w, http.StatusNotFound, "unknown group or site without a sidecar: "+rep.Group+"/"+rep.Site)
+		return
+	}
+	s, ok := d.pub.get(rep.Group)
+	if !ok {
+		writeError(w, http.StatusServiceUnavailable, "no view yet for group "+rep.Group)
+		return
+	}
+	g.sidecars.record(rep, g.now())
 	writeJSON(w, http.StatusOK, s)
 }
 

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"sync"
 	"log/slog"
 	"strconv"
 	"time"
@@ -16,6 +17,45 @@ import (
 type polled struct {
 	cfg     configs.Group
 	tracker *poller.Tracker
+
+	mu    sync.Mutex
+	sites map[string]*history
+}
+
+// history is what the daemon remembers of a site across probes beyond the
+// tracker's latest ones.
+type history struct {
+	refused         int       // consecutive refused probes, newest last
+	streamingFrom   string    // the source it was last seen streaming from
+	lastStreamingAt time.Time // when (daemon clock)
+}
+
+// note updates the site's history with one probe.
+func (p *polled) note(o poller.Observation) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	h := p.sites[o.Site]
+	if h == nil {
+		h = &history{}
+		p.sites[o.Site] = h
+	}
+	if !o.Reachable && o.Class == poller.ClassRefused {
+		h.refused++
+	} else {
+		h.refused = 0
+	}
+	if o.Reachable && o.Follows != "" && o.IOConnected && !o.SourceSilent {
+		h.streamingFrom, h.lastStreamingAt = o.Follows, o.At
+	}
+}
+
+func (p *polled) history(site string) history {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if h := p.sites[site]; h != nil {
+		return *h
+	}
+	return history{}
 }
 
 // pollerObservations starts polling every site of g until ctx ends.
@@ -28,8 +68,10 @@ func pollerObservations(ctx context.Context, g configs.Group, log *slog.Logger) 
 	if err != nil {
 		return nil, err
 	}
+	pl := &polled{cfg: g, tracker: tr, sites: map[string]*history{}}
 	go func() {
 		err := p.Run(ctx, func(o poller.Observation) {
+			pl.note(o)
 			if ev, changed, err := tr.Observe(o); err != nil {
 				log.Error("observe.failed", "site", o.Site, "err", err)
 			} else if changed {
@@ -40,7 +82,7 @@ func pollerObservations(ctx context.Context, g configs.Group, log *slog.Logger) 
 			log.Error("poller.stopped", "err", err)
 		}
 	}()
-	return &polled{cfg: g, tracker: tr}, nil
+	return pl, nil
 }
 
 // Observed implements Observations.
@@ -48,30 +90,31 @@ func (p *polled) Observed() sitepair.Observed {
 	out := sitepair.Observed{Sites: make([]sitepair.SiteObservation, 0, len(p.cfg.Sites))}
 	for i, s := range p.cfg.Sites {
 		v, _ := p.tracker.Site(s.Name)
-		out.Sites = append(out.Sites, siteObservation(i, s, v))
+		out.Sites = append(out.Sites, siteObservation(i, s, v, p.history(s.Name)))
 	}
 	return out
 }
 
 // siteObservation turns the poller's view of one site into decision input.
-func siteObservation(index int, s configs.Site, v poller.SiteView) sitepair.SiteObservation {
+func siteObservation(index int, s configs.Site, v poller.SiteView, h history) sitepair.SiteObservation {
 	o := sitepair.SiteObservation{
 		Name: s.Name, Role: sitepair.Role(s.Role), Priority: s.Priority, Index: index,
-		State: v.State, Debouncing: v.Debouncing,
-	}
-	if v.HasLatest && !v.Latest.Reachable {
-		o.MysqldDown = v.Latest.Class == poller.ClassRefused
+		State: v.State, Debouncing: v.Debouncing, RefusedProbes: h.refused,
 	}
 	if !v.HasReachable {
 		return o
 	}
 	r := v.LastReachable
 	st := r.Status
+	o.LastReachableAt = r.At
 	o.Executed = st.Executed
 	o.ReplicatingFrom = r.Follows
 	o.IOConnected = r.IOConnected
 	o.SourceSilent = r.SourceSilent
 	o.ReplicationBroken = r.ReplicationBroken
+	if h.streamingFrom != "" && h.streamingFrom == r.Follows {
+		o.LastStreamingAt = h.lastStreamingAt
+	}
 	if st.Executed.Flavor() == gtid.MariaDB {
 		o.ServerID = strconv.FormatUint(uint64(st.ServerID), 10)
 	} else {
@@ -79,7 +122,12 @@ func siteObservation(index int, s configs.Site, v poller.SiteView) sitepair.Site
 	}
 	if rep := st.Replica; rep != nil {
 		o.Retrieved = rep.Retrieved
-		o.Lag = rep.Lag
+		o.IOStopped = !rep.IOThread.Running()
+		o.Lag, o.LagKnown = rep.Lag, rep.LagKnown
+		if !o.LagKnown && rep.SQLThread.Running() && st.Executed.Covers(rep.Retrieved) {
+			// NULL while the source is gone, but nothing is left to apply.
+			o.Lag, o.LagKnown = 0, true
+		}
 	}
 	return o
 }

@@ -95,3 +95,26 @@ func (v View) Supersedes(old View) bool {
 func (v View) Allows(site string) bool {
 	return site != "" && v.ActiveSite == site
 }
+
+// SignBytes returns the hex HMAC-SHA256 of body with key: how a sidecar
+// signs the report it sends the daemon (header X-Failoverd-Signature).
+func SignBytes(body, key []byte) string {
+	m := hmac.New(sha256.New, key)
+	m.Write(body)
+	return hex.EncodeToString(m.Sum(nil))
+}
+
+// VerifyBytes reports whether sig is SignBytes(body, key); false for an
+// empty key.
+func VerifyBytes(body []byte, sig string, key []byte) bool {
+	if len(key) == 0 {
+		return false
+	}
+	got, err := hex.DecodeString(sig)
+	if err != nil {
+		return false
+	}
+	m := hmac.New(sha256.New, key)
+	m.Write(body)
+	return hmac.Equal(got, m.Sum(nil))
+}

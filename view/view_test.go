@@ -64,3 +64,26 @@ func TestSupersedesAndAllows(t *testing.T) {
 		t.Error("Allows wrong")
 	}
 }
+
+func TestSignBytesVerifyBytes(t *testing.T) {
+	key, body := []byte("k3y"), []byte(`{"group":"g","site":"a"}`)
+	sig := SignBytes(body, key)
+	if !VerifyBytes(body, sig, key) {
+		t.Fatal("own signature refused")
+	}
+	for name, c := range map[string]struct {
+		body []byte
+		sig  string
+		key  []byte
+	}{
+		"other body": {[]byte(`{"group":"g","site":"b"}`), sig, key},
+		"other key":  {body, sig, []byte("other")},
+		"no key":     {body, sig, nil},
+		"not hex":    {body, "zz", key},
+		"empty":      {body, "", key},
+	} {
+		if VerifyBytes(c.body, c.sig, c.key) {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}

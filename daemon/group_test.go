@@ -1,0 +1,270 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/failoverd/failoverd/configs"
+	"github.com/failoverd/failoverd/gtid"
+	"github.com/failoverd/failoverd/mysqlctl"
+	"github.com/failoverd/failoverd/sitepair"
+	"github.com/failoverd/failoverd/statemachine"
+	"github.com/failoverd/failoverd/store"
+)
+
+// memStore is an in-memory Store whose content a test can change behind
+// the daemon's back (another daemon writing).
+type memStore struct {
+	mu     sync.Mutex
+	states map[string]store.GroupState
+	saved  []store.GroupState
+	onSave func(store.GroupState)
+}
+
+func (m *memStore) Load(_ context.Context, g string) (store.GroupState, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	st, ok := m.states[g]
+	if !ok {
+		return store.GroupState{Group: g}, nil
+	}
+	st.Exists = true
+	return st, nil
+}
+
+func (m *memStore) Save(ctx context.Context, st store.GroupState) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	m.states[st.Group] = st
+	m.saved = append(m.saved, st)
+	hook := m.onSave
+	m.mu.Unlock()
+	if hook != nil {
+		hook(st)
+	}
+	return nil
+}
+
+func (m *memStore) Describe() string { return "memory" }
+
+// fakeInstance records the operations the executor runs on one site.
+type fakeInstance struct {
+	Instance // operations a test does not expect panic
+	site     string
+	ops      *[]string
+	mu       *sync.Mutex
+	executed gtid.Set
+	onDrain  func()
+}
+
+func (f fakeInstance) note(op string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	*f.ops = append(*f.ops, f.site+":"+op)
+}
+
+func (f fakeInstance) Status(context.Context) (mysqlctl.Status, error) {
+	f.note("status")
+	return mysqlctl.Status{Executed: f.executed, ReadOnly: true}, nil
+}
+func (f fakeInstance) Fence(context.Context) error { f.note("fence"); return nil }
+func (f fakeInstance) KillClientConnections(context.Context) (int, error) {
+	f.note("kill")
+	return 0, nil
+}
+func (f fakeInstance) StopReplica(context.Context) error     { f.note("stop"); return nil }
+func (f fakeInstance) ResetReplicaAll(context.Context) error { f.note("reset"); return nil }
+func (f fakeInstance) Promote(context.Context) error         { f.note("writable"); return nil }
+func (f fakeInstance) Close() error                          { return nil }
+func (f fakeInstance) ReplicateFrom(context.Context, mysqlctl.Source) error {
+	f.note("repoint")
+	return nil
+}
+
+// testGroup builds a 2-site MariaDB group a → b with a failover in flight
+// (epoch 2 revoked, target to) on st.
+func testGroup(t *testing.T, st *memStore, to string, clock func() time.Time) (*group, *[]string) {
+	t.Helper()
+	cfg := configs.Group{Name: "g", Engine: configs.EngineMariaDB, RelayDrainTimeout: time.Second,
+		Sites: []configs.Site{{Name: "a"}, {Name: "b"}, {Name: "c"}}}
+	ops := &[]string{}
+	mu := &sync.Mutex{}
+	exec := gtid.MustParse(gtid.MariaDB, "0-1-10")
+	dial := func(_ context.Context, s configs.Site) (Instance, error) {
+		return fakeInstance{site: s.Name, ops: ops, mu: mu, executed: exec}, nil
+	}
+	g := &group{cfg: cfg, flavor: gtid.MariaDB, policy: sitepair.DefaultPolicy(), store: st, pub: &publisher{}, now: clock,
+		log: slog.New(slog.DiscardHandler), fenced: map[string]uint64{}, sidecars: newSidecars(cfg)}
+	g.exec = &executor{group: cfg, conns: newConnections(dial, cfg.Sites), log: g.log}
+	st.states = map[string]store.GroupState{"g": {Group: "g", Epoch: 2, InFlight: &store.InFlight{
+		ID: "g-2", Kind: kindFailover, From: "a", To: to, RevokedEpoch: 2, RevokedAt: clock(), Step: StepRevoked, StepDone: true}}}
+	if err := g.load(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return g, ops
+}
+
+func promoteDecision(target string) sitepair.Decision {
+	return sitepair.Decision{Action: sitepair.Promote, Reason: sitepair.ReasonPromote, From: "a", Target: target, Epoch: 3,
+		FenceProof: sitepair.ProofPrimaryDown, PromotionGTID: gtid.MustParse(gtid.MariaDB, "0-1-10")}
+}
+
+func clockAt(t time.Time) func() time.Time {
+	var mu sync.Mutex
+	return func() time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		t = t.Add(time.Millisecond)
+		return t
+	}
+}
+
+func contains(ops []string, op string) bool {
+	for _, o := range ops {
+		if o == op {
+			return true
+		}
+	}
+	return false
+}
+
+// fixedObs always observes the same group.
+type fixedObs struct{ o sitepair.Observed }
+
+func (f fixedObs) Observed() sitepair.Observed {
+	o := f.o
+	o.Sites = append([]sitepair.SiteObservation(nil), f.o.Sites...)
+	return o
+}
+func (fixedObs) Settled(time.Time) bool { return true }
+
+// A leader that lost its Lease must not go on: the loop runs every action
+// under the term's context, so the promotion stops at its next step, before
+// anything is made writable.
+func TestPromotionStopsWhenLeadershipIsLost(t *testing.T) {
+	ms := &memStore{}
+	g, ops := testGroup(t, ms, "b", clockAt(t0))
+	g.cfg.PollInterval = 200 * time.Millisecond
+	g.actionTimeout = time.Minute
+	g.requests = make(chan request)
+	exec := gtid.MustParse(gtid.MariaDB, "0-1-10")
+	g.obs = fixedObs{sitepair.Observed{Sites: []sitepair.SiteObservation{
+		{Name: "a", Role: sitepair.PrimaryCandidate, State: statemachine.Unreachable, RefusedProbes: 2, Executed: exec},
+		{Name: "b", Role: sitepair.PrimaryCandidate, Index: 1, State: statemachine.ReadOnly, ReplicatingFrom: "a", LagKnown: true, Executed: exec},
+		{Name: "c", Role: sitepair.PrimaryCandidate, Index: 2, State: statemachine.ReadOnly, ReplicatingFrom: "a", LagKnown: true, Executed: exec},
+	}}}
+	if d := sitepair.Decide(g.observed(time.Time{}), g.state, g.policy, g.now()); d.Action != sitepair.Promote {
+		t.Fatalf("test setup: decision %s, want promote", d)
+	}
+	loop, stop := context.WithCancel(context.Background())
+	defer stop()
+	term, lose := context.WithCancel(loop)
+	drained := make(chan struct{})
+	ms.onSave = func(st store.GroupState) {
+		if st.InFlight != nil && st.InFlight.Step == StepRelayDrained {
+			lose() // the Lease is lost right after the drain was recorded
+			close(drained)
+		}
+	}
+	lead := func() (context.Context, time.Time, bool) {
+		if term.Err() != nil {
+			return nil, time.Time{}, false
+		}
+		return term, t0, true
+	}
+	done := make(chan struct{})
+	go func() { g.run(loop, lead); close(done) }()
+	<-drained
+	time.Sleep(300 * time.Millisecond) // a few loop ticks
+	stop()
+	<-done
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if contains(*ops, "b:writable") {
+		t.Fatalf("a deposed leader made b writable: %v", *ops)
+	}
+	if !errors.Is(g.lastErr, context.Canceled) {
+		t.Fatalf("last action error %v, want context.Canceled", g.lastErr)
+	}
+}
+
+// Another daemon wrote a newer state: the next step notices and stops.
+func TestPromotionStopsWhenTheStoreMovedOn(t *testing.T) {
+	ms := &memStore{}
+	g, ops := testGroup(t, ms, "b", clockAt(t0))
+	ms.onSave = func(st store.GroupState) {
+		if st.InFlight != nil && st.InFlight.Step == StepRelayDrained {
+			ms.mu.Lock()
+			ms.states["g"] = store.GroupState{Group: "g", Epoch: 3, ActiveSite: "c"}
+			ms.mu.Unlock()
+		}
+	}
+	err := g.promote(context.Background(), promoteDecision("b"))
+	if !errors.Is(err, ErrSuperseded) {
+		t.Fatalf("promote: %v, want ErrSuperseded", err)
+	}
+	if contains(*ops, "b:writable") {
+		t.Fatalf("b made writable although another daemon promoted c: %v", *ops)
+	}
+	if g.state.Epoch != 3 || g.state.ActiveSite != "c" {
+		t.Fatalf("state not reloaded: %+v", g.state)
+	}
+}
+
+// A retargeted failover is persisted before the new target is touched.
+func TestRetargetIsPersistedFirst(t *testing.T) {
+	ms := &memStore{}
+	g, ops := testGroup(t, ms, "b", clockAt(t0))
+	var toAtFirstOp string
+	ms.onSave = func(st store.GroupState) {
+		if toAtFirstOp == "" && st.InFlight != nil {
+			toAtFirstOp = st.InFlight.To
+			if len(*ops) != 0 {
+				t.Errorf("operations before the new target was recorded: %v", *ops)
+			}
+		}
+	}
+	if err := g.promote(context.Background(), promoteDecision("c")); err != nil {
+		t.Fatal(err)
+	}
+	if toAtFirstOp != "c" {
+		t.Fatalf("first save recorded target %q, want c", toAtFirstOp)
+	}
+}
+
+// The revoke time is taken after the durable write, and a daemon that
+// loads a failover in flight measures from its own clock.
+func TestRevokeTimeIsTakenAfterTheDurableWrite(t *testing.T) {
+	ms := &memStore{states: map[string]store.GroupState{}}
+	clock := clockAt(t0)
+	cfg := configs.Group{Name: "g", Engine: configs.EngineMariaDB, Sites: []configs.Site{{Name: "a"}, {Name: "b"}}}
+	g := &group{cfg: cfg, flavor: gtid.MariaDB, policy: sitepair.DefaultPolicy(), store: ms, pub: &publisher{}, now: clock,
+		log: slog.New(slog.DiscardHandler), fenced: map[string]uint64{}, sidecars: newSidecars(cfg)}
+	g.exec = &executor{group: cfg, conns: newConnections(func(context.Context, configs.Site) (Instance, error) {
+		return nil, errors.New("unreachable")
+	}, cfg.Sites), log: g.log}
+	g.state = sitepair.Persisted{Epoch: 1, ActiveSite: "a"}
+	var savedAt time.Time
+	ms.onSave = func(store.GroupState) { savedAt = clock() }
+	d := sitepair.Decision{Action: sitepair.RevokeEpoch, Reason: sitepair.ReasonFailoverRevoke, From: "a", Target: "b", Epoch: 2, Fence: []string{"a"}}
+	if err := g.revoke(context.Background(), d); err != nil {
+		t.Fatal(err)
+	}
+	if ra := g.state.InFlight.RevokedAt; !ra.After(savedAt) {
+		t.Fatalf("RevokedAt %v is not after the durable write at %v", ra, savedAt)
+	}
+	// A new leader (or a restarted daemon) loading it: its own clock.
+	loadedAt := clock()
+	if err := g.load(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if ra := g.state.InFlight.RevokedAt; ra.Before(loadedAt) {
+		t.Fatalf("after load RevokedAt %v is before the load at %v", ra, loadedAt)
+	}
+}

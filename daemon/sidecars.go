@@ -1,0 +1,90 @@
+package daemon
+
+import (
+	"maps"
+	"sync"
+	"time"
+
+	"github.com/failoverd/failoverd/configs"
+	"github.com/failoverd/failoverd/sitepair"
+)
+
+// sidecarReport is what a sidecar tells the daemon each time it renews its
+// lease (POST /v1/sidecar/report); see docs/design.md "The sidecar".
+type sidecarReport struct {
+	Group       string `json:"group"`
+	Site        string `json:"site"`
+	Epoch       uint64 `json:"epoch"`
+	MysqldUp    bool   `json:"mysqldUp"`
+	Writable    bool   `json:"writable"`
+	Fenced      bool   `json:"fenced"`
+	FencedEpoch uint64 `json:"fencedEpoch"`
+	Executed    string `json:"executed"`
+	CanKill     bool   `json:"canKill"`
+	// LeaseRemainingMs is informational (the sidecar's own clock).
+	LeaseRemainingMs int64 `json:"leaseRemainingMs"`
+	// Peers says, per peer site, when this sidecar last served it a view.
+	Peers map[string]servedPeer `json:"peers,omitempty"`
+}
+
+// servedPeer is the last view a sidecar served one peer.
+type servedPeer struct {
+	ServedEpoch uint64 `json:"servedEpoch"`
+	ServedAgoMs int64  `json:"servedAgoMs"`
+}
+
+// sidecars keeps the latest report of every sidecar of a group, stamped
+// with the daemon's clock at receipt (never the sidecar's).
+type sidecars struct {
+	mu         sync.Mutex
+	configured map[string]bool
+	latest     map[string]sitepair.SidecarObservation
+}
+
+func newSidecars(g configs.Group) *sidecars {
+	s := &sidecars{configured: map[string]bool{}, latest: map[string]sitepair.SidecarObservation{}}
+	for _, site := range g.Sites {
+		s.configured[site.Name] = site.Sidecar != nil
+	}
+	return s
+}
+
+// known reports whether site is one of the group's sites with a sidecar.
+func (s *sidecars) known(site string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.configured[site]
+}
+
+// record stores r as received at at.
+func (s *sidecars) record(r sidecarReport, at time.Time) {
+	o := sitepair.SidecarObservation{
+		Configured: true, LastReport: at, Epoch: r.Epoch, FencedEpoch: r.FencedEpoch, MysqldDown: !r.MysqldUp,
+	}
+	for peer, p := range r.Peers {
+		if o.Served == nil {
+			o.Served = map[string]time.Time{}
+		}
+		// The serving happened at least ServedAgoMs before the report was
+		// sent, which is before it arrived: an upper bound on our clock.
+		o.Served[peer] = at.Add(-time.Duration(max(p.ServedAgoMs, 0)) * time.Millisecond)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.latest[r.Site] = o
+}
+
+// observation returns what the daemon knows of site's sidecar.
+func (s *sidecars) observation(site string) sitepair.SidecarObservation {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.configured[site] {
+		return sitepair.SidecarObservation{}
+	}
+	o, ok := s.latest[site]
+	if !ok {
+		return sitepair.SidecarObservation{Configured: true}
+	}
+	o.Served = maps.Clone(o.Served)
+	return o
+}

@@ -1,0 +1,100 @@
+package daemon
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/failoverd/failoverd/configs"
+	"github.com/failoverd/failoverd/view"
+)
+
+func reportDaemon(t *testing.T, now time.Time) (*Daemon, *group, *httptest.Server) {
+	t.Helper()
+	cfg := configs.Group{Name: "g", Sites: []configs.Site{
+		{Name: "a", Sidecar: &configs.Endpoint{Address: "127.0.0.1:1"}},
+		{Name: "b", Sidecar: &configs.Endpoint{Address: "127.0.0.1:2"}},
+		{Name: "c"},
+	}}
+	g := &group{cfg: cfg, sidecars: newSidecars(cfg), now: func() time.Time { return now }}
+	d := &Daemon{cfg: &configs.Config{}, log: slog.New(slog.DiscardHandler), groups: []*group{g}, pub: &publisher{key: []byte("secret")}}
+	d.pub.set(view.View{Group: "g", Epoch: 7, ActiveSite: "a"})
+	srv := httptest.NewServer(d.handler())
+	t.Cleanup(srv.Close)
+	return d, g, srv
+}
+
+func postReport(t *testing.T, url string, body []byte, sig string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, url+"/v1/sidecar/report", bytes.NewReader(body))
+	if sig != "" {
+		req.Header.Set(SignatureHeader, sig)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func TestSidecarReport(t *testing.T) {
+	now := t0.Add(time.Hour)
+	d, g, srv := reportDaemon(t, now)
+	key := []byte("secret")
+	body, _ := json.Marshal(sidecarReport{Group: "g", Site: "b", Epoch: 7, MysqldUp: true,
+		Peers: map[string]servedPeer{"a": {ServedEpoch: 7, ServedAgoMs: 1500}}})
+
+	if code, _ := postReport(t, srv.URL, body, view.SignBytes(body, key)); code != http.StatusServiceUnavailable {
+		t.Fatalf("follower answered %d, want 503 (a sidecar must not renew from a follower)", code)
+	}
+	d.lead.begin(context.Background(), t0)
+	if code, _ := postReport(t, srv.URL, body, ""); code != http.StatusUnauthorized {
+		t.Fatalf("unsigned report: %d, want 401", code)
+	}
+	if code, _ := postReport(t, srv.URL, body, view.SignBytes(body, []byte("forged"))); code != http.StatusUnauthorized {
+		t.Fatalf("forged report: %d, want 401", code)
+	}
+	if o := g.sidecars.observation("b"); !o.LastReport.IsZero() {
+		t.Fatalf("a refused report was recorded: %+v", o)
+	}
+	code, resp := postReport(t, srv.URL, body, view.SignBytes(body, key))
+	if code != http.StatusOK {
+		t.Fatalf("signed report: %d %s", code, resp)
+	}
+	var s view.Signed
+	if err := json.Unmarshal([]byte(resp), &s); err != nil {
+		t.Fatal(err)
+	}
+	if v, err := s.Verify(key); err != nil || v.Epoch != 7 || v.ActiveSite != "a" {
+		t.Fatalf("answer %+v, %v; want the signed view of epoch 7", v, err)
+	}
+	o := g.sidecars.observation("b")
+	if !o.Configured || !o.LastReport.Equal(now) || o.Epoch != 7 || o.MysqldDown {
+		t.Fatalf("recorded %+v", o)
+	}
+	if got, want := o.Served["a"], now.Add(-1500*time.Millisecond); !got.Equal(want) {
+		t.Fatalf("served a at %v, want receipt minus age %v", got, want)
+	}
+	for name, c := range map[string]struct {
+		body []byte
+		want int
+	}{
+		"site without a sidecar": {[]byte(`{"group":"g","site":"c"}`), http.StatusNotFound},
+		"unknown group":          {[]byte(`{"group":"x","site":"a"}`), http.StatusNotFound},
+		"unknown field":          {[]byte(`{"group":"g","site":"a","bogus":1}`), http.StatusBadRequest},
+		"oversized":              {[]byte(`{"group":"g","site":"a","executed":"` + strings.Repeat("x", maxReportBytes) + `"}`), http.StatusRequestEntityTooLarge},
+	} {
+		if code, resp := postReport(t, srv.URL, c.body, view.SignBytes(c.body, key)); code != c.want {
+			t.Errorf("%s: %d %s, want %d", name, code, resp, c.want)
+		}
+	}
+}
