@@ -41,9 +41,9 @@ type group struct {
 	follow *handoff // routing and cache, never awaited by a promotion
 	// sidecars holds the sidecars' latest reports (lease proof input).
 	sidecars *sidecars
-	obs    Observations
-	now    func() time.Time
-	log    *slog.Logger
+	obs      Observations
+	now      func() time.Time
+	log      *slog.Logger
 
 	// actionTimeout bounds one action (a whole promotion sequence).
 	actionTimeout time.Duration

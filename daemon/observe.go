@@ -2,9 +2,9 @@ package daemon
 
 import (
 	"context"
-	"sync"
 	"log/slog"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/failoverd/failoverd/configs"
