@@ -86,7 +86,7 @@ func TestBaseIsValidAndDefaulted(t *testing.T) {
 		{"failureThreshold", g.FailureThreshold, 2},
 		{"recoveryThreshold", g.RecoveryThreshold, 3},
 		{"detection", g.Detection, DetectionCorroborated},
-		{"fencing (all candidates have sidecars)", g.FencingMode(), FencingSidecar},
+		{"fencing (no sidecar ships, although every candidate declares one)", g.FencingMode(), FencingConfirmed},
 		{"escalation.maxFailovers", g.Escalation.MaxFailovers, 3},
 		{"escalation.window", g.Escalation.Window, time.Hour},
 		{"sites[0].role", g.Sites[0].Role, RolePrimaryCandidate},
@@ -157,6 +157,8 @@ func TestInvalidConfigsNameTheField(t *testing.T) {
 			group(m)["fencing"] = "sidecar"
 			delete(siteN(m, 0), "sidecar")
 		}, "groups[0].sites[0].sidecar.address", "fencing: sidecar"},
+		{"fencing sidecar while this build ships no sidecar", func(m map[string]any) { group(m)["fencing"] = "sidecar" },
+			"groups[0].fencing", "the sidecar is not running for site(s) east, west, dr and nothing would fence an isolated old primary; use fencing: confirmed"},
 		{"sidecar check interval too slow", func(m map[string]any) {
 			group(m)["sidecar"] = map[string]any{"leaseTimeout": "4s", "checkInterval": "3s"}
 		}, "groups[0].sidecar.checkInterval", "half of leaseTimeout"},
@@ -170,6 +172,19 @@ func TestInvalidConfigsNameTheField(t *testing.T) {
 		{"leader election renew >= lease", func(m map[string]any) {
 			m["daemon"].(map[string]any)["leaderElection"] = map[string]any{"enabled": true, "cluster": "east", "renewDeadline": "20s"}
 		}, "daemon.leaderElection.renewDeadline", "shorter than leaseDuration"},
+		{"leader election retry jitter reaches renew deadline", func(m map[string]any) {
+			m["daemon"].(map[string]any)["leaderElection"] = map[string]any{"enabled": true, "cluster": "east", "renewDeadline": "1200ms", "retryPeriod": "1s"}
+		}, "daemon.leaderElection.retryPeriod", "must be shorter than renewDeadline 1.2s, or the leader cannot renew in time; lower retryPeriod below 1s or raise renewDeadline"},
+		{"leader election non-positive lease", func(m map[string]any) {
+			m["daemon"].(map[string]any)["leaderElection"] = map[string]any{"enabled": true, "cluster": "east", "leaseDuration": "0s"}
+		}, "daemon.leaderElection.leaseDuration", "not positive"},
+		{"leader election with the file store", func(m map[string]any) {
+			m["daemon"].(map[string]any)["leaderElection"] = map[string]any{"enabled": true, "cluster": "east", "leaseDuration": "4s", "renewDeadline": "3s", "retryPeriod": "1s"}
+		}, "daemon.stateStore.type", "each daemon would read and write its own file"},
+		{"leader change outlasts the sidecar lease", func(m map[string]any) {
+			m["daemon"].(map[string]any)["stateStore"] = map[string]any{"type": "kubernetes", "cluster": "east"}
+			m["daemon"].(map[string]any)["leaderElection"] = map[string]any{"enabled": true, "cluster": "east"}
+		}, "groups[0].sidecar.leaseTimeout", "10s is not above the longest leader change, 19.4s (daemon.leaderElection.leaseDuration 15s + 2.2 × retryPeriod 2s)"},
 		{"cluster with kubeconfig and inCluster", func(m map[string]any) {
 			m["clusters"] = []any{map[string]any{"name": "east", "inCluster": true, "kubeconfig": "admin.pw"}}
 		}, "clusters[0].kubeconfig", "one or the other"},
@@ -284,14 +299,52 @@ func TestFencingNoneWarns(t *testing.T) {
 	}
 }
 
-func TestSidecarFencingWarnsWhileTheSidecarIsMissing(t *testing.T) {
+// withSidecarShipped sets SidecarShipped for one test.
+func withSidecarShipped(t *testing.T, shipped bool) {
+	t.Helper()
+	prev := SidecarShipped
+	SidecarShipped = shipped
+	t.Cleanup(func() { SidecarShipped = prev })
+}
+
+func TestSidecarFencingOnceTheSidecarShips(t *testing.T) {
+	withSidecarShipped(t, true)
 	cfg, err := parseMap(t, base(), secrets(t))
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("every candidate has a sidecar: %v", err)
 	}
-	w := cfg.Warnings()
-	if len(w) != 1 || !strings.Contains(w[0], "use fencing: confirmed") {
-		t.Errorf("Warnings() = %q, want the missing-sidecar warning", w)
+	if got := cfg.Groups[0].FencingMode(); got != FencingSidecar {
+		t.Errorf("FencingMode() = %s, want the sidecar default", got)
+	}
+	if w := cfg.Warnings(); len(w) != 0 {
+		t.Errorf("Warnings() = %q, want none", w)
+	}
+	m := base()
+	group(m)["fencing"] = "sidecar"
+	delete(siteN(m, 1), "sidecar")
+	_, err = parseMap(t, m, secrets(t))
+	var ps *Problems
+	if !errors.As(err, &ps) || len(ps.List) != 1 || ps.List[0].Path != "groups[0].sites[1].sidecar.address" {
+		t.Fatalf("fencing sidecar with a candidate lacking its sidecar: %v, want only groups[0].sites[1].sidecar.address", err)
+	}
+}
+
+func TestLeaderElectionFitsTheSidecarLease(t *testing.T) {
+	m := base()
+	m["daemon"].(map[string]any)["stateStore"] = map[string]any{"type": "kubernetes", "cluster": "east"}
+	// 6s + 2.2 × 1s = 8.2s is below the default 10s lease.
+	m["daemon"].(map[string]any)["leaderElection"] = map[string]any{"enabled": true, "cluster": "east", "leaseDuration": "6s", "renewDeadline": "4s", "retryPeriod": "1s"}
+	if _, err := parseMap(t, m, secrets(t)); err != nil {
+		t.Fatalf("leader change within the sidecar lease: %v", err)
+	}
+	// Without any sidecar no lease is in play, so the defaults are fine.
+	for i := range 3 {
+		delete(siteN(m, i), "sidecar")
+	}
+	delete(m["daemon"].(map[string]any), "viewSigningKeyFile")
+	m["daemon"].(map[string]any)["leaderElection"] = map[string]any{"enabled": true, "cluster": "east"}
+	if _, err := parseMap(t, m, secrets(t)); err != nil {
+		t.Fatalf("no sidecars, default leader election: %v", err)
 	}
 }
 

@@ -38,8 +38,52 @@ func (c *Config) Validate() error {
 		}
 		groupNames[g.Name] = i
 		v.group(path, g)
+		v.leaderVsSidecarLease(path, c.Daemon.LeaderElection, g)
 	}
 	return v.problems.err()
+}
+
+// leaderRetryJitter is client-go's leaderelection.JitterFactor: a candidate
+// retries acquisition every retryPeriod × (1 + up to 1.2), and NewLeaderElector
+// refuses renewDeadline <= 1.2 × retryPeriod.
+const leaderRetryJitter = 1.2
+
+// LeaderChangeBound is the longest a leader change can take after the last
+// renewal of a dead leader: the lease must run out (leaseDuration), then a
+// follower's next, jittered, acquisition attempt (up to (1+1.2) × retryPeriod)
+// takes it.
+func (le LeaderElection) LeaderChangeBound() time.Duration {
+	return le.LeaseDuration + time.Duration((1+leaderRetryJitter)*float64(le.RetryPeriod))
+}
+
+// usesSidecarLease tells whether a sidecar lease is in play for g: its
+// fencing trusts the lease, or a site runs a sidecar, which fences its own
+// MySQL when it gets no fresh view for leaseTimeout whatever the fencing.
+func (g Group) usesSidecarLease() bool {
+	if g.FencingMode() == FencingSidecar {
+		return true
+	}
+	for _, s := range g.Sites {
+		if s.Sidecar != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// leaderVsSidecarLease checks that a leader change fits in the sidecar lease.
+func (v *validator) leaderVsSidecarLease(path string, le LeaderElection, g Group) {
+	if !le.Enabled || !g.usesSidecarLease() || le.LeaseDuration <= 0 || le.RetryPeriod <= 0 || g.Sidecar.LeaseTimeout <= 0 {
+		return
+	}
+	// Followers serve no view (503) while the leader changes; a change longer
+	// than the lease makes every sidecar fence its healthy primary.
+	if bound := le.LeaderChangeBound(); bound >= g.Sidecar.LeaseTimeout {
+		v.add(path+".sidecar.leaseTimeout", "%s is not above the longest leader change, %s (daemon.leaderElection.leaseDuration %s + %.1f × retryPeriod %s): "+
+			"no daemon serves the view during a leader change, and a leader change must not outlast a sidecar lease or every sidecar fences its healthy primary; "+
+			"raise leaseTimeout above %s, or shorten daemon.leaderElection.leaseDuration and retryPeriod",
+			g.Sidecar.LeaseTimeout, bound, le.LeaseDuration, 1+leaderRetryJitter, le.RetryPeriod, bound)
+	}
 }
 
 // Warnings lists risky but valid choices, for `failoverd validate` and status.
@@ -49,11 +93,6 @@ func (c *Config) Warnings() []string {
 		if g.FencingMode() == FencingNone {
 			w = append(w, fmt.Sprintf("groups[%d].fencing: none promotes without proof that the old primary stopped accepting writes; acknowledged writes can be lost (durability risk)", i))
 		}
-		if g.FencingMode() == FencingSidecar {
-			// The lease proof is only as good as the sidecar that enforces it.
-			w = append(w, fmt.Sprintf("groups[%d].fencing: sidecar promotes once the old primary's sidecar lease expired; "+
-				"this build does not ship the sidecar yet (failoverd sidecar), so nothing fences an isolated old primary: use fencing: confirmed until it does", i))
-		}
 		if g.FailoverCooldown == 0 {
 			w = append(w, fmt.Sprintf("groups[%d].failoverCooldown: 0 disables anti-flap protection", i))
 		}
@@ -61,11 +100,24 @@ func (c *Config) Warnings() []string {
 	return w
 }
 
+// SidecarShipped says whether this build ships the self-fencing sidecar
+// (`failoverd sidecar`). While it is false, fencing: sidecar is a validation
+// error and FencingMode never defaults to it: the lease proof would promote a
+// new primary while nothing fences an isolated old one, which keeps taking
+// writes. Flip it to true when the sidecar package lands.
+var SidecarShipped = false
+
 // FencingMode is the effective fencing policy: the configured one, or
-// "sidecar" when every primary-candidate site has a sidecar, else "confirmed".
+// "sidecar" when the sidecar ships and every primary-candidate site has one,
+// else "confirmed".
 func (g Group) FencingMode() string {
 	if g.Fencing != "" {
 		return g.Fencing
+	}
+	// Defaulting to sidecar without a running sidecar would trust a lease
+	// nobody enforces and promote beside a still-writable old primary.
+	if !SidecarShipped {
+		return FencingConfirmed
 	}
 	for _, s := range g.Sites {
 		if s.Role == RolePrimaryCandidate && s.Sidecar == nil {
@@ -143,18 +195,16 @@ func (v *validator) daemon(c *Config) {
 		v.add("daemon.stateStore.type", "%q is not a store type; write file or kubernetes", d.StateStore.Type)
 	}
 	if le := d.LeaderElection; le.Enabled {
+		if d.StateStore.Type == "file" {
+			// Each daemon would write its own file: a new leader would start
+			// from its own stale epoch and in-flight record, not the last leader's.
+			v.add("daemon.stateStore.type", "file cannot be shared by leader-elected daemons (daemon.leaderElection.enabled: true): "+
+				"each daemon would read and write its own file, so a new leader would act on a stale epoch; write type: kubernetes (with cluster, namespace, configMap)")
+		}
 		v.clusterRef("daemon.leaderElection.cluster", le.Cluster)
 		v.nonEmpty("daemon.leaderElection.namespace", le.Namespace)
 		v.nonEmpty("daemon.leaderElection.leaseName", le.LeaseName)
-		v.positive("daemon.leaderElection.leaseDuration", le.LeaseDuration)
-		v.positive("daemon.leaderElection.renewDeadline", le.RenewDeadline)
-		v.positive("daemon.leaderElection.retryPeriod", le.RetryPeriod)
-		if le.RenewDeadline >= le.LeaseDuration && le.LeaseDuration > 0 {
-			v.add("daemon.leaderElection.renewDeadline", "%s must be shorter than leaseDuration %s", le.RenewDeadline, le.LeaseDuration)
-		}
-		if le.RetryPeriod >= le.RenewDeadline && le.RenewDeadline > 0 {
-			v.add("daemon.leaderElection.retryPeriod", "%s must be shorter than renewDeadline %s", le.RetryPeriod, le.RenewDeadline)
-		}
+		v.leaderTimings(le)
 	}
 	if d.APITokenFile != "" {
 		v.readable("daemon.apiTokenFile", d.APITokenFile)
@@ -170,6 +220,24 @@ func (v *validator) daemon(c *Config) {
 		v.readable("daemon.viewSigningKeyFile", d.ViewSigningKeyFile)
 	case needKey:
 		v.add("daemon.viewSigningKeyFile", "missing; sites have sidecars, which only trust views signed with this key: point it at a file with a random secret")
+	}
+}
+
+// leaderTimings refuses what client-go's leaderelection.NewLeaderElector
+// refuses, so the daemon never fails (RunOrDie panics) after it started.
+func (v *validator) leaderTimings(le LeaderElection) {
+	const p = "daemon.leaderElection."
+	v.positive(p+"leaseDuration", le.LeaseDuration)
+	v.positive(p+"renewDeadline", le.RenewDeadline)
+	v.positive(p+"retryPeriod", le.RetryPeriod)
+	if le.RenewDeadline >= le.LeaseDuration && le.LeaseDuration > 0 && le.RenewDeadline > 0 {
+		v.add(p+"renewDeadline", "%s must be shorter than leaseDuration %s (a leader must step down before its lease can pass to another daemon); "+
+			"lower renewDeadline or raise leaseDuration, e.g. leaseDuration 15s, renewDeadline 10s", le.RenewDeadline, le.LeaseDuration)
+	}
+	if jittered := time.Duration(leaderRetryJitter * float64(le.RetryPeriod)); jittered >= le.RenewDeadline && le.RetryPeriod > 0 && le.RenewDeadline > 0 {
+		v.add(p+"retryPeriod", "%s × %.1f (the retry jitter of the leader election) = %s must be shorter than renewDeadline %s, or the leader cannot renew in time; "+
+			"lower retryPeriod below %s or raise renewDeadline", le.RetryPeriod, leaderRetryJitter, jittered, le.RenewDeadline,
+			time.Duration(float64(le.RenewDeadline)/leaderRetryJitter))
 	}
 }
 
@@ -191,6 +259,12 @@ func (v *validator) group(path string, g Group) {
 	v.oneOf(path+".detection", g.Detection, DetectionCorroborated, DetectionDaemonOnly)
 	if g.Fencing != "" {
 		v.oneOf(path+".fencing", g.Fencing, FencingSidecar, FencingConfirmed, FencingNone)
+	}
+	if g.FencingMode() == FencingSidecar && !SidecarShipped {
+		// A lease proof with no sidecar enforcing the lease would promote
+		// while an isolated old primary keeps accepting writes.
+		v.add(path+".fencing", "sidecar promotes once the old primary's sidecar lease expired, but this build ships no sidecar (failoverd sidecar), "+
+			"so the sidecar is not running for site(s) %s and nothing would fence an isolated old primary; use fencing: confirmed", candidateNames(g))
 	}
 	if g.FailoverCooldown < 0 {
 		v.add(path+".failoverCooldown", "%s is negative; write a positive duration such as 10m", g.FailoverCooldown)
@@ -281,6 +355,20 @@ func (v *validator) sites(path string, g Group) {
 			v.add(path+".splitBrain.preferSite", "site %q is not in this group; name one of its sites", p)
 		}
 	}
+}
+
+// candidateNames lists g's primary-candidate sites for messages.
+func candidateNames(g Group) string {
+	var names []string
+	for _, s := range g.Sites {
+		if s.Role == RolePrimaryCandidate {
+			names = append(names, s.Name)
+		}
+	}
+	if len(names) == 0 {
+		return "(none)"
+	}
+	return strings.Join(names, ", ")
 }
 
 func (v *validator) siteDNS(sp string, s Site, group *DNS) {
