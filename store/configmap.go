@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -18,23 +19,38 @@ import (
 const configMapKeySuffix = ".json"
 
 // ConfigMap keeps each group's state as one key of a Kubernetes ConfigMap.
-// Every Save is an Update carrying the resourceVersion last read, so a
-// concurrent writer (a second daemon that wrongly believes it leads) makes
-// the save fail with ErrConflict instead of overwriting newer state.
+//
+// Every Save is a compare-and-swap: the store remembers, per group, the
+// resourceVersion and the state it last Loaded or Saved (the caller's base),
+// and updates the object with that resourceVersion. When the API server
+// refuses the update (a second daemon that wrongly believes it leads wrote in
+// between), Save returns an error wrapping ErrConflict, refreshes its copy of
+// the object and never retries the write on a changed state: the caller must
+// Load and decide again.
 type ConfigMap struct {
 	client    kubernetes.Interface
 	namespace string
 	name      string
 	now       func() time.Time
 
-	mu     sync.Mutex
-	cached *corev1.ConfigMap // last read or written; nil before the first read
+	mu     sync.Mutex        // held across API calls: writes of one object are serial anyway
+	latest *corev1.ConfigMap // newest object read or written; nil when absent or not read yet
+	bases  map[string]cmBase // per group: what the caller last Loaded or Saved
+}
+
+// cmBase is what a group's caller last Loaded or Saved: its next Save is
+// only allowed over exactly that.
+type cmBase struct {
+	rv      string      // resourceVersion it was read from or written as; "" when the object was absent
+	present bool        // the group's key existed
+	raw     string      // the key's content
+	state   *GroupState // decoded; nil when the key was absent
 }
 
 // NewConfigMap returns a store backed by namespace/name (created on the first
 // save when missing).
 func NewConfigMap(client kubernetes.Interface, namespace, name string, now func() time.Time) *ConfigMap {
-	return &ConfigMap{client: client, namespace: namespace, name: name, now: now}
+	return &ConfigMap{client: client, namespace: namespace, name: name, now: now, bases: map[string]cmBase{}}
 }
 
 // Describe implements Store.
@@ -51,11 +67,24 @@ func (c *ConfigMap) fetch(ctx context.Context) (*corev1.ConfigMap, error) {
 	return cm, nil
 }
 
-func (c *ConfigMap) decode(cm *corev1.ConfigMap, group string) (*GroupState, error) {
+// key returns the group's raw key in cm and whether it exists.
+func key(cm *corev1.ConfigMap, group string) (string, bool) {
 	if cm == nil {
-		return nil, nil
+		return "", false
 	}
 	raw, ok := cm.Data[group+configMapKeySuffix]
+	return raw, ok
+}
+
+func rvOf(cm *corev1.ConfigMap) string {
+	if cm == nil {
+		return ""
+	}
+	return cm.ResourceVersion
+}
+
+func (c *ConfigMap) decode(cm *corev1.ConfigMap, group string) (*GroupState, error) {
+	raw, ok := key(cm, group)
 	if !ok {
 		return nil, nil
 	}
@@ -76,76 +105,153 @@ func (c *ConfigMap) decode(cm *corev1.ConfigMap, group string) (*GroupState, err
 	return &doc.State, nil
 }
 
+// baseOf records cm as the group's base. Call with c.mu held.
+func (c *ConfigMap) baseOf(cm *corev1.ConfigMap, group string) (cmBase, error) {
+	st, err := c.decode(cm, group)
+	if err != nil {
+		return cmBase{}, err
+	}
+	raw, ok := key(cm, group)
+	b := cmBase{rv: rvOf(cm), present: ok, raw: raw}
+	if st != nil {
+		b.state = snapshot(*st)
+	}
+	c.bases[group] = b
+	return b, nil
+}
+
+// unchanged tells whether the group's key in cm is exactly the base's.
+func (b cmBase) unchanged(cm *corev1.ConfigMap, group string) bool {
+	raw, ok := key(cm, group)
+	return ok == b.present && raw == b.raw
+}
+
 // Load implements Store. It always reads the API server, so a follower that
-// becomes leader sees what the previous leader wrote.
+// becomes leader sees what the previous leader wrote, and the state it
+// returns becomes the base of the group's next Save.
 func (c *ConfigMap) Load(ctx context.Context, group string) (GroupState, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	cm, err := c.fetch(ctx)
 	if err != nil {
 		return GroupState{}, fmt.Errorf("load group %s: %w", group, err)
 	}
-	st, err := c.decode(cm, group)
+	c.latest = cm
+	b, err := c.baseOf(cm, group)
 	if err != nil {
+		delete(c.bases, group) // no Save over a state nobody could read
 		return GroupState{}, err
 	}
-	c.mu.Lock()
-	c.cached = cm
-	c.mu.Unlock()
-	if st == nil {
+	if b.state == nil {
 		return GroupState{Group: group}, nil
 	}
+	st := *snapshot(*b.state)
 	st.Exists = true
-	return *st, nil
+	return st, nil
 }
 
-// Save implements Store.
+// Save implements Store: a compare-and-swap over the state the caller last
+// Loaded or Saved for this group (see ConfigMap).
 func (c *ConfigMap) Save(ctx context.Context, st GroupState) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	cm := c.cached
-	if cm == nil {
-		var err error
-		if cm, err = c.fetch(ctx); err != nil {
+	b, ok := c.bases[st.Group]
+	if !ok {
+		// Nothing loaded for this group yet: the write is based on what is
+		// stored now, and the compare-and-swap holds it to that.
+		cm, err := c.fetch(ctx)
+		if err != nil {
+			return fmt.Errorf("save group %s: %w", st.Group, err)
+		}
+		c.latest = cm
+		if b, err = c.baseOf(cm, st.Group); err != nil {
 			return fmt.Errorf("save group %s: %w", st.Group, err)
 		}
 	}
-	old, err := c.decode(cm, st.Group)
-	if err != nil {
-		return fmt.Errorf("save group %s: %w", st.Group, err)
-	}
-	if err := checkEpoch(old, st); err != nil {
+	if err := checkWrite(b.state, st); err != nil {
 		return err
+	}
+	// Guards against overwriting a state the caller never saw: the object
+	// we write on must still hold this group's base.
+	on := c.latest
+	if rvOf(on) != b.rv && !b.unchanged(on, st.Group) {
+		return c.conflict(st.Group, on, errors.New("the stored state changed since it was loaded"))
 	}
 	st.UpdatedAt = c.now()
 	st.Exists = false
-	b, err := json.MarshalIndent(struct {
+	enc, err := json.MarshalIndent(struct {
 		Version int        `json:"version"`
 		State   GroupState `json:"state"`
 	}{SchemaVersion, st}, "", "  ")
 	if err != nil {
 		return fmt.Errorf("save group %s: encode: %w", st.Group, err)
 	}
-	var saved *corev1.ConfigMap
-	if cm == nil {
-		next := &corev1.ConfigMap{
-			ObjectMeta: metav1.ObjectMeta{Name: c.name, Namespace: c.namespace, Labels: map[string]string{"app.kubernetes.io/managed-by": "failoverd"}},
-			Data:       map[string]string{st.Group + configMapKeySuffix: string(b)},
+	raw := string(enc)
+	saved, err := c.write(ctx, on, st.Group, raw)
+	if isConflict(on, err) {
+		fresh, ferr := c.fetch(ctx)
+		if ferr != nil {
+			return fmt.Errorf("save group %s to %s: %w: %v; then refreshing failed: %w", st.Group, c.Describe(), ErrConflict, err, ferr)
 		}
-		saved, err = c.client.CoreV1().ConfigMaps(c.namespace).Create(ctx, next, metav1.CreateOptions{})
-	} else {
-		next := cm.DeepCopy()
-		if next.Data == nil {
-			next.Data = map[string]string{}
+		c.latest = fresh
+		if !b.unchanged(fresh, st.Group) {
+			return c.conflict(st.Group, fresh, err)
 		}
-		next.Data[st.Group+configMapKeySuffix] = string(b)
-		saved, err = c.client.CoreV1().ConfigMaps(c.namespace).Update(ctx, next, metav1.UpdateOptions{})
-	}
-	if apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) {
-		c.cached = nil // the next Load/Save reads the newer version
-		return fmt.Errorf("save group %s to %s: %w: %v", st.Group, c.Describe(), ErrConflict, err)
+		// Retry once: the object changed, but this group's key is exactly
+		// the base the caller decided on (byte for byte, so also its step,
+		// promotion GTID and diverged sites, not only its epoch and in-flight
+		// ID): another group's key moved the resourceVersion. Writing over the
+		// fresh object is then the same compare-and-swap on this group's
+		// state, and it keeps the other group's new key. A second conflict
+		// is returned rather than chased, so Save stays bounded.
+		saved, err = c.write(ctx, fresh, st.Group, raw)
+		if isConflict(fresh, err) {
+			if again, ferr := c.fetch(ctx); ferr == nil {
+				c.latest = again
+			}
+			return c.conflict(st.Group, c.latest, err)
+		}
 	}
 	if err != nil {
 		return fmt.Errorf("save group %s to %s: %w", st.Group, c.Describe(), err)
 	}
-	c.cached = saved
+	c.latest = saved
+	c.bases[st.Group] = cmBase{rv: rvOf(saved), present: true, raw: raw, state: snapshot(st)}
 	return nil
+}
+
+// write puts raw under the group's key of on (nil: create the object) with
+// on's resourceVersion as the precondition.
+func (c *ConfigMap) write(ctx context.Context, on *corev1.ConfigMap, group, raw string) (*corev1.ConfigMap, error) {
+	if on == nil {
+		next := &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Name: c.name, Namespace: c.namespace, Labels: map[string]string{"app.kubernetes.io/managed-by": "failoverd"}},
+			Data:       map[string]string{group + configMapKeySuffix: raw},
+		}
+		return c.client.CoreV1().ConfigMaps(c.namespace).Create(ctx, next, metav1.CreateOptions{})
+	}
+	next := on.DeepCopy()
+	if next.Data == nil {
+		next.Data = map[string]string{}
+	}
+	next.Data[group+configMapKeySuffix] = raw
+	return c.client.CoreV1().ConfigMaps(c.namespace).Update(ctx, next, metav1.UpdateOptions{})
+}
+
+// isConflict tells whether the API server refused a write on (nil: a
+// create) because the object is not the one it was based on: changed
+// (Conflict), created meanwhile (AlreadyExists) or deleted meanwhile
+// (NotFound on an update; on a create it means a missing namespace).
+func isConflict(on *corev1.ConfigMap, err error) bool {
+	return apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) || (on != nil && apierrors.IsNotFound(err))
+}
+
+// conflict is the ErrConflict of a refused save; now is the stored object as
+// last read, named in the message so the operator sees what won.
+func (c *ConfigMap) conflict(group string, now *corev1.ConfigMap, cause error) error {
+	stored := "no state"
+	if st, err := c.decode(now, group); err == nil && st != nil {
+		stored = fmt.Sprintf("epoch %d", st.Epoch)
+	}
+	return fmt.Errorf("save group %s to %s: %w (now stored: %s): %v; load the state again and decide on it", group, c.Describe(), ErrConflict, stored, cause)
 }

@@ -86,7 +86,7 @@ func (f *File) Load(_ context.Context, group string) (GroupState, error) {
 	if !ok {
 		return GroupState{Group: group}, nil
 	}
-	out := *g
+	out := *snapshot(*g)
 	out.Exists = true
 	return out, nil
 }
@@ -98,7 +98,9 @@ func (f *File) Save(ctx context.Context, st GroupState) error {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if err := checkEpoch(f.doc.Groups[st.Group], st); err != nil {
+	// Single process, one lock: the stored state compared here is always the
+	// current revision, so only the epoch and in-flight rules apply.
+	if err := checkWrite(f.doc.Groups[st.Group], st); err != nil {
 		return err
 	}
 	st.UpdatedAt = f.now()
@@ -107,7 +109,7 @@ func (f *File) Save(ctx context.Context, st GroupState) error {
 	for k, v := range f.doc.Groups {
 		next.Groups[k] = v
 	}
-	next.Groups[st.Group] = &st
+	next.Groups[st.Group] = snapshot(st)
 	b, err := json.MarshalIndent(next, "", "  ")
 	if err != nil {
 		return fmt.Errorf("save group %s: encode: %w", st.Group, err)

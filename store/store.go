@@ -32,6 +32,9 @@ var (
 	ErrConflict = errors.New("state changed concurrently")
 	// ErrEpochRegression means a save would lower the epoch.
 	ErrEpochRegression = errors.New("epoch would go backwards")
+	// ErrInFlightMismatch means a save at the stored epoch would replace or
+	// drop a different in-flight action than the one stored.
+	ErrInFlightMismatch = errors.New("save would replace another in-flight action at the same epoch")
 )
 
 // Store loads and saves group states. Implementations are safe for
@@ -40,8 +43,12 @@ type Store interface {
 	// Load returns the group's state; a group never saved yields a zero
 	// GroupState with Exists false.
 	Load(ctx context.Context, group string) (GroupState, error)
-	// Save durably replaces the group's state. It refuses an epoch lower
-	// than the one stored (ErrEpochRegression).
+	// Save durably replaces the group's state, following the write rules of
+	// checkWrite: it refuses an epoch lower than the one stored
+	// (ErrEpochRegression) and, at the stored epoch, a state that replaces or
+	// drops the stored in-flight action (ErrInFlightMismatch). ConfigMap
+	// also refuses a state the caller did not base on the current stored one
+	// (ErrConflict): Load again before retrying.
 	Save(ctx context.Context, st GroupState) error
 	// Describe names the backend and location for messages ("file /var/...").
 	Describe() string
@@ -140,12 +147,42 @@ func (d *document) check(where string) error {
 	return nil
 }
 
-// checkEpoch refuses to lower a group's epoch.
-func checkEpoch(old *GroupState, next GroupState) error {
+// checkWrite holds the write rules of every backend: next may replace
+// stored (nil: never saved) when its epoch is strictly greater, or when it
+// keeps the epoch and does not replace a different in-flight action (stored
+// InFlight with ID X: next carries InFlight with ID X, the same action being
+// advanced). The backend guarantees next is based on stored being the current
+// revision: ConfigMap by compare-and-swap, File by being single-process.
+func checkWrite(stored *GroupState, next GroupState) error {
+	if stored == nil {
+		return nil
+	}
 	// Guards against a stale writer re-publishing an old epoch, which would let
 	// sidecars trust a revoked primary again.
-	if old != nil && next.Epoch < old.Epoch {
-		return fmt.Errorf("save group %s: %w (stored %d, new %d)", next.Group, ErrEpochRegression, old.Epoch, next.Epoch)
+	if next.Epoch < stored.Epoch {
+		return fmt.Errorf("save group %s: %w (stored %d, new %d)", next.Group, ErrEpochRegression, stored.Epoch, next.Epoch)
+	}
+	// Guards against a second failover overwriting (or clearing) the record of
+	// one under way at the same epoch, which would lose its revocation time,
+	// step and promotion GTID and let the resumed decision skip a fence.
+	if next.Epoch == stored.Epoch && stored.InFlight != nil && (next.InFlight == nil || next.InFlight.ID != stored.InFlight.ID) {
+		got := "none"
+		if next.InFlight != nil {
+			got = fmt.Sprintf("%q", next.InFlight.ID)
+		}
+		return fmt.Errorf("save group %s: %w (epoch %d, stored in-flight %q, new %s); a new action needs a greater epoch",
+			next.Group, ErrInFlightMismatch, next.Epoch, stored.InFlight.ID, got)
 	}
 	return nil
+}
+
+// snapshot copies st deep enough for the write rules (epoch, in-flight), so
+// a caller changing its value after a Load or Save cannot change what the
+// store compares the next write with.
+func snapshot(st GroupState) *GroupState {
+	if st.InFlight != nil {
+		f := *st.InFlight
+		st.InFlight = &f
+	}
+	return &st
 }
