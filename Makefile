@@ -21,7 +21,9 @@ deps: ## install MariaDB and Redis, build etcd and kube-apiserver (cached)
 
 test: deps lint ## everything: lint, unit and e2e tests on real servers, short fuzzing
 	$(GO) build ./...
-	$(GO) test -count=1 -p 1 -timeout $(TEST_TIMEOUT) ./...
+	@# leftovers runs even when a test failed: a failing test is the likeliest to leak a server.
+	rc=0; $(GO) test -count=1 -p 1 -timeout $(TEST_TIMEOUT) ./... || rc=$$?; \
+	  ./scripts/leftovers || rc=1; exit $$rc
 	$(MAKE) --no-print-directory fuzz-short
 	./scripts/leftovers
 

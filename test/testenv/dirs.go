@@ -120,14 +120,26 @@ func sweepStaleDirs() {
 	}
 }
 
-// recordChild appends pid to dir's children file (best effort).
-func recordChild(dir string, pid int) {
+// recordChild appends "pid starttime" to dir's children file. The records
+// are what the sweep and scripts/leftovers check; a process without one
+// would go unnoticed, so the caller kills it when recording fails.
+func recordChild(dir string, pid int) error {
+	start := procStartTime(pid)
+	if start == "" {
+		return fmt.Errorf("record child %d: no start time in /proc (exited at once?)", pid)
+	}
 	f, err := os.OpenFile(filepath.Join(dir, childrenFile), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
-		return
+		return fmt.Errorf("record child %d: %w", pid, err)
 	}
-	defer f.Close()
-	fmt.Fprintf(f, "%d %s\n", pid, procStartTime(pid))
+	if _, err := fmt.Fprintf(f, "%d %s\n", pid, start); err != nil {
+		f.Close()
+		return fmt.Errorf("record child %d: %w", pid, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("record child %d: %w", pid, err)
+	}
+	return nil
 }
 
 // killRecordedChildren SIGKILLs the process groups listed in dir's children
@@ -156,6 +168,18 @@ func uniq(a, b string) []string {
 		return []string{a}
 	}
 	return []string{a, b}
+}
+
+// removeDirOnceStopped kills p (nil: none was started) and removes dir,
+// unless p survived the kill: then dir and its children file stay, so
+// scripts/leftovers reports the survivor and the next run's sweep kills it.
+func removeDirOnceStopped(dir string, p *process) {
+	if p != nil {
+		if err := p.cleanup(); err != nil {
+			return // keeps the record of a process that may still run
+		}
+	}
+	_ = removeDir(dir)
 }
 
 // removeDir removes dir, retrying briefly: a process killed a moment ago may

@@ -21,7 +21,9 @@
 // cleanup SIGKILLs the group (which also ends a SIGSTOPped server), waits
 // for it, and removes the instance's temp dir. Temp dirs are short
 // ("/tmp/fo-NNN", unix socket paths are limited to ~107 bytes) and record
-// their owner; a later run removes those whose owner died before cleanup.
+// their owner and every process started for them; a later run removes
+// those whose owner died before cleanup, and scripts/leftovers checks those
+// records (and only those) for survivors.
 //
 // Missing binaries are fatal errors telling to run scripts/deps, never skips.
 // Functions taking a T call T.Fatalf on failure, so call them from the test's

@@ -121,12 +121,7 @@ func startEtcd(t T) (*etcdServer, error) {
 		return nil, fmt.Errorf("start etcd: %w", err)
 	}
 	e := &etcdServer{dir: dir}
-	t.Cleanup(func() {
-		if e.proc != nil {
-			_ = e.proc.cleanup()
-		}
-		_ = removeDir(dir)
-	})
+	t.Cleanup(func() { removeDirOnceStopped(dir, e.proc) })
 	log := filepath.Join(dir, "etcd.log")
 	for attempt := 1; ; attempt++ {
 		cport, err := pickPort()
@@ -526,12 +521,7 @@ func (k *Kube) current() *process {
 	return k.proc
 }
 
-func (k *Kube) cleanup() {
-	if p := k.current(); p != nil {
-		_ = p.cleanup()
-	}
-	_ = removeDir(k.dir)
-}
+func (k *Kube) cleanup() { removeDirOnceStopped(k.dir, k.current()) }
 
 // Stop sends SIGTERM to kube-apiserver (etcd keeps running) and waits.
 func (k *Kube) Stop() error { return k.current().terminate(30 * time.Second) }

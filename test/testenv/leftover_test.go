@@ -2,9 +2,11 @@ package testenv
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -123,5 +125,175 @@ func TestNothingSurvives(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestLeftoversScriptChecksOnlyRecordedProcesses: scripts/leftovers, run by
+// make test after the suite, reports what testenv recorded and nothing
+// else. It ignores a process merely named mariadbd, a recorded pid that now
+// belongs to another process, and the records of a test binary still at
+// work; it reports a recorded server whose test binary is gone and a
+// process naming that binary's record dir; old records of dead servers, or
+// no record at all, pass.
+func TestLeftoversScriptChecksOnlyRecordedProcesses(t *testing.T) {
+	script, err := filepath.Abs(filepath.Join("..", "..", "scripts", "leftovers"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := t.TempDir()
+	records := filepath.Join(base, "records")
+	fakeMariadbd := func(sub string) string {
+		src, err := exec.LookPath("sleep")
+		if err != nil {
+			t.Fatalf("sleep: %v", err)
+		}
+		dst := filepath.Join(base, sub, "mariadbd")
+		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := copyFile(src, dst); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(dst, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		return dst
+	}
+	startUnrecorded := func(bin string, args ...string) *exec.Cmd {
+		cmd := exec.Command(bin, args...)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+		if err := cmd.Start(); err != nil {
+			t.Fatalf("start %s: %v", bin, err)
+		}
+		t.Cleanup(func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); _ = cmd.Wait() })
+		return cmd
+	}
+	run := func(wantExit int) string {
+		t.Helper()
+		cmd := exec.Command("bash", script)
+		cmd.Env = append(os.Environ(), "FAILOVERD_LEFTOVERS_DIRS="+records, "FAILOVERD_LEFTOVERS_GRACE=0")
+		out, err := cmd.CombinedOutput()
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatalf("run %s: %v", script, err)
+		}
+		if code != wantExit {
+			t.Fatalf("scripts/leftovers exited %d, want %d; output:\n%s", code, wantExit, out)
+		}
+		return string(out)
+	}
+	reported := func(out string, pid int) bool { return strings.Contains(out, fmt.Sprintf("pid %d (", pid)) }
+	writeFile := func(path, content string) {
+		t.Helper()
+		if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// A developer's own "mariadbd": the old script (pgrep -x mariadbd) failed on it.
+	unrelated := startUnrecorded(fakeMariadbd("elsewhere"), "300")
+	upid := unrelated.Process.Pid
+	if comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", upid)); strings.TrimSpace(string(comm)) != "mariadbd" {
+		t.Fatalf("the unrelated process is named %q, want mariadbd", comm)
+	}
+
+	// A clean machine: no record dir at all.
+	if out := run(0); !strings.HasPrefix(out, "leftovers: none") || reported(out, upid) {
+		t.Fatalf("no records: output %q, want leftovers: none", out)
+	}
+
+	// A test binary that died: its owner identity no longer matches.
+	gone := exec.Command("true")
+	if err := gone.Run(); err != nil {
+		t.Fatal(err)
+	}
+	deadDir := filepath.Join(records, "fo-dead")
+	if err := os.MkdirAll(deadDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(filepath.Join(deadDir, ownerFile), fmt.Sprintf("%d 1", gone.ProcessState.Pid()))
+	// A server it started, recorded by startProcess itself, that survived it.
+	leaked, err := startProcess("fake mariadbd", filepath.Join(deadDir, "mariadbd.out"), fakeMariadbd("suite"), "300")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = leaked.cleanup() })
+	// A recorded leader that died, leaving a helper in its process group
+	// (as mariadb-install-db's bootstrap mariadbd could).
+	leader, err := startProcess("install helper", filepath.Join(deadDir, "install.out"), "bash", "-c", "sleep 300 & wait")
+	if err != nil {
+		t.Fatal(err)
+	}
+	member := waitGroupMember(t, leader.pid())
+	t.Cleanup(func() { _ = syscall.Kill(-leader.pid(), syscall.SIGKILL) }) // the id stays the group's while the member lives
+	if err := syscall.Kill(leader.pid(), syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	if !leader.wait(10 * time.Second) {
+		t.Fatal("the group leader survived SIGKILL")
+	}
+	// An unrecorded helper naming the dead binary's record dir.
+	helper := startUnrecorded("bash", "-c", "sleep 300; : "+deadDir+"/helper")
+	// A recorded pid recycled by an unrelated process: its start time differs.
+	f, err := os.OpenFile(filepath.Join(deadDir, childrenFile), os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintf(f, "%d 1\n", upid)
+	f.Close()
+	// A test binary at work (this one): its live servers are not leftovers.
+	liveDir := filepath.Join(records, "fo-live")
+	if err := os.MkdirAll(liveDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(filepath.Join(liveDir, ownerFile), selfIdentity())
+	writeFile(filepath.Join(liveDir, childrenFile), fmt.Sprintf("%d %s\n", upid, procStartTime(upid)))
+
+	out := run(1)
+	if !reported(out, leaked.pid()) || !reported(out, helper.Process.Pid) || !reported(out, member) {
+		t.Fatalf("the leaked server %d, the helper %d and the group member %d must be reported; output:\n%s",
+			leaked.pid(), helper.Process.Pid, member, out)
+	}
+	if reported(out, upid) {
+		t.Fatalf("the unrelated mariadbd %d was reported; output:\n%s", upid, out)
+	}
+
+	// Once they died, their records (like a crashed run's) cause no failure.
+	if err := leaked.cleanup(); err != nil {
+		t.Fatal(err)
+	}
+	_ = syscall.Kill(-helper.Process.Pid, syscall.SIGKILL) // bash and its sleep
+	_ = helper.Wait()
+	_ = syscall.Kill(-leader.pid(), syscall.SIGKILL)
+	for procAlive(member) {
+		time.Sleep(10 * time.Millisecond) // reparented: another process reaps it
+	}
+	if out := run(0); !strings.HasPrefix(out, "leftovers: none") {
+		t.Fatalf("records of dead processes: output %q, want leftovers: none", out)
+	}
+}
+
+// waitGroupMember returns the pid of a process in group pgid other than
+// its leader, waiting up to 10 s for one to appear.
+func waitGroupMember(t *testing.T, pgid int) int {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		entries, _ := os.ReadDir("/proc")
+		for _, e := range entries {
+			pid, err := strconv.Atoi(e.Name())
+			if err != nil || pid == pgid {
+				continue
+			}
+			if g, err := syscall.Getpgid(pid); err == nil && g == pgid && procAlive(pid) {
+				return pid
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no member of process group %d appeared", pgid)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

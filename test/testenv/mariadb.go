@@ -228,10 +228,7 @@ func (m *MariaDB) cleanup() {
 	}
 	m.pools = map[string]*sql.DB{}
 	m.mu.Unlock()
-	if p != nil {
-		_ = p.cleanup()
-	}
-	_ = removeDir(m.dir)
+	removeDirOnceStopped(m.dir, p)
 }
 
 // Addr returns "127.0.0.1:PORT".

@@ -78,7 +78,13 @@ func startProcess(name, logPath, bin string, args ...string) (*process, error) {
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
 	p := &process{name: name, logPath: logPath, cmd: cmd, exited: make(chan struct{})}
-	recordChild(filepath.Dir(logPath), cmd.Process.Pid)
+	// Recorded before Wait can reap it, so /proc still has its start time.
+	if err := recordChild(filepath.Dir(logPath), cmd.Process.Pid); err != nil {
+		// An unrecorded server would escape the sweep and scripts/leftovers.
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		_ = cmd.Wait()
+		return nil, fmt.Errorf("start %s: %w", name, err)
+	}
 	go func() {
 		err := cmd.Wait()
 		p.mu.Lock()

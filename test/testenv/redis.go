@@ -137,12 +137,7 @@ func (r *Redis) newClient() *redis.Client {
 	})
 }
 
-func (r *Redis) cleanup() {
-	if p := r.current(); p != nil {
-		_ = p.cleanup()
-	}
-	_ = removeDir(r.dir)
-}
+func (r *Redis) cleanup() { removeDirOnceStopped(r.dir, r.current()) }
 
 func (r *Redis) current() *process {
 	r.mu.Lock()

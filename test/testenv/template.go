@@ -97,7 +97,15 @@ func buildMariaDBTemplate() (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("build mariadb template: %w", err)
 	}
-	defer os.RemoveAll(run)
+	var started []*process
+	defer func() {
+		for _, p := range started {
+			if p.cleanup() != nil {
+				return // keeps the children record of a survivor for scripts/leftovers
+			}
+		}
+		_ = removeDir(run)
+	}()
 
 	data := filepath.Join(work, "data")
 	installLog := filepath.Join(run, "install.log")
@@ -106,6 +114,7 @@ func buildMariaDBTemplate() (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("build mariadb template: %w", err)
 	}
+	started = append(started, p)
 	if !p.wait(5 * time.Minute) {
 		_ = p.cleanup()
 		return "", fmt.Errorf("build mariadb template: mariadb-install-db timed out\n%s", tailFile(installLog, 20))
