@@ -46,15 +46,27 @@ const (
 // is never wiped by mistake (ErrNotFenced). The clone plugin must be loaded
 // on both sides (else ErrNotSupported). On MariaDB it returns
 // ErrNotSupported naming the manual mariadb-backup procedure.
-func (i *Instance) CloneFrom(ctx context.Context, donor Donor) error {
+//
+// timeout bounds the whole call: the copy (whose session has no read
+// timeout, since CLONE answers only when it is done), the restart and the
+// verification; it must be positive. When it passes the error wraps
+// context.DeadlineExceeded and the clone's outcome is unknown.
+func (i *Instance) CloneFrom(ctx context.Context, donor Donor, timeout time.Duration) error {
 	const op = "clone"
 	if i.d.clone == nil {
 		return i.fail(op, "", fmt.Errorf("%w: %s", ErrNotSupported, i.d.cloneUnsupported))
+	}
+	if timeout <= 0 {
+		return i.fail(op, "check timeout", fmt.Errorf("%w: timeout %v", ErrInvalidArgument, timeout))
 	}
 	stmts, err := i.d.clone(donor)
 	if err != nil {
 		return i.fail(op, "build statement", err, donor.Password)
 	}
+	// The long session has no read timeout: without this deadline a donor
+	// that stops answering would hold the caller forever.
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
 	st, err := i.readOnly(ctx)
 	if err != nil {
 		return i.fail(op, "check fence", err)

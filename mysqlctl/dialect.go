@@ -43,6 +43,10 @@ type dialect struct {
 	// notReplicaErrnos are the errors STOP/RESET return when replication was
 	// never configured: for an idempotent StopReplica they mean "done".
 	notReplicaErrnos []uint16
+	// startPurgesRelayLog: starting either replication thread while both
+	// are stopped discards every relay log (MariaDB in GTID mode,
+	// start_slave_threads), so the retrieved but unapplied transactions go.
+	startPurgesRelayLog bool
 
 	// Semi-sync variable and status names, each list in order of preference
 	// (MySQL 8.0.26+ may have either the new or the old plugin loaded).
@@ -288,6 +292,8 @@ func mariadbDialect(Flavor) dialect {
 		stopIOThread:     "STOP SLAVE IO_THREAD",
 		startIOThread:    "START SLAVE IO_THREAD",
 		notReplicaErrnos: []uint16{errBadReplica, errMasterInfo},
+		// Every replica ReplicateFrom configures uses GTID (MASTER_USE_GTID).
+		startPurgesRelayLog: true,
 
 		semiPrimaryVars: primaryVars, semiReplicaVars: replicaVars,
 		semiPrimaryStatus: primaryStatus, semiReplicaStatus: replicaStatus,

@@ -29,9 +29,24 @@
 // error and wraps a sentinel for expected conditions (ErrNotReplica,
 // ErrNotSupported, ErrDrainTimeout, ErrReplicationError, ...). Each is
 // idempotent: running it twice, or again after a crash half-way, is safe
-// (StopReplica and ResetReplicaAll on a non-replica succeed, Fence on a
-// fenced server and Promote on a writable one are no-ops, ReplicateFrom
-// restarts replication with the same settings).
+// (StopReplica, StopReplicaIO and ResetReplicaAll on a non-replica succeed,
+// Fence on a fenced server and Promote on a writable one are no-ops,
+// ReplicateFrom restarts replication with the same settings).
+//
+// # Deadlines
+//
+// No call waits on the server without a bound of its own, whatever the
+// caller's context:
+//
+//   - every statement is bounded by Options.DialTimeout, ReadTimeout and
+//     WriteTimeout (the driver's socket deadlines, defaults 2s/5s/5s); so is
+//     waiting for a free pooled session, since every holder of one is;
+//   - WaitRelayDrained waits at most its timeout argument, in server-side
+//     slices of at most one second (below the read timeout);
+//   - CloneFrom, whose CLONE session has no read timeout, is bounded by its
+//     timeout argument, restart and verification included.
+//
+// The context may end any of them earlier.
 //
 // KillClientConnections spares this Instance's own sessions by the
 // CONNECTION_ID() each pooled session recorded when it was opened (checked

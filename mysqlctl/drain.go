@@ -22,6 +22,11 @@ import (
 //   - SQL thread stopped with an error: ErrReplicationError (at once).
 //   - SQL thread stopped without error: started once (START REPLICA
 //     SQL_THREAD); if it stops again the wait runs into the timeout.
+//     On MariaDB, when the IO thread is stopped too, it is not started
+//     (that start would discard the relay log): the call succeeds if
+//     Gtid_Slave_Pos already covers the position, else it returns
+//     ErrApplierStopped. To freeze the retrieved set before a drain use
+//     StopReplicaIO, which keeps the applier running.
 //   - Not drained within timeout: ErrDrainTimeout.
 //
 // ctx bounds the whole call; if it ends first the error wraps ctx.Err().
@@ -45,6 +50,20 @@ func (i *Instance) WaitRelayDrained(ctx context.Context, target gtid.Set, timeou
 			return i.fail(op, "check SQL thread", fmt.Errorf("%w: SQL thread stopped with error %d: %s", ErrReplicationError, rep.LastSQLErrno, rep.LastSQLError))
 		}
 		if !rep.SQLThread.Running() && !restarted {
+			// MariaDB would discard the relay log, and then report the wait
+			// as reached against the reset Gtid_IO_Pos: a drain that lost
+			// transactions yet looked complete.
+			if i.d.startPurgesRelayLog && !rep.IOThread.Running() {
+				// Nothing left to apply (e.g. a run interrupted after
+				// detach stopped both threads): drained, nothing to start.
+				applied, err := gtid.Parse(i.flavor.Engine, rep.GTIDSlavePos)
+				if err == nil && applied.Covers(rep.Retrieved.Union(target)) {
+					i.log.Info("mysqlctl: relay log drained", "addr", i.addr, "position", rep.GTIDSlavePos)
+					return nil
+				}
+				return i.fail(op, "check SQL thread", fmt.Errorf("%w: IO=%s SQL=%s, applied %q, retrieved %q",
+					ErrApplierStopped, rep.IOThread, rep.SQLThread, rep.GTIDSlavePos, rep.RetrievedRaw))
+			}
 			if err := i.q.exec(ctx, i.d.startSQLThread); err != nil {
 				return i.fail(op, "start SQL thread", err)
 			}

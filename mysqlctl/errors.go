@@ -23,6 +23,10 @@ var (
 	ErrDrainTimeout = errors.New("mysqlctl: relay log drain timed out")
 	// ErrReplicationError: a replication thread stopped with an error.
 	ErrReplicationError = errors.New("mysqlctl: replication error")
+	// ErrApplierStopped: on MariaDB both replication threads are stopped,
+	// and starting either would discard the relay log (the retrieved but
+	// unapplied transactions), so the operation refused to start one.
+	ErrApplierStopped = errors.New("mysqlctl: both replication threads stopped; a restart would discard the relay log")
 	// ErrFenceNotInEffect: after Fence the server still reports itself writable.
 	ErrFenceNotInEffect = errors.New("mysqlctl: fence not in effect")
 	// ErrNotWritable: after Promote the server still reports itself read-only.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/failoverd/failoverd/gtid"
 	"github.com/go-sql-driver/mysql"
@@ -99,7 +100,7 @@ func TestPasswordsNeverInErrors(t *testing.T) {
 			return i.ReplicateFrom(context.Background(), Source{Host: "h", User: "repl", Password: srcPW})
 		}},
 		{"mysql clone", mysql80, echo("CLONE"), func(i *Instance) error {
-			return i.CloneFrom(context.Background(), Donor{Host: "h", User: "clone", Password: donorPW})
+			return i.CloneFrom(context.Background(), Donor{Host: "h", User: "clone", Password: donorPW}, time.Hour)
 		}},
 		{"own password in a fence error", mariadb, echo("SET GLOBAL"), func(i *Instance) error {
 			return i.Fence(context.Background())

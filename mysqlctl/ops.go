@@ -119,6 +119,75 @@ func (i *Instance) stopReplica(ctx context.Context) error {
 	return err
 }
 
+// StopReplicaIO stops only the IO (receiver) thread and leaves the SQL
+// (applier) thread running: STOP REPLICA IO_THREAD (MySQL) or STOP SLAVE
+// IO_THREAD (MariaDB). The statement returns once the thread has stopped, so
+// the retrieved set read afterwards (ReplicaStatus.Retrieved) is final:
+// nothing more arrives in the relay log while the applier works through it.
+//
+// A SQL thread that is stopped without an error is started first, while the
+// IO thread still runs: MariaDB (GTID mode) discards every relay log when a
+// replication thread starts while both are stopped, so starting the applier
+// afterwards would throw away the retrieved transactions. Stopping a stopped
+// IO thread, or calling it on a server without replication, does nothing and
+// returns nil.
+func (i *Instance) StopReplicaIO(ctx context.Context) error {
+	const op = "stop replica IO thread"
+	rep, err := i.replicaStatus(ctx)
+	if err != nil {
+		return i.fail(op, "read replica status", err)
+	}
+	if rep == nil {
+		return nil // not a replica: nothing receives
+	}
+	// Only while the IO thread runs can the applier start without MariaDB
+	// purging the relay log (see above).
+	if !rep.SQLThread.Running() && !rep.SQLError() && rep.IOThread.Running() {
+		if err := i.q.exec(ctx, i.d.startSQLThread); err != nil {
+			return i.fail(op, "start SQL thread", err)
+		}
+		i.log.Warn("mysqlctl: started stopped SQL thread before stopping the IO thread", "addr", i.addr)
+	}
+	err = i.q.exec(ctx, i.d.stopIOThread)
+	if err != nil && !slices.Contains(i.d.notReplicaErrnos, errNumber(err)) {
+		return i.fail(op, "", err)
+	}
+	i.log.Info("mysqlctl: replica IO thread stopped", "addr", i.addr)
+	return nil
+}
+
+// StartReplicaIO starts the IO (receiver) thread again, e.g. after
+// StopReplicaIO when a promotion was abandoned: START REPLICA IO_THREAD /
+// START SLAVE IO_THREAD. Starting a running thread does nothing. On a server
+// without replication it returns an error wrapping ErrNotReplica. On MariaDB
+// it refuses (ErrApplierStopped) while the SQL thread is stopped too: the
+// start would discard the relay log, and with it any retrieved transaction
+// the source can no longer send.
+func (i *Instance) StartReplicaIO(ctx context.Context) error {
+	const op = "start replica IO thread"
+	if i.d.startPurgesRelayLog {
+		rep, err := i.replicaStatus(ctx)
+		if err != nil {
+			return i.fail(op, "read replica status", err)
+		}
+		if rep == nil {
+			return i.fail(op, "read replica status", ErrNotReplica)
+		}
+		if !rep.IOThread.Running() && !rep.SQLThread.Running() {
+			return i.fail(op, "check SQL thread", fmt.Errorf("%w: SQL thread %s", ErrApplierStopped, rep.SQLThread))
+		}
+	}
+	err := i.q.exec(ctx, i.d.startIOThread)
+	if err != nil && slices.Contains(i.d.notReplicaErrnos, errNumber(err)) {
+		err = fmt.Errorf("%w: %w", ErrNotReplica, err)
+	}
+	if err != nil {
+		return i.fail(op, "", err)
+	}
+	i.log.Info("mysqlctl: replica IO thread started", "addr", i.addr)
+	return nil
+}
+
 // ResetReplicaAll stops replication and forgets the source (RESET REPLICA
 // ALL / RESET SLAVE ALL). Running it twice, or on a non-replica, is fine.
 // MariaDB keeps @@gtid_slave_pos.

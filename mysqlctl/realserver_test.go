@@ -73,6 +73,7 @@ func runSuite(t *testing.T, f serverFactory) {
 	t.Run("FenceBlocksAppWritesAndPromoteLiftsIt", s.testFence)
 	t.Run("KillClientConnections", s.testKill)
 	t.Run("WaitRelayDrained", s.testDrain)
+	t.Run("StopReplicaIOFreezesRetrievedSet", s.testStopReplicaIO)
 	t.Run("SemiSync", s.testSemiSync)
 	t.Run("ManualFailoverThreeSites", s.testFailover)
 	t.Run("IdempotentReplicationControl", s.testIdempotency)
@@ -104,6 +105,17 @@ func (s suite) open(t *testing.T, srv *realServer) *Instance {
 		t.Fatalf("open %s: %v", srv.name, err)
 	}
 	t.Cleanup(func() { _ = inst.Close() })
+	return inst
+}
+
+// openPrimary opens srv and makes it writable with Promote: testenv starts
+// every server read-only, as production sites start.
+func (s suite) openPrimary(t *testing.T, srv *realServer) *Instance {
+	t.Helper()
+	inst := s.open(t, srv)
+	if err := inst.Promote(ctxFor(t, 30*time.Second)); err != nil {
+		t.Fatalf("promote %s: %v", srv.name, err)
+	}
 	return inst
 }
 
@@ -233,7 +245,7 @@ func (s suite) pair(t *testing.T) (p, r *realServer, ip, ir *Instance, pdb, rdb 
 	t.Helper()
 	srv := s.startN(t, 2)
 	p, r = srv[0], srv[1]
-	ip, ir = s.open(t, p), s.open(t, r)
+	ip, ir = s.openPrimary(t, p), s.open(t, r)
 	pdb, rdb = admin(t, p), admin(t, r)
 	mustExec(t, app(t, p), "CREATE TABLE t (id INT PRIMARY KEY, v INT NOT NULL)", "INSERT INTO t VALUES (1, 0), (2, 0), (3, 0)")
 	s.replicate(t, ir, rdb, p)
@@ -320,7 +332,7 @@ func (s suite) testStatus(t *testing.T) {
 
 func (s suite) testFence(t *testing.T) {
 	srv := s.f.start(t, "fence")
-	inst := s.open(t, srv)
+	inst := s.openPrimary(t, srv)
 	adb := app(t, srv)
 	mustExec(t, adb, "CREATE TABLE t (id INT PRIMARY KEY, v INT NOT NULL)", "INSERT INTO t VALUES (1, 0)")
 	for round := 1; round <= 2; round++ { // the second Fence hits a fenced server
@@ -549,6 +561,173 @@ func (s suite) testDrain(t *testing.T) {
 	})
 }
 
+// testStopReplicaIO: after StopReplicaIO the retrieved set stays as read
+// while the primary keeps writing, the drain applies exactly that set, and
+// no step discards the relay log (MariaDB purges it when a replication
+// thread starts while both are stopped).
+func (s suite) testStopReplicaIO(t *testing.T) {
+	p, _, ip, ir, pdb, rdb := s.pair(t)
+	pApp := app(t, p)
+	ctx := ctxFor(t, 180*time.Second)
+	insert := func(from, to int) {
+		t.Helper()
+		for id := from; id < to; id++ {
+			mustExec(t, pApp, fmt.Sprintf("INSERT INTO t VALUES (%d, 0)", id))
+		}
+	}
+	// retrievedAll waits until the replica received everything the primary wrote.
+	retrievedAll := func() {
+		t.Helper()
+		sent := s.executed(t, pdb)
+		waitFor(t, 30*time.Second, "IO thread retrieved everything", func() (bool, string) {
+			st, err := ir.Status(ctx)
+			if err != nil || st.Replica == nil {
+				return false, fmt.Sprint(err)
+			}
+			return st.Replica.Retrieved.Union(st.Executed).Covers(sent), st.Replica.RetrievedRaw
+		})
+	}
+	status := func() *ReplicaStatus {
+		t.Helper()
+		st, err := ir.Status(ctx)
+		if err != nil || st.Replica == nil {
+			t.Fatalf("replica status: %+v, %v", st, err)
+		}
+		return st.Replica
+	}
+	restartIO := func() {
+		t.Helper()
+		for round := 1; round <= 2; round++ { // the second call finds the thread running
+			if err := ir.StartReplicaIO(ctx); err != nil {
+				t.Fatalf("StartReplicaIO #%d: %v", round, err)
+			}
+		}
+		s.waitReplicated(t, rdb, pdb)
+	}
+
+	t.Run("DrainAppliesExactlyTheFrozenSet", func(t *testing.T) {
+		// A row lock on the replica holds the applier inside a transaction.
+		lockConn, err := rdb.Conn(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer lockConn.Close()
+		for _, q := range []string{"BEGIN", "SELECT v FROM app.t WHERE id = 1 FOR UPDATE"} {
+			if _, err := lockConn.ExecContext(ctx, q); err != nil {
+				t.Fatalf("%s: %v", q, err)
+			}
+		}
+		mustExec(t, pApp, "UPDATE t SET v = 1 WHERE id = 1")
+		insert(10, 15)
+		retrievedAll()
+		for round := 1; round <= 2; round++ { // the second call finds the thread stopped
+			if err := ir.StopReplicaIO(ctx); err != nil {
+				t.Fatalf("StopReplicaIO #%d: %v", round, err)
+			}
+		}
+		rep := status()
+		if rep.IOThread.Running() || !rep.SQLThread.Running() {
+			t.Fatalf("after StopReplicaIO: IO=%s SQL=%s; want IO stopped, applier running", rep.IOThread, rep.SQLThread)
+		}
+		final := rep.Retrieved
+		insert(20, 25) // the primary keeps writing
+		later := s.executed(t, pdb)
+		if final.Covers(later) {
+			t.Fatalf("retrieved %s already covers the primary's later writes %s", final, later)
+		}
+		var wg sync.WaitGroup
+		var drainErr error
+		wg.Go(func() { drainErr = ir.WaitRelayDrained(ctx, final, 60*time.Second) })
+		time.Sleep(time.Second) // two heartbeat periods: ample time for a running IO thread to fetch the later writes
+		if _, err := lockConn.ExecContext(ctx, "ROLLBACK"); err != nil {
+			t.Fatal(err)
+		}
+		wg.Wait()
+		if drainErr != nil {
+			t.Fatalf("WaitRelayDrained: %v", drainErr)
+		}
+		st, err := ir.Status(ctx)
+		if err != nil || st.Replica == nil {
+			t.Fatalf("status after the drain: %v", err)
+		}
+		if !st.Replica.Retrieved.Equal(final) {
+			t.Fatalf("retrieved set changed after StopReplicaIO: %s, was %s", st.Replica.Retrieved, final)
+		}
+		if !st.Executed.Covers(final) || st.Executed.Covers(later) {
+			t.Fatalf("replica executed %s; want the retrieved %s and not the primary's %s", st.Executed, final, later)
+		}
+		if n, v := countRows(t, rdb), queryString(t, rdb, "SELECT v FROM app.t WHERE id = 1"); n != 8 || v != "1" {
+			t.Fatalf("replica has %d rows and v=%s after the drain, want 8 and 1", n, v)
+		}
+		restartIO()
+		if n := countRows(t, rdb); n != 13 {
+			t.Fatalf("replica has %d rows after StartReplicaIO, want 13", n)
+		}
+	})
+
+	t.Run("StoppedApplierIsStartedBeforeTheIOThreadStops", func(t *testing.T) {
+		mustExec(t, rdb, s.f.raw.stopSQLThread)
+		insert(30, 35)
+		retrievedAll()
+		if err := ir.StopReplicaIO(ctx); err != nil {
+			t.Fatalf("StopReplicaIO: %v", err)
+		}
+		rep := status()
+		if rep.IOThread.Running() || !rep.SQLThread.Running() {
+			t.Fatalf("after StopReplicaIO: IO=%s SQL=%s; want IO stopped, applier running", rep.IOThread, rep.SQLThread)
+		}
+		if err := ir.WaitRelayDrained(ctx, rep.Retrieved, 30*time.Second); err != nil {
+			t.Fatalf("WaitRelayDrained: %v", err)
+		}
+		if n := countRows(t, rdb); n != 18 {
+			t.Fatalf("replica has %d rows after the drain, want 18 (the relay log was discarded?)", n)
+		}
+		restartIO()
+	})
+
+	t.Run("BothThreadsStopped", func(t *testing.T) {
+		mustExec(t, rdb, s.f.raw.stopSQLThread)
+		insert(40, 45)
+		retrievedAll()
+		mustExec(t, rdb, ir.d.stopIOThread) // behind mysqlctl's back: both threads stopped
+		before := status().Retrieved
+		err := ir.WaitRelayDrained(ctx, gtid.Set{}, 30*time.Second)
+		if s.f.flavor != gtid.MariaDB { // MySQL keeps the relay log: the applier is started
+			if err != nil {
+				t.Fatalf("WaitRelayDrained: %v", err)
+			}
+			if n := countRows(t, rdb); n != 23 {
+				t.Fatalf("replica has %d rows after the drain, want 23", n)
+			}
+			restartIO()
+			return
+		}
+		if !errors.Is(err, ErrApplierStopped) {
+			t.Fatalf("WaitRelayDrained with both threads stopped = %v; want ErrApplierStopped", err)
+		}
+		if err := ir.StartReplicaIO(ctx); !errors.Is(err, ErrApplierStopped) {
+			t.Fatalf("StartReplicaIO with both threads stopped = %v; want ErrApplierStopped", err)
+		}
+		if after := status().Retrieved; !after.Equal(before) {
+			t.Fatalf("retrieved set %s changed to %s: the relay log was discarded", before, after)
+		}
+		mustExec(t, rdb, ir.d.startReplica) // the test's own recovery: the primary is alive and resends
+		s.waitReplicated(t, rdb, pdb)
+		if n := countRows(t, rdb); n != 23 {
+			t.Fatalf("replica has %d rows after the restart, want 23", n)
+		}
+	})
+
+	t.Run("NotAReplica", func(t *testing.T) {
+		if err := ip.StopReplicaIO(ctx); err != nil {
+			t.Fatalf("StopReplicaIO on the primary: %v", err)
+		}
+		if err := ip.StartReplicaIO(ctx); !errors.Is(err, ErrNotReplica) {
+			t.Fatalf("StartReplicaIO on the primary = %v; want ErrNotReplica", err)
+		}
+	})
+}
+
 func (s suite) testSemiSync(t *testing.T) {
 	p, _, ip, ir, _, _ := s.pair(t)
 	for round := 1; round <= 2; round++ {
@@ -584,7 +763,7 @@ func (s suite) testSemiSync(t *testing.T) {
 func (s suite) testFailover(t *testing.T) {
 	srv := s.startN(t, 3)
 	a, b, c := srv[0], srv[1], srv[2]
-	ia, ib, ic := s.open(t, a), s.open(t, b), s.open(t, c)
+	ia, ib, ic := s.openPrimary(t, a), s.open(t, b), s.open(t, c)
 	adb, bdb, cdb := admin(t, a), admin(t, b), admin(t, c)
 	aApp := app(t, a)
 	mustExec(t, aApp, "CREATE TABLE t (id INT PRIMARY KEY, v INT NOT NULL)", "INSERT INTO t VALUES (1, 0), (2, 0)")
@@ -685,7 +864,7 @@ func (s suite) testClone(t *testing.T) {
 	if !s.f.clone {
 		srv := s.f.start(t, "clone")
 		inst := s.open(t, srv)
-		err := inst.CloneFrom(ctxFor(t, 30*time.Second), Donor{Host: srv.host, Port: srv.port, User: testenv.AdminUser, Password: testenv.AdminPassword})
+		err := inst.CloneFrom(ctxFor(t, 30*time.Second), Donor{Host: srv.host, Port: srv.port, User: testenv.AdminUser, Password: testenv.AdminPassword}, 30*time.Second)
 		if !errors.Is(err, ErrNotSupported) || !strings.Contains(err.Error(), "mariadb-backup") {
 			t.Fatalf("CloneFrom = %v; want ErrNotSupported naming mariadb-backup", err)
 		}
@@ -696,13 +875,13 @@ func (s suite) testClone(t *testing.T) {
 	mustExec(t, app(t, donor), "CREATE TABLE t (id INT PRIMARY KEY, v INT NOT NULL)", "INSERT INTO t VALUES (1, 7)")
 	inst := s.open(t, recipient)
 	d := Donor{Host: donor.host, Port: donor.port, User: testenv.AdminUser, Password: testenv.AdminPassword}
-	if err := inst.CloneFrom(ctxFor(t, 30*time.Second), d); !errors.Is(err, ErrNotFenced) {
+	if err := inst.CloneFrom(ctxFor(t, 30*time.Second), d, 30*time.Second); !errors.Is(err, ErrNotFenced) {
 		t.Fatalf("CloneFrom on a writable server = %v; want ErrNotFenced", err)
 	}
 	if err := inst.Fence(ctxFor(t, 30*time.Second)); err != nil {
 		t.Fatal(err)
 	}
-	if err := inst.CloneFrom(ctxFor(t, 300*time.Second), d); err != nil {
+	if err := inst.CloneFrom(ctxFor(t, 300*time.Second), d, 240*time.Second); err != nil {
 		t.Fatalf("CloneFrom: %v", err)
 	}
 	if err := recipient.restart(ctxFor(t, 120*time.Second)); err != nil {

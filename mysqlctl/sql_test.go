@@ -66,6 +66,13 @@ func mariaReplica(io, sqlThread, ioPos, sqlErrno, sqlError string) fakeResponse 
 		row("", io, sqlThread, ioPos, sqlErrno, sqlError).ok()
 }
 
+// mariaReplicaPos is a MariaDB replica row with Gtid_Slave_Pos (what the
+// applier executed) beside Gtid_IO_Pos.
+func mariaReplicaPos(io, sqlThread, ioPos, slavePos string) fakeResponse {
+	return table("Connection_name", "Slave_IO_Running", "Slave_SQL_Running", "Gtid_IO_Pos", "Gtid_Slave_Pos", "Last_SQL_Errno", "Last_SQL_Error").
+		row("", io, sqlThread, ioPos, slavePos, "0", "").ok()
+}
+
 func waitResult(v string) fakeResponse { return table("result").row(v).ok() }
 
 type sqlCase struct {
@@ -111,6 +118,8 @@ func fence(ctx context.Context, i *Instance) error        { return i.Fence(ctx) 
 func promote(ctx context.Context, i *Instance) error      { return i.Promote(ctx) }
 func stopReplica(ctx context.Context, i *Instance) error  { return i.StopReplica(ctx) }
 func resetReplica(ctx context.Context, i *Instance) error { return i.ResetReplicaAll(ctx) }
+func stopIO(ctx context.Context, i *Instance) error       { return i.StopReplicaIO(ctx) }
+func startIO(ctx context.Context, i *Instance) error      { return i.StartReplicaIO(ctx) }
 
 func TestFenceSQL(t *testing.T) {
 	runSQLCases(t, []sqlCase{
@@ -190,6 +199,67 @@ func TestStopAndResetSQL(t *testing.T) {
 			setup:   func(db *fakeDB) { db.on("RESET SLAVE ALL", fails(serverErr(1198, "running slave"))) },
 			want:    []string{"STOP SLAVE", "RESET SLAVE ALL"},
 			wantErr: &mysql.MySQLError{Number: 1198}},
+	})
+}
+
+func TestReplicaIOThreadSQL(t *testing.T) {
+	mysqlRunning := mysqlReplica("Yes", "Yes", uuidA+":1-10", "0", "")
+	mariaRunning := mariaReplica("Yes", "Yes", "0-1-17", "0", "")
+	runSQLCases(t, []sqlCase{
+		{name: "mysql stop", flavor: mysql80, run: stopIO,
+			setup: func(db *fakeDB) { db.on("SHOW REPLICA STATUS", mysqlRunning) },
+			want:  []string{"SHOW REPLICA STATUS", "STOP REPLICA IO_THREAD"}},
+		{name: "mysql stop starts a stopped applier first", flavor: mysql80, run: stopIO,
+			setup: func(db *fakeDB) {
+				db.on("SHOW REPLICA STATUS", mysqlReplica("Connecting", "No", uuidA+":1-10", "0", ""))
+			},
+			want: []string{"SHOW REPLICA STATUS", "START REPLICA SQL_THREAD", "STOP REPLICA IO_THREAD"}},
+		{name: "mysql stop leaves a failed applier alone", flavor: mysql80, run: stopIO,
+			setup: func(db *fakeDB) {
+				db.on("SHOW REPLICA STATUS", mysqlReplica("Yes", "No", uuidA+":1-10", "1062", "Duplicate entry"))
+			},
+			want: []string{"SHOW REPLICA STATUS", "STOP REPLICA IO_THREAD"}},
+		{name: "mysql stop not a replica", flavor: mysql80, run: stopIO, want: []string{"SHOW REPLICA STATUS"}},
+		{name: "mysql stop reset meanwhile", flavor: mysql84, run: stopIO,
+			setup: func(db *fakeDB) {
+				db.on("SHOW REPLICA STATUS", mysqlRunning).on("STOP REPLICA IO_THREAD", fails(serverErr(3074, "channel does not exist")))
+			},
+			want: []string{"SHOW REPLICA STATUS", "STOP REPLICA IO_THREAD"}},
+		{name: "mysql stop other error", flavor: mysql80, run: stopIO,
+			setup: func(db *fakeDB) {
+				db.on("SHOW REPLICA STATUS", mysqlRunning).on("STOP REPLICA IO_THREAD", fails(serverErr(1227, "Access denied")))
+			},
+			want:    []string{"SHOW REPLICA STATUS", "STOP REPLICA IO_THREAD"},
+			wantErr: &mysql.MySQLError{Number: 1227}},
+		{name: "mysql start", flavor: mysql80, run: startIO, want: []string{"START REPLICA IO_THREAD"}},
+		{name: "mysql start unconfigured", flavor: mysql80, run: startIO,
+			setup:   func(db *fakeDB) { db.on("START REPLICA IO_THREAD", fails(serverErr(1200, "not configured"))) },
+			want:    []string{"START REPLICA IO_THREAD"},
+			wantErr: ErrNotReplica},
+		{name: "mariadb stop", flavor: mariadb, run: stopIO,
+			setup: func(db *fakeDB) { db.on("SHOW ALL SLAVES STATUS", mariaRunning) },
+			want:  []string{"SHOW ALL SLAVES STATUS", "STOP SLAVE IO_THREAD"}},
+		{name: "mariadb stop starts a stopped applier while the IO thread runs", flavor: mariadb, run: stopIO,
+			setup: func(db *fakeDB) { db.on("SHOW ALL SLAVES STATUS", mariaReplica("Yes", "No", "0-1-17", "0", "")) },
+			want:  []string{"SHOW ALL SLAVES STATUS", "START SLAVE SQL_THREAD", "STOP SLAVE IO_THREAD"}},
+		{name: "mariadb stop with both threads stopped starts nothing", flavor: mariadb, run: stopIO,
+			setup: func(db *fakeDB) { db.on("SHOW ALL SLAVES STATUS", mariaReplica("No", "No", "0-1-17", "0", "")) },
+			want:  []string{"SHOW ALL SLAVES STATUS", "STOP SLAVE IO_THREAD"}},
+		{name: "mariadb stop not a replica", flavor: mariadb, run: stopIO, want: []string{"SHOW ALL SLAVES STATUS"}},
+		{name: "mariadb stop reset meanwhile", flavor: mariadb, run: stopIO,
+			setup: func(db *fakeDB) {
+				db.on("SHOW ALL SLAVES STATUS", mariaRunning).on("STOP SLAVE IO_THREAD", fails(serverErr(1617, "There is no master connection ''")))
+			},
+			want: []string{"SHOW ALL SLAVES STATUS", "STOP SLAVE IO_THREAD"}},
+		{name: "mariadb start", flavor: mariadb, run: startIO,
+			setup: func(db *fakeDB) { db.on("SHOW ALL SLAVES STATUS", mariaReplica("No", "Yes", "0-1-17", "0", "")) },
+			want:  []string{"SHOW ALL SLAVES STATUS", "START SLAVE IO_THREAD"}},
+		{name: "mariadb start refused while the applier is stopped too", flavor: mariadb, run: startIO,
+			setup:   func(db *fakeDB) { db.on("SHOW ALL SLAVES STATUS", mariaReplica("No", "No", "0-1-17", "0", "")) },
+			want:    []string{"SHOW ALL SLAVES STATUS"},
+			wantErr: ErrApplierStopped},
+		{name: "mariadb start not a replica", flavor: mariadb, run: startIO,
+			want: []string{"SHOW ALL SLAVES STATUS"}, wantErr: ErrNotReplica},
 	})
 }
 
@@ -437,6 +507,28 @@ func TestWaitRelayDrainedSQL(t *testing.T) {
 				db.on("SHOW ALL SLAVES STATUS", table("Connection_name", "Slave_IO_Running", "Slave_SQL_Running").row("other", "Yes", "Yes").ok())
 			},
 			want: []string{"SHOW ALL SLAVES STATUS"}, wantErr: ErrNotReplica},
+		{name: "mariadb both threads stopped: the applier is not started", flavor: mariadb, run: drain(gtid.Set{}, 30*time.Second),
+			setup: func(db *fakeDB) {
+				db.on("SHOW ALL SLAVES STATUS", mariaReplicaPos("No", "No", "0-1-17", "0-1-12"))
+			},
+			want:    []string{"SHOW ALL SLAVES STATUS"},
+			wantErr: ErrApplierStopped},
+		{name: "mariadb both threads stopped after everything was applied", flavor: mariadb, run: drain(gtid.MustParse(gtid.MariaDB, "0-1-15"), 30*time.Second),
+			setup: func(db *fakeDB) {
+				db.on("SHOW ALL SLAVES STATUS", mariaReplicaPos("No", "No", "0-1-17", "0-1-17"))
+			},
+			want: []string{"SHOW ALL SLAVES STATUS"}},
+		{name: "mariadb both stopped, target beyond what was applied", flavor: mariadb, run: drain(gtid.MustParse(gtid.MariaDB, "0-1-20"), 30*time.Second),
+			setup: func(db *fakeDB) {
+				db.on("SHOW ALL SLAVES STATUS", mariaReplicaPos("No", "No", "0-1-17", "0-1-17"))
+			},
+			want:    []string{"SHOW ALL SLAVES STATUS"},
+			wantErr: ErrApplierStopped},
+		{name: "mysql both threads stopped: the applier is started (relay log kept)", flavor: mysql80, run: drain(gtid.Set{}, 30*time.Second),
+			setup: func(db *fakeDB) {
+				db.on("SHOW REPLICA STATUS", mysqlReplica("No", "No", uuidA+":1-10", "0", "")).on("SELECT WAIT", waitResult("0"))
+			},
+			want: []string{"SHOW REPLICA STATUS", "START REPLICA SQL_THREAD", "SELECT WAIT_FOR_EXECUTED_GTID_SET('" + uuidA + ":1-10', 1) AS result"}},
 		{name: "wrong target flavor", flavor: mariadb, run: drain(mysqlTarget, time.Second), wantErr: ErrInvalidArgument},
 	})
 }
@@ -447,7 +539,7 @@ var errAny = errors.New("any error")
 func TestCloneFromSQL(t *testing.T) {
 	donor := Donor{Host: "10.0.0.1", User: "clone", Password: "clone-pw", TLS: true}
 	clone := func(d Donor) func(ctx context.Context, i *Instance) error {
-		return func(ctx context.Context, i *Instance) error { return i.CloneFrom(ctx, d) }
+		return func(ctx context.Context, i *Instance) error { return i.CloneFrom(ctx, d, time.Hour) }
 	}
 	const cloneStatus = "SELECT STATE AS state, ERROR_NO AS error_no, ERROR_MESSAGE AS error_message FROM performance_schema.clone_status"
 	cloneStmts := []string{mysqlReadOnly, "SET GLOBAL clone_valid_donor_list = '10.0.0.1:3306'",
@@ -487,9 +579,28 @@ func TestCloneFromSQL(t *testing.T) {
 	})
 }
 
+// A clone that never reports an outcome (a donor or recipient that stopped
+// answering) ends at CloneFrom's own timeout even under a context without a
+// deadline.
+func TestCloneFromGivesUpAtItsTimeout(t *testing.T) {
+	inst, db, _ := newFake(mysql80)
+	db.on(mysqlReadOnly, mysqlFenced).on("CLONE INSTANCE", fails(mysql.ErrInvalidConn)).
+		on("SELECT STATE", table("state", "error_no", "error_message").row("In Progress", "0", "").ok())
+	inst.sleep = func(ctx context.Context, _ time.Duration) error { <-ctx.Done(); return ctx.Err() }
+	err := inst.CloneFrom(context.Background(), Donor{Host: "h", User: "clone", Password: "pw"}, time.Millisecond)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("CloneFrom = %v; want an error wrapping context.DeadlineExceeded", err)
+	}
+	for _, timeout := range []time.Duration{0, -time.Second} {
+		if err := inst.CloneFrom(context.Background(), Donor{Host: "h", User: "clone"}, timeout); !errors.Is(err, ErrInvalidArgument) {
+			t.Errorf("CloneFrom with timeout %v = %v; want ErrInvalidArgument", timeout, err)
+		}
+	}
+}
+
 func TestCloneFromMariaDBNamesManualProcedure(t *testing.T) {
 	inst, _, _ := newFake(mariadb)
-	err := inst.CloneFrom(context.Background(), Donor{Host: "h", User: "u"})
+	err := inst.CloneFrom(context.Background(), Donor{Host: "h", User: "u"}, time.Hour)
 	for _, want := range []string{"mariadb-backup --backup", "--prepare", "MASTER_USE_GTID=slave_pos"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("CloneFrom error %v does not mention %q", err, want)
