@@ -44,6 +44,31 @@ type tracked struct {
 	machine *statemachine.Machine
 	latest  Observation // zero Seq: none yet
 	lastOK  Observation // last reachable one; zero Seq: none yet
+	lag     knownLag
+}
+
+// knownLag is a replica's last known Seconds_Behind_Source/Master.
+type knownLag struct {
+	lag   time.Duration
+	known bool
+	at    time.Time
+}
+
+// observe keeps the last known lag: a NULL Seconds_Behind (a stopped or
+// reconnecting thread, e.g. after the primary died) is "unknown", which must
+// not read as "no lag"; the value read before it stands. A site that is no
+// longer a replica has no lag.
+func (k *knownLag) observe(o Observation) {
+	if !o.Reachable {
+		return
+	}
+	rep := o.Status.Replica
+	switch {
+	case rep == nil:
+		*k = knownLag{}
+	case rep.LagKnown:
+		*k = knownLag{lag: rep.Lag, known: true, at: o.At}
+	}
 }
 
 // NewTracker returns a Tracker with every site Unknown.
@@ -112,6 +137,7 @@ func (t *Tracker) Observe(o Observation) (statemachine.Event, bool, error) {
 	if o.Reachable {
 		s.lastOK = o
 	}
+	s.lag.observe(o)
 	ev, changed := s.machine.Observe(o.Probe())
 	return ev, changed, nil
 }
@@ -132,6 +158,15 @@ type SiteView struct {
 	// replication view as last read); HasReachable is false before one.
 	LastReachable Observation
 	HasReachable  bool
+	// Lag is the replica's last KNOWN lag (Seconds_Behind_Source/Master)
+	// and LagAt the completion time of the probe that read it; LagKnown is
+	// false until a probe read one. A later probe reading NULL (IO thread
+	// Connecting after the primary died, a stopped thread) leaves them as
+	// they were, so a NULL never reads as "no lag": judge staleness by
+	// LagAt. A reachable probe finding no replication clears them.
+	Lag      time.Duration
+	LagKnown bool
+	LagAt    time.Time
 }
 
 // Sites returns every site's view, in configuration order.
@@ -172,6 +207,9 @@ func (t *Tracker) view(name string) SiteView {
 		HasLatest:     s.latest.Seq != 0,
 		LastReachable: s.lastOK,
 		HasReachable:  s.lastOK.Seq != 0,
+		Lag:           s.lag.lag,
+		LagKnown:      s.lag.known,
+		LagAt:         s.lag.at,
 	}
 }
 

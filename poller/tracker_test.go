@@ -194,3 +194,52 @@ func TestObservationProbe(t *testing.T) {
 		}
 	}
 }
+
+// A replica's Seconds_Behind is NULL while its IO thread reconnects (e.g.
+// after the primary died): that is "unknown", not "no lag". The view keeps
+// the last known value with the time it was read.
+func TestTrackerKeepsLastKnownLag(t *testing.T) {
+	tr, err := NewTracker(TrackerConfig{Sites: []string{"b"}, FailureThreshold: 2, RecoveryThreshold: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	replica := func(seq int, io mysqlctl.ThreadState, lag time.Duration, known bool) Observation {
+		o := obsOf("b", seq, 'R')
+		o.Status.Replica = &mysqlctl.ReplicaStatus{IOThread: io, SQLThread: mysqlctl.ThreadYes, Lag: lag, LagKnown: known}
+		return o
+	}
+	steps := []struct {
+		name      string
+		o         Observation
+		wantLag   time.Duration
+		wantKnown bool
+		wantAt    int // seq of the probe that read the lag; 0: none
+	}{
+		{"no replication view yet", obsOf("b", 1, 'F'), 0, false, 0},
+		{"NULL before any known value", replica(2, mysqlctl.ThreadConnecting, 0, false), 0, false, 0},
+		{"known lag", replica(3, mysqlctl.ThreadYes, 7*time.Second, true), 7 * time.Second, true, 3},
+		{"primary died: NULL keeps the last known", replica(4, mysqlctl.ThreadConnecting, 0, false), 7 * time.Second, true, 3},
+		{"failed probe keeps it", obsOf("b", 5, 'F'), 7 * time.Second, true, 3},
+		{"known zero replaces it", replica(6, mysqlctl.ThreadYes, 0, true), 0, true, 6},
+		{"NULL again keeps zero", replica(7, mysqlctl.ThreadConnecting, 0, false), 0, true, 6},
+		{"replayed older probe ignored", replica(5, mysqlctl.ThreadYes, time.Hour, true), 0, true, 6},
+		{"new known lag", replica(8, mysqlctl.ThreadYes, 3*time.Second, true), 3 * time.Second, true, 8},
+		{"no longer a replica: no lag", obsOf("b", 9, 'W'), 0, false, 0},
+	}
+	for _, st := range steps {
+		if _, _, err := tr.Observe(st.o); err != nil {
+			t.Fatalf("%s: %v", st.name, err)
+		}
+		v, _ := tr.Site("b")
+		var wantAt time.Time
+		if st.wantAt != 0 {
+			wantAt = obsOf("b", st.wantAt, 'R').At
+		}
+		if v.Lag != st.wantLag || v.LagKnown != st.wantKnown || !v.LagAt.Equal(wantAt) {
+			t.Errorf("%s: Lag=%v LagKnown=%t LagAt=%v; want %v %t %v", st.name, v.Lag, v.LagKnown, v.LagAt, st.wantLag, st.wantKnown, wantAt)
+		}
+	}
+	if views := tr.Sites(); views[0].LagKnown {
+		t.Errorf("Sites() view of a non-replica has a known lag: %+v", views[0])
+	}
+}
