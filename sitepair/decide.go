@@ -422,9 +422,11 @@ func (v *view) proof() FenceProof {
 		return ProofFenceConfirmed
 	case v.mysqldDown(from):
 		return ProofPrimaryDown
-	case v.pol.Fencing == FencingSidecar && v.sidecarFenced(from):
+	case v.pol.Fencing.UsesSidecar() && v.sidecarFenced(from):
 		return ProofSidecarFenced
-	case v.pol.Fencing == FencingSidecar && v.leaseExpired():
+	case v.pol.Fencing.UsesSemiSync() && v.semiSyncFenced(from):
+		return ProofSemiSync
+	case v.pol.Fencing.UsesSidecar() && v.leaseExpired():
 		return ProofLeaseExpired
 	case v.pol.Fencing == FencingNone:
 		return ProofNoFencing
@@ -450,6 +452,59 @@ func (v *view) mysqldDown(from SiteObservation) bool {
 		}
 	}
 	return lost > 0
+}
+
+// SemiSyncReady says why a primary's semi-sync settings cannot back the
+// semi-sync proof ("" when they can).
+func (p Policy) SemiSyncReady(s SemiSyncObservation) string {
+	switch {
+	case !s.Known:
+		return "semi-sync settings unknown"
+	case !s.Enabled:
+		return "semi-sync is not enabled on the primary"
+	case !s.Active:
+		return "semi-sync is enabled but not active (the primary fell back to asynchronous commits)"
+	case s.Timeout < MinSemiSyncTimeout:
+		return fmt.Sprintf("semi-sync timeout %v is below %v: a hung primary that resumes falls back to async and acknowledges writes", s.Timeout, MinSemiSyncTimeout)
+	case !s.WaitNoReplica:
+		return "semi-sync does not wait when no replica is connected (wait_no_slave/wait_no_replica OFF)"
+	case p.SemiSyncAfterSync && !strings.EqualFold(s.WaitPoint, "AFTER_SYNC"):
+		return fmt.Sprintf("semi-sync wait point %q is not AFTER_SYNC", s.WaitPoint)
+	}
+	return ""
+}
+
+// semiSyncDetach returns the reachable sites that could still acknowledge
+// the old primary's semi-sync commits (a running IO thread pointed at it or
+// at an unknown source) and whether the proof is blocked by a site the
+// daemon cannot reach whose mysqld is not known down.
+func (v *view) semiSyncDetach(from SiteObservation) (detach []string, blocked string) {
+	for _, s := range v.sites {
+		switch {
+		case s.Name == from.Name:
+		case s.State == statemachine.Unreachable:
+			// It may be connected to the old primary and acknowledge.
+			if s.RefusedProbes < v.pol.RefusedProbes {
+				blocked = s.Name
+			}
+		case s.State == statemachine.Unknown:
+			blocked = s.Name
+		case !s.IOStopped && (s.ReplicatingFrom == from.Name || s.ReplicatingFrom == ""):
+			detach = append(detach, s.Name)
+		}
+	}
+	return detach, blocked
+}
+
+// semiSyncFenced: the old primary's own settings (at its last reachable
+// probe) never let a commit be acknowledged without a replica, and no
+// replica can acknowledge any more.
+func (v *view) semiSyncFenced(from SiteObservation) bool {
+	if v.pol.SemiSyncReady(from.SemiSync) != "" {
+		return false
+	}
+	detach, blocked := v.semiSyncDetach(from)
+	return len(detach) == 0 && blocked == ""
 }
 
 // sidecarFenced: the old primary's sidecar said, holding the revoked epoch
@@ -499,6 +554,9 @@ func (v *view) leaseDeadline() (deadline time.Time, ok bool) {
 	}
 	return v.pol.LeaseDeadline(last), true
 }
+
+// from0 is the in-flight failover's old primary.
+func from0(v *view) SiteObservation { return v.sites[v.index(v.st.InFlight.From)] }
 
 func later(a, b time.Time) time.Time {
 	if b.After(a) {
@@ -553,11 +611,25 @@ func (v *view) inFlight() Decision {
 			d.Fence = []string{inf.From}
 			return d
 		}
-		if v.pol.Fencing == FencingSidecar {
+		if v.pol.Fencing.UsesSemiSync() && v.pol.SemiSyncReady(from0(v).SemiSync) == "" {
+			detach, blocked := v.semiSyncDetach(from0(v))
+			if len(detach) > 0 {
+				d := v.decision(ReasonSemiSyncDetachReplicas, "semi-sync fencing: stopping the IO threads of %s so nothing %s commits can be acknowledged", strings.Join(detach, ", "), inf.From)
+				d.Detach = detach
+				return d
+			}
+			if blocked != "" && !v.pol.Fencing.UsesSidecar() {
+				return v.decision(ReasonAwaitFenceConfirmation, "semi-sync fencing: %s is unreachable and its mysqld was not seen down, so it may still acknowledge %s's commits; promotion waits (a human must confirm if its host is lost)", blocked, inf.From)
+			}
+		}
+		if v.pol.Fencing.UsesSidecar() {
 			if dl, ok := v.leaseDeadline(); ok {
 				return v.decision(ReasonAwaitLeaseExpiry, "waiting for %s's sidecar lease to expire at %s (in %v)", inf.From, dl.Format(time.RFC3339Nano), dl.Sub(v.now))
 			}
 			return v.decision(ReasonAwaitFenceConfirmation, "%s is unreachable and nothing proves its sidecar fenced it (sidecar never seen, silent before the revoke, or a peer sidecar may still hold the old view); promotion waits for a fence read-back, mysqld down or a sidecar report (a human must confirm if its host is lost)", inf.From)
+		}
+		if v.pol.Fencing.UsesSemiSync() {
+			return v.decision(ReasonAwaitFenceConfirmation, "semi-sync fencing: %s is unreachable and its last known semi-sync settings cannot prove it stopped acknowledging writes (%s); promotion waits for a fence read-back or mysqld down (a human must confirm if its host is lost)", inf.From, v.pol.SemiSyncReady(from0(v).SemiSync))
 		}
 		return v.decision(ReasonAwaitFenceConfirmation, "fencing confirmed: %s is unreachable and its mysqld was not seen down; promotion waits for a fence read-back or mysqld down, forever if its host is lost (a human must confirm)", inf.From)
 	}
@@ -602,6 +674,14 @@ func (v *view) caughtUp(t, from int) (Decision, bool) {
 	for j, o := range v.sites {
 		if j == t || !o.State.Reachable() || v.have[t].Covers(v.need(j)) {
 			continue
+		}
+		// The old primary came back after semi-sync fencing stopped the
+		// target's IO thread: replicate again to receive what it lacks.
+		if !receiving && s.IOStopped && s.ReplicatingFrom == v.sites[from].Name && !s.ReplicationBroken &&
+			v.sites[from].State == statemachine.ReadOnly && v.have[from].Covers(v.need(j)) && v.sites[from].Executed.Covers(s.Executed) {
+			d := v.decision(ReasonResumeCatchUp, "%s lacks %s and its IO thread from the fenced old primary %s is stopped: replicating again", s.Name, v.missing(t, j), v.sites[from].Name)
+			d.Target, d.Repoint = v.sites[from].Name, []string{s.Name}
+			return d, false
 		}
 		// Promoting now would throw these transactions away.
 		if !receiving || !v.have[from].Covers(v.need(j)) {
@@ -821,6 +901,13 @@ func (v *view) healthy() Decision {
 		return v.decision(ReasonDegradedNotFollowing, "primary %s is healthy but a replica does not follow it (IO not connected, operator-fenced or diverged)", p)
 	case statemachine.ReplicaUnreachable:
 		return v.decision(ReasonDegradedReplicaUnreachable, "primary %s is healthy but %s unreachable", p, strings.Join(v.inState(statemachine.Unreachable), ", "))
+	}
+	// Checked on every healthy probe: a failover must not discover that the
+	// proof it relies on was never available.
+	if v.pol.Fencing.UsesSemiSync() {
+		if why := v.pol.SemiSyncReady(v.sites[pi].SemiSync); why != "" {
+			return v.decision(ReasonSemiSyncUnsafe, "primary %s is healthy but its semi-sync settings cannot prove a hung or isolated primary stopped acknowledging writes: %s", p, why)
+		}
 	}
 	return v.decision(ReasonHealthy, "primary %s is writable and every replica follows it", p)
 }

@@ -127,3 +127,66 @@ func TestMariaDBPerDomain(t *testing.T) {
 		t.Fatalf("decision %s, want revoke-epoch to b (c lags in domain 1)", d)
 	}
 }
+
+func semiSync(ss SemiSyncObservation) so { return func(o *SiteObservation) { o.SemiSync = ss } }
+
+var safeSemiSync = SemiSyncObservation{Known: true, Enabled: true, Active: true, Timeout: MinSemiSyncTimeout, WaitNoReplica: true, WaitPoint: "AFTER_SYNC"}
+
+func TestSemiSyncFencing(t *testing.T) {
+	pol := polWith(func(p *Policy) { p.Fencing = FencingSemiSync; p.SemiSyncAfterSync = true })
+	both := polWith(func(p *Policy) { p.Fencing = FencingSemiSyncSidecar; p.SemiSyncAfterSync = true })
+	defaultTimeout := safeSemiSync
+	defaultTimeout.Timeout = 10 * time.Second
+	afterCommit := safeSemiSync
+	afterCommit.WaitPoint = "AFTER_COMMIT"
+	st := revoked("a", "b", leasePending)
+	for _, c := range []decideCase{
+		{name: "replicas still connected to the hung primary: stop their IO threads",
+			obs: group(site("a", UR, semiSync(safeSemiSync)), site("b", RO, lost("a")), site("c", RO, follows("a"))), st: st, pol: &pol,
+			want: want{action: StopReplicaIO, reason: ReasonSemiSyncDetachReplicas}},
+		{name: "every IO thread stopped: semisync proof",
+			obs: group(site("a", UR, semiSync(safeSemiSync)), site("b", RO, lost("a"), ioStopped), site("c", RO, lost("a"), ioStopped)), st: st, pol: &pol,
+			want: want{action: Promote, reason: ReasonPromote, target: "b", fence: []string{"a"}, proof: ProofSemiSync}},
+		{name: "a replica pointed at another known site cannot acknowledge",
+			obs: group(site("a", UR, semiSync(safeSemiSync)), site("b", RO, lost("a"), ioStopped), site("c", RO, follows("b"))), st: st, pol: &pol,
+			want: want{action: Promote, reason: ReasonPromote, target: "b", fence: []string{"a"}, proof: ProofSemiSync}},
+		{name: "a replica the daemon cannot reach may still acknowledge: blocks",
+			obs: group(site("a", UR, semiSync(safeSemiSync)), site("b", RO, lost("a"), ioStopped), site("c", UR)), st: st, pol: &pol,
+			want: want{action: Alert, reason: ReasonAwaitFenceConfirmation}},
+		{name: "an unreachable replica whose mysqld is down cannot acknowledge",
+			obs: group(site("a", UR, semiSync(safeSemiSync)), site("b", RO, lost("a"), ioStopped), site("c", UR, refused(2))), st: st, pol: &pol,
+			want: want{action: Promote, reason: ReasonPromote, target: "b", fence: []string{"a"}, proof: ProofSemiSync}},
+		{name: "the default 10 s timeout is no proof",
+			obs: group(site("a", UR, semiSync(defaultTimeout)), site("b", RO, lost("a"), ioStopped)), st: st, pol: &pol,
+			want: want{action: Alert, reason: ReasonAwaitFenceConfirmation}},
+		{name: "AFTER_COMMIT is no proof where AFTER_SYNC is required",
+			obs: group(site("a", UR, semiSync(afterCommit)), site("b", RO, lost("a"), ioStopped)), st: st, pol: &pol,
+			want: want{action: Alert, reason: ReasonAwaitFenceConfirmation}},
+		{name: "confirmed mode never uses the semisync proof",
+			obs: group(site("a", UR, semiSync(safeSemiSync)), site("b", RO, lost("a"), ioStopped)), st: st,
+			pol:  func() *Policy { p := polWith(func(p *Policy) { p.Fencing = FencingConfirmed }); return &p }(),
+			want: want{action: Alert, reason: ReasonAwaitFenceConfirmation}},
+		{name: "semisync+sidecar: either proof suffices (semi-sync here)",
+			obs: group(site("a", UR, semiSync(safeSemiSync)), site("b", RO, lost("a"), ioStopped)), st: st, pol: &both,
+			want: want{action: Promote, reason: ReasonPromote, target: "b", fence: []string{"a"}, proof: ProofSemiSync}},
+		{name: "semisync+sidecar: either proof suffices (sidecar here)",
+			obs: leased(group(site("a", UR), site("b", RO, lost("a"))), leaseExpired), st: revoked("a", "b", leaseExpired), pol: &both,
+			want: want{action: Promote, reason: ReasonPromote, target: "b", fence: []string{"a"}, proof: ProofLeaseExpired}},
+		{name: "old primary back and fenced after its replicas were detached: resume catch-up",
+			obs: group(site("a", RO, fencedAt(2), exec(upto(12)), semiSync(safeSemiSync)), site("b", RO, lost("a"), ioStopped)), st: st, pol: &pol,
+			want: want{action: Rejoin, reason: ReasonResumeCatchUp, target: "a", repoint: []string{"b"}}},
+		{name: "healthy group whose primary has the default timeout is reported",
+			obs: group(site("a", W, semiSync(defaultTimeout)), site("b", RO, follows("a"))), st: active("a"), pol: &pol,
+			want: want{action: Alert, reason: ReasonSemiSyncUnsafe}},
+		{name: "healthy group with safe semi-sync",
+			obs: group(site("a", W, semiSync(safeSemiSync)), site("b", RO, follows("a"))), st: active("a"), pol: &pol,
+			want: want{action: None, reason: ReasonHealthy}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			d := c.run(t)
+			if c.want.action == StopReplicaIO && (len(d.Detach) != 2 || d.Detach[0] != "b" || d.Detach[1] != "c") {
+				t.Errorf("detach %v, want [b c]", d.Detach)
+			}
+		})
+	}
+}

@@ -95,7 +95,7 @@ func enumerate(n int, visit func(obs Observed, st Persisted, pol Policy)) {
 				if n > 2 && (d || k) {
 					continue
 				}
-				for _, m := range []FencingMode{FencingSidecar, FencingConfirmed, FencingNone} {
+				for _, m := range []FencingMode{FencingSidecar, FencingConfirmed, FencingNone, FencingSemiSync} {
 					for ev := range numEvidence {
 						inFlight = append(inFlight, extras{streaming: s, lastDR: d, knownDiv: k, mode: m, ev: ev})
 					}
@@ -178,6 +178,15 @@ func modelObserved(buf []SiteObservation, names []string, states []statemachine.
 			s.ReplicatingFrom, s.IOConnected = primary, ex.streaming
 			if ex.stray {
 				s.ReplicatingFrom, s.IOConnected, ex.stray = "", false, false
+			}
+		}
+		if ex.mode.UsesSemiSync() && !ex.revokedAt.IsZero() {
+			// The old primary ran safe semi-sync; replicas that lost it
+			// had their IO threads stopped.
+			if name == primary {
+				s.SemiSync = SemiSyncObservation{Known: true, Enabled: true, Active: true, Timeout: MinSemiSyncTimeout, WaitNoReplica: true, WaitPoint: "AFTER_SYNC"}
+			} else {
+				s.IOStopped = !ex.streaming
 			}
 		}
 		if ex.ev == evDown && s.State == UR {
@@ -336,6 +345,20 @@ func checkInvariants(obs Observed, st Persisted, pol Policy, d Decision) error {
 			ok = pol.Fencing == FencingSidecar && !now.Before(pol.LeaseDeadline(f.RevokedAt))
 		case ProofNoFencing:
 			ok = pol.Fencing == FencingNone
+		case ProofSemiSync:
+			// Nobody can acknowledge the old primary's commits any more.
+			ok = pol.Fencing.UsesSemiSync() && pol.SemiSyncReady(from.SemiSync) == ""
+			for _, s := range obs.Sites {
+				switch {
+				case s.Name == f.From:
+				case s.State == UR:
+					ok = ok && s.RefusedProbes >= 2
+				case s.State == UK:
+					ok = false
+				default:
+					ok = ok && (s.IOStopped || (s.ReplicatingFrom != f.From && s.ReplicatingFrom != ""))
+				}
+			}
 		}
 		if !ok {
 			return fmt.Errorf("promote with proof %q that does not hold (mode %s)", d.FenceProof, pol.Fencing)

@@ -130,6 +130,18 @@ const (
 	// old primary cannot be re-asserted (it lacks a peer's transactions or
 	// may not be primary): the group stays revoked until a human decides.
 	ReasonCatchUpTimeoutBlocked Reason = "catch-up-timeout-blocked"
+	// ReasonSemiSyncDetachReplicas (StopReplicaIO): semi-sync fencing; the
+	// replicas that could still acknowledge the unreachable old primary's
+	// commits stop their IO threads (then the semi-sync proof holds).
+	ReasonSemiSyncDetachReplicas Reason = "semisync-detach-replicas"
+	// ReasonResumeCatchUp (Rejoin): the old primary is back and fenced but
+	// the target's IO thread from it was stopped (semi-sync fencing): it
+	// replicates again to receive what it lacks.
+	ReasonResumeCatchUp Reason = "resume-catch-up"
+	// ReasonSemiSyncUnsafe (Alert): semi-sync fencing is configured but the
+	// healthy primary's semi-sync settings cannot back the semi-sync proof
+	// (a failover would then wait for a fence read-back or mysqld down).
+	ReasonSemiSyncUnsafe Reason = "semisync-settings-unsafe"
 	// ReasonTargetWritableWithoutProof (Alert): the in-flight target is
 	// already writable but no fence proof holds for the old primary.
 	ReasonTargetWritableWithoutProof Reason = "target-writable-without-proof"
@@ -207,6 +219,9 @@ var reasonAction = map[Reason]Action{
 	ReasonAwaitCatchUp:                None,
 	ReasonCatchUpTimeout:              ReassertPrimary,
 	ReasonCatchUpTimeoutBlocked:       Alert,
+	ReasonSemiSyncDetachReplicas:      StopReplicaIO,
+	ReasonResumeCatchUp:               Rejoin,
+	ReasonSemiSyncUnsafe:              Alert,
 	ReasonTargetWritableWithoutProof:  Alert,
 	ReasonPromote:                     Promote,
 	ReasonPromoteRetarget:             Promote,

@@ -87,6 +87,9 @@ type SiteObservation struct {
 	RefusedProbes int
 	// Sidecar is what this site's sidecar last reported.
 	Sidecar SidecarObservation
+	// SemiSync is the site's semi-sync configuration at its last reachable
+	// probe (what an old primary could still do while it hangs).
+	SemiSync SemiSyncObservation
 	// ServerID is the server's own identity as GTIDs name it: MySQL
 	// @@server_uuid, MariaDB @@server_id in decimal; "" when unknown. With it
 	// a replica's errant transactions (ones it originated that the primary
@@ -193,7 +196,44 @@ const (
 	FencingConfirmed FencingMode = "confirmed"
 	// FencingNone promotes without proof: acknowledged writes can be lost.
 	FencingNone FencingMode = "none"
+	// FencingSemiSync also accepts the semi-sync proof: the old primary's
+	// (infinite-timeout) semi-sync can no longer be acknowledged because
+	// every replica that could has stopped its IO thread.
+	FencingSemiSync FencingMode = "semisync"
+	// FencingSemiSyncSidecar accepts either the semi-sync or the sidecar
+	// proofs.
+	FencingSemiSyncSidecar FencingMode = "semisync+sidecar"
 )
+
+// UsesSidecar reports whether the mode accepts the sidecar proofs.
+func (m FencingMode) UsesSidecar() bool { return m == FencingSidecar || m == FencingSemiSyncSidecar }
+
+// UsesSemiSync reports whether the mode accepts the semi-sync proof.
+func (m FencingMode) UsesSemiSync() bool { return m == FencingSemiSync || m == FencingSemiSyncSidecar }
+
+// MinSemiSyncTimeout is the smallest rpl_semi_sync_{source,master}_timeout
+// the semi-sync proof accepts (MySQL's maximum, about 49.7 days): with any
+// shorter timeout a hung primary that resumes later falls back to
+// asynchronous commits and acknowledges writes nobody received.
+const MinSemiSyncTimeout = 4294967295 * time.Millisecond
+
+// SemiSyncObservation is a primary's semi-sync configuration, as read by
+// the last probe that reached it.
+type SemiSyncObservation struct {
+	// Known: the probe read the semi-sync variables.
+	Known bool
+	// Enabled and Active are rpl_semi_sync_{source,master}_enabled and its
+	// status counter (a primary falls back to async after its timeout).
+	Enabled, Active bool
+	// Timeout is rpl_semi_sync_{source,master}_timeout.
+	Timeout time.Duration
+	// WaitNoReplica is rpl_semi_sync_{source,master}_wait_no_{replica,slave}:
+	// keep waiting when no replica is connected.
+	WaitNoReplica bool
+	// WaitPoint is rpl_semi_sync_{source,master}_wait_point (AFTER_SYNC or
+	// AFTER_COMMIT).
+	WaitPoint string
+}
 
 // LeaseMargin is added to the sidecar lease before the daemon treats it as
 // expired: it covers the sidecar's bounded fence (a timer fires at lease
@@ -236,6 +276,10 @@ type Policy struct {
 	// RefusedProbes is how many consecutive refused probes, corroborated by
 	// the replicas, prove mysqld down (at least 1).
 	RefusedProbes int
+	// SemiSyncAfterSync requires the AFTER_SYNC wait point for the semi-sync
+	// proof (MySQL: with AFTER_COMMIT other sessions read transactions that
+	// no replica has).
+	SemiSyncAfterSync bool
 	// CatchUpTimeout bounds waiting, after the revoke, for the target to
 	// receive what the reachable old primary has; then the failover is
 	// abandoned and the old primary re-asserted.
@@ -279,14 +323,14 @@ var ErrInvalidInput = errors.New("sitepair: invalid input")
 // Validate checks the policy.
 func (p Policy) Validate() error {
 	switch p.Fencing {
-	case FencingSidecar, FencingConfirmed, FencingNone:
+	case FencingSidecar, FencingConfirmed, FencingNone, FencingSemiSync, FencingSemiSyncSidecar:
 	default:
 		return fmt.Errorf("fencing %q: %w", p.Fencing, ErrInvalidPolicy)
 	}
 	if _, err := statemachine.ParseDetection(string(p.Detection)); err != nil {
 		return fmt.Errorf("detection: %w: %w", ErrInvalidPolicy, err)
 	}
-	if p.Fencing == FencingSidecar && p.LeaseTimeout <= 0 {
+	if p.Fencing.UsesSidecar() && p.LeaseTimeout <= 0 {
 		return fmt.Errorf("lease timeout %v must be positive with sidecar fencing: %w", p.LeaseTimeout, ErrInvalidPolicy)
 	}
 	if p.LeaseTimeout < 0 || p.SidecarCheckInterval < 0 || p.FailoverCooldown < 0 || p.EscalationWindow < 0 || p.MaxLag < 0 || p.SilenceAfter < 0 || p.CorroborationWindow < 0 {
@@ -324,6 +368,9 @@ const (
 	Promote Action = "promote"
 	// FenceSites: set read_only=ON on every site in Fence and read it back.
 	FenceSites Action = "fence-sites"
+	// StopReplicaIO: stop the replication IO thread of every site in
+	// Detach, so none can acknowledge the old primary's commits any more.
+	StopReplicaIO Action = "stop-replica-io"
 	// ReassertPrimary: make the recorded active site Target writable again;
 	// bumps the epoch.
 	ReassertPrimary Action = "reassert-primary"
@@ -352,6 +399,11 @@ const (
 	ProofSidecarFenced FenceProof = "sidecar-fenced"
 	// ProofLeaseExpired: the old primary's sidecar lease provably expired.
 	ProofLeaseExpired FenceProof = "lease-expired"
+	// ProofSemiSync: the old primary ran semi-sync that never falls back to
+	// async, and every replica that could acknowledge its commits stopped
+	// its IO thread (or its mysqld is down): nothing it commits from now on
+	// can be acknowledged.
+	ProofSemiSync FenceProof = "semisync"
 	// ProofNoFencing: fencing "none": no proof (durability risk).
 	ProofNoFencing FenceProof = "no-fencing"
 )
@@ -390,6 +442,8 @@ type Decision struct {
 	Fence []string
 	// Repoint lists the sites to replicate from Target (Promote, Rejoin).
 	Repoint []string
+	// Detach lists the sites whose IO thread to stop (StopReplicaIO).
+	Detach []string
 	// Diverged lists the divergences to record (MarkDiverged).
 	Diverged []Divergence
 	// FenceProof says why a Promote is safe; "" for every other action.
