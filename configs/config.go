@@ -121,6 +121,12 @@ const (
 	FencingConfirmed = "confirmed"
 	// FencingNone promotes after corroborated detection: a durability risk.
 	FencingNone = "none"
+	// FencingSemiSync also promotes once the unreachable old primary can no
+	// longer get a semi-sync acknowledgement: it runs semi-sync that never
+	// falls back to async, and every replica stopped its IO thread from it.
+	FencingSemiSync = "semisync"
+	// FencingSemiSyncSidecar accepts either the semi-sync or the sidecar proof.
+	FencingSemiSyncSidecar = "semisync+sidecar"
 )
 
 // Group is one MySQL failover group: two or more sites, one writable primary.
@@ -144,7 +150,8 @@ type Group struct {
 	// Detection is "corroborated" (default: replicas must also have lost the
 	// primary) or "daemon-only".
 	Detection string `yaml:"detection" default:"corroborated"`
-	// Fencing is "sidecar", "confirmed" or "none". Empty picks "sidecar" when
+	// Fencing is "confirmed", "semisync", "sidecar", "semisync+sidecar" or
+	// "none" (see docs/design.md, "Choosing a fencing mode"). Empty picks "sidecar" when
 	// every primary-candidate site has a sidecar, else "confirmed".
 	Fencing string `yaml:"fencing"`
 	// FailoverCooldown is the minimum time between two automatic failovers

@@ -129,7 +129,7 @@ func TestInvalidConfigsNameTheField(t *testing.T) {
 		{"threshold not a number", func(m map[string]any) { group(m)["failureThreshold"] = "two" }, "groups[0].failureThreshold", "whole number"},
 		{"unknown engine", func(m map[string]any) { group(m)["engine"] = "postgres" }, "groups[0].engine", "mysql or mariadb"},
 		{"unknown detection", func(m map[string]any) { group(m)["detection"] = "vibes" }, "groups[0].detection", "corroborated, daemon-only"},
-		{"unknown fencing", func(m map[string]any) { group(m)["fencing"] = "stonith" }, "groups[0].fencing", "sidecar, confirmed, none"},
+		{"unknown fencing", func(m map[string]any) { group(m)["fencing"] = "stonith" }, "groups[0].fencing", "confirmed, semisync, sidecar, semisync+sidecar, none"},
 		{"duplicate site", func(m map[string]any) { siteN(m, 1)["name"] = "east" }, "groups[0].sites[1].name", "duplicate site name"},
 		{"duplicate group", func(m map[string]any) {
 			g2 := base()["groups"].([]any)[0]
@@ -369,5 +369,28 @@ func TestReadSecretEmptyFile(t *testing.T) {
 	}
 	if _, err := ReadSecret(f); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("empty secret: want ErrInvalid, got %v", err)
+	}
+}
+
+func TestSemiSyncFencing(t *testing.T) {
+	m := base()
+	group(m)["fencing"] = "semisync"
+	cfg, err := parseMap(t, m, secrets(t))
+	if err != nil {
+		t.Fatalf("fencing semisync: %v", err)
+	}
+	w := cfg.Warnings()
+	if len(w) != 1 || !strings.Contains(w[0], "timeout=4294967295") || !strings.Contains(w[0], "wait_no") {
+		t.Errorf("Warnings() = %q, want the semi-sync server settings spelled out", w)
+	}
+	// semisync+sidecar also needs a sidecar at every candidate.
+	withSidecarShipped(t, true)
+	m = base()
+	group(m)["fencing"] = "semisync+sidecar"
+	delete(siteN(m, 1), "sidecar")
+	_, err = parseMap(t, m, secrets(t))
+	var ps *Problems
+	if !errors.As(err, &ps) || len(ps.List) != 1 || ps.List[0].Path != "groups[0].sites[1].sidecar.address" {
+		t.Fatalf("semisync+sidecar with a candidate lacking its sidecar: %v, want only groups[0].sites[1].sidecar.address", err)
 	}
 }

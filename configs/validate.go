@@ -60,7 +60,7 @@ func (le LeaderElection) LeaderChangeBound() time.Duration {
 // fencing trusts the lease, or a site runs a sidecar, which fences its own
 // MySQL when it gets no fresh view for leaseTimeout whatever the fencing.
 func (g Group) usesSidecarLease() bool {
-	if g.FencingMode() == FencingSidecar {
+	if UsesSidecarProof(g.FencingMode()) {
 		return true
 	}
 	for _, s := range g.Sites {
@@ -90,6 +90,11 @@ func (v *validator) leaderVsSidecarLease(path string, le LeaderElection, g Group
 func (c *Config) Warnings() []string {
 	var w []string
 	for i, g := range c.Groups {
+		if UsesSemiSyncProof(g.FencingMode()) {
+			// Checked again at run time on every healthy probe of the primary.
+			w = append(w, fmt.Sprintf("groups[%d].fencing: %s relies on these settings on every server (the daemon checks the primary's on every probe and reports semisync-settings-unsafe when they do not hold): %s",
+				i, g.FencingMode(), SemiSyncSettings(g.Engine)))
+		}
 		if g.FencingMode() == FencingNone {
 			w = append(w, fmt.Sprintf("groups[%d].fencing: none promotes without proof that the old primary stopped accepting writes; acknowledged writes can be lost (durability risk)", i))
 		}
@@ -98,6 +103,28 @@ func (c *Config) Warnings() []string {
 		}
 	}
 	return w
+}
+
+// UsesSidecarProof reports whether a fencing mode trusts sidecar proofs.
+func UsesSidecarProof(mode string) bool {
+	return mode == FencingSidecar || mode == FencingSemiSyncSidecar
+}
+
+// UsesSemiSyncProof reports whether a fencing mode trusts the semi-sync proof.
+func UsesSemiSyncProof(mode string) bool {
+	return mode == FencingSemiSync || mode == FencingSemiSyncSidecar
+}
+
+// SemiSyncSettings are the server settings the semi-sync proof needs, per
+// engine, as my.cnf lines.
+func SemiSyncSettings(engine string) string {
+	if engine == EngineMariaDB {
+		return "rpl_semi_sync_master_enabled=ON, rpl_semi_sync_slave_enabled=ON, rpl_semi_sync_master_timeout=4294967295, " +
+			"rpl_semi_sync_master_wait_no_slave=ON, rpl_semi_sync_master_wait_point=AFTER_SYNC (recommended), skip_slave_start=ON"
+	}
+	return "plugin-load-add=semisync_source.so, plugin-load-add=semisync_replica.so, rpl_semi_sync_source_enabled=ON, " +
+		"rpl_semi_sync_replica_enabled=ON, rpl_semi_sync_source_timeout=4294967295, rpl_semi_sync_source_wait_for_replica_count=1, " +
+		"rpl_semi_sync_source_wait_no_replica=ON, rpl_semi_sync_source_wait_point=AFTER_SYNC, skip_replica_start=ON"
 }
 
 // SidecarShipped says whether this build ships the self-fencing sidecar
@@ -258,9 +285,9 @@ func (v *validator) group(path string, g Group) {
 	v.atLeastOne(path+".recoveryThreshold", g.RecoveryThreshold)
 	v.oneOf(path+".detection", g.Detection, DetectionCorroborated, DetectionDaemonOnly)
 	if g.Fencing != "" {
-		v.oneOf(path+".fencing", g.Fencing, FencingSidecar, FencingConfirmed, FencingNone)
+		v.oneOf(path+".fencing", g.Fencing, FencingConfirmed, FencingSemiSync, FencingSidecar, FencingSemiSyncSidecar, FencingNone)
 	}
-	if g.FencingMode() == FencingSidecar && !SidecarShipped {
+	if UsesSidecarProof(g.FencingMode()) && !SidecarShipped {
 		// A lease proof with no sidecar enforcing the lease would promote
 		// while an isolated old primary keeps accepting writes.
 		v.add(path+".fencing", "sidecar promotes once the old primary's sidecar lease expired, but this build ships no sidecar (failoverd sidecar), "+
@@ -343,8 +370,8 @@ func (v *validator) sites(path string, g Group) {
 		}
 		if s.Sidecar != nil {
 			v.hostPort(sp+".sidecar.address", s.Sidecar.Address, false)
-		} else if g.Fencing == FencingSidecar && s.Role == RolePrimaryCandidate {
-			v.add(sp+".sidecar.address", "missing; fencing: sidecar needs a sidecar at every primary-candidate (or choose fencing: confirmed)")
+		} else if UsesSidecarProof(g.Fencing) && s.Role == RolePrimaryCandidate {
+			v.add(sp+".sidecar.address", "missing; fencing: %s needs a sidecar at every primary-candidate (or choose fencing: confirmed or semisync)", g.Fencing)
 		}
 	}
 	if candidates < 2 && len(g.Sites) > 0 {
