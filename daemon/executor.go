@@ -21,13 +21,18 @@ type Instance interface {
 	Status(ctx context.Context) (mysqlctl.Status, error)
 	Fence(ctx context.Context) error
 	KillClientConnections(ctx context.Context) (int, error)
+	StopReplicaIO(ctx context.Context) error
+	StartReplicaIO(ctx context.Context) error
 	WaitRelayDrained(ctx context.Context, target gtid.Set, timeout time.Duration) error
 	StopReplica(ctx context.Context) error
 	ResetReplicaAll(ctx context.Context) error
 	Promote(ctx context.Context) error
 	ReplicateFrom(ctx context.Context, src mysqlctl.Source) error
+	SetSemiSync(ctx context.Context, primary, replica bool) error
 	Close() error
 }
+
+var _ Instance = (*mysqlctl.Instance)(nil)
 
 // Dialer opens an Instance for a site's admin address.
 type Dialer func(ctx context.Context, site configs.Site) (Instance, error)
@@ -48,6 +53,19 @@ const (
 // ErrDrainAborted means the candidate did not apply its relay log in time and
 // the group's onDrainTimeout is abort.
 var ErrDrainAborted = errors.New("relay log not drained in time; promotion aborted")
+
+// ErrNotContained means a replica holds transactions the new primary lacks
+// (errant writes, or writes an old primary acknowledged alone), so it was
+// not repointed: the error names them.
+var ErrNotContained = errors.New("replica has transactions the new primary lacks; not repointed")
+
+// stepTimeout bounds one executor step on one server: a handful of
+// statements, each also bounded by the driver's read timeout (mysqlctl
+// Options), plus a dial. A drain gets RelayDrainTimeout on top. Without it a
+// step would be bounded only by the whole action's context
+// (group.actionTimeout), so one hung replica could use up the time of every
+// later step and site.
+const stepTimeout = 15 * time.Second
 
 // connections keeps one admin Instance per site, opened on demand and
 // dropped after an error so the next action redials.
@@ -129,9 +147,16 @@ type executor struct {
 	failpoint func(step string)
 }
 
+// on runs op on site's Instance under its own deadline, timeout.
+func (e *executor) on(ctx context.Context, site string, timeout time.Duration, op func(context.Context, Instance) error) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	return e.conns.do(ctx, site, func(in Instance) error { return op(ctx, in) })
+}
+
 // fence sets site read-only, reads it back and ends its client sessions.
 func (e *executor) fence(ctx context.Context, site string) error {
-	err := e.conns.do(ctx, site, func(in Instance) error {
+	err := e.on(ctx, site, stepTimeout, func(ctx context.Context, in Instance) error {
 		if err := in.Fence(ctx); err != nil {
 			return err
 		}
@@ -148,38 +173,88 @@ func (e *executor) fence(ctx context.Context, site string) error {
 	return nil
 }
 
-// drain waits until target applied everything it retrieved. A target without
-// replication (already reset by an earlier, interrupted run) has nothing to
-// drain.
-func (e *executor) drain(ctx context.Context, target string) error {
-	return e.conns.do(ctx, target, func(in Instance) error {
+// drainResult is what a drain learned about its target.
+type drainResult struct {
+	// Retrieved is the target's final retrieved set: everything its IO
+	// thread had received when it was stopped (MySQL Retrieved_Gtid_Set,
+	// MariaDB Gtid_IO_Pos: one triple per domain). It is empty when the
+	// target has no replication any more (an earlier, interrupted run
+	// already detached it) or received nothing.
+	Retrieved gtid.Set
+	// TimedOut: the target had not applied all of Retrieved within
+	// relayDrainTimeout. With a nil error (onDrainTimeout=promote) the
+	// retrieved transactions it had not applied are lost by promoting it.
+	TimedOut bool
+}
+
+// drain freezes what target received and waits until it applied it: stop
+// the IO thread, read the final retrieved set, wait (at most
+// relayDrainTimeout) until the executed set contains it. The SQL thread
+// keeps running; detach stops and resets replication afterwards.
+//
+// On a timeout, onDrainTimeout=promote returns the result with a nil error
+// (the caller decides whether the candidate may still be promoted);
+// otherwise the IO thread is started again, best effort, so the candidate
+// keeps receiving what the fenced old primary still has, and the error wraps
+// ErrDrainAborted. Any other failure (an applier error, mysqlctl's
+// ErrApplierStopped) leaves the IO thread stopped: the candidate's
+// replication needs a human or a repoint. Re-running drain after a crash is
+// safe: the IO thread is already stopped and the set read is the same.
+func (e *executor) drain(ctx context.Context, target string) (drainResult, error) {
+	var res drainResult
+	var timeout error // the wait's ErrDrainTimeout, with its details
+	err := e.on(ctx, target, e.group.RelayDrainTimeout+stepTimeout, func(ctx context.Context, in Instance) error {
+		// Receiving stops before the set is read: transactions that arrived
+		// after the read would be discarded unapplied by RESET REPLICA ALL.
+		if err := in.StopReplicaIO(ctx); err != nil {
+			return fmt.Errorf("stop IO thread: %w", err)
+		}
 		st, err := in.Status(ctx)
 		if err != nil {
-			return fmt.Errorf("drain %s: status: %w", target, err)
+			return fmt.Errorf("read retrieved set: %w", err)
 		}
-		if st.Replica == nil || st.Replica.Retrieved.IsEmpty() {
+		if st.Replica == nil {
 			return nil
 		}
-		err = in.WaitRelayDrained(ctx, st.Replica.Retrieved, e.group.RelayDrainTimeout)
-		switch {
-		case errors.Is(err, mysqlctl.ErrDrainTimeout) && e.group.OnDrainTimeout == "promote":
-			e.log.Warn("relay.drain_timeout_promoting", "site", target, "retrieved", st.Replica.Retrieved.Compact(),
-				"note", "onDrainTimeout=promote: transactions retrieved but not applied are lost")
-			return nil
-		case errors.Is(err, mysqlctl.ErrDrainTimeout):
-			return fmt.Errorf("drain %s: %w: %w", target, ErrDrainAborted, err)
-		case err != nil:
-			return fmt.Errorf("drain %s: %w", target, err)
+		// A receiver still running would make the set read a moving target.
+		if st.Replica.IOThread.Running() {
+			return fmt.Errorf("IO thread still %s after it was stopped", st.Replica.IOThread)
 		}
-		return nil
+		res.Retrieved = st.Replica.Retrieved
+		if res.Retrieved.IsEmpty() {
+			return nil
+		}
+		err = in.WaitRelayDrained(ctx, res.Retrieved, e.group.RelayDrainTimeout)
+		if errors.Is(err, mysqlctl.ErrDrainTimeout) {
+			res.TimedOut, timeout = true, err
+			return nil // the connection is fine; decided below
+		}
+		return err
 	})
+	switch {
+	case err != nil:
+		return res, fmt.Errorf("drain %s: %w", target, err)
+	case res.TimedOut && e.group.OnDrainTimeout == "promote":
+		e.log.Warn("relay.drain_timeout_promoting", "site", target, "retrieved", res.Retrieved.Compact(),
+			"note", "onDrainTimeout=promote: transactions retrieved but not applied are lost")
+		return res, nil
+	case res.TimedOut:
+		e.log.Warn("relay.drain_timeout_aborting", "site", target, "retrieved", res.Retrieved.Compact(), "timeout", e.group.RelayDrainTimeout)
+		// The candidate stays a replica: let it receive again.
+		if err := e.on(ctx, target, stepTimeout, func(ctx context.Context, in Instance) error { return in.StartReplicaIO(ctx) }); err != nil {
+			e.log.Warn("relay.io_restart_failed", "site", target, "err", err)
+		}
+		return res, fmt.Errorf("drain %s: %w: %w", target, ErrDrainAborted, timeout)
+	}
+	e.log.Info("relay.drained", "site", target, "retrieved", res.Retrieved.Compact())
+	return res, nil
 }
 
 // detach stops and removes replication on target and returns its executed
 // GTID set: the promotion GTID.
 func (e *executor) detach(ctx context.Context, target string) (gtid.Set, error) {
 	var set gtid.Set
-	err := e.conns.do(ctx, target, func(in Instance) error {
+	err := e.on(ctx, target, stepTimeout, func(ctx context.Context, in Instance) error {
 		if err := in.StopReplica(ctx); err != nil {
 			return fmt.Errorf("stop replication on %s: %w", target, err)
 		}
@@ -198,7 +273,7 @@ func (e *executor) detach(ctx context.Context, target string) (gtid.Set, error) 
 
 // makeWritable clears the fences of target and confirms it is writable.
 func (e *executor) makeWritable(ctx context.Context, target string) error {
-	err := e.conns.do(ctx, target, func(in Instance) error { return in.Promote(ctx) })
+	err := e.on(ctx, target, stepTimeout, func(ctx context.Context, in Instance) error { return in.Promote(ctx) })
 	if err != nil {
 		return fmt.Errorf("make %s writable: %w", target, err)
 	}
@@ -206,7 +281,9 @@ func (e *executor) makeWritable(ctx context.Context, target string) error {
 }
 
 // repoint makes every site replicate from primary; failures are reported
-// per site and retried by the next decision round (Rejoin).
+// per site and retried by the next decision round (Rejoin). A site whose
+// executed set is not covered by primary's is refused with ErrNotContained
+// and keeps its replication settings. Each site has its own stepTimeout.
 func (e *executor) repoint(ctx context.Context, primary string, sites []string) error {
 	src, err := e.source(primary)
 	if err != nil {
@@ -214,17 +291,122 @@ func (e *executor) repoint(ctx context.Context, primary string, sites []string) 
 	}
 	var errs []error
 	for _, s := range sites {
-		err := e.conns.do(ctx, s, func(in Instance) error {
-			if err := in.StopReplica(ctx); err != nil {
-				return err
-			}
-			return in.ReplicateFrom(ctx, src)
-		})
-		if err != nil {
+		if err := e.repointOne(ctx, primary, s, src); err != nil {
 			errs = append(errs, fmt.Errorf("repoint %s to %s: %w", s, primary, err))
 			continue
 		}
 		e.log.Info("site.repointed", "site", s, "source", primary)
+	}
+	return errors.Join(errs...)
+}
+
+func (e *executor) repointOne(ctx context.Context, primary, site string, src mysqlctl.Source) error {
+	ctx, cancel := context.WithTimeout(ctx, stepTimeout)
+	defer cancel()
+	// The replica is read before the primary, so a transaction the replica
+	// received from the primary in between is in both sets.
+	var rst, pst mysqlctl.Status
+	err := e.conns.do(ctx, site, func(in Instance) (err error) { rst, err = in.Status(ctx); return err })
+	if err != nil {
+		return fmt.Errorf("status of %s: %w", site, err)
+	}
+	err = e.conns.do(ctx, primary, func(in Instance) (err error) { pst, err = in.Status(ctx); return err })
+	if err != nil {
+		return fmt.Errorf("status of %s: %w", primary, err)
+	}
+	if err := gtid.CheckFlavor(pst.Executed, rst.Executed); err != nil {
+		return err
+	}
+	// MySQL auto-positioning takes a replica that is ahead of its new source
+	// and silently keeps the extra transactions (MariaDB may refuse later):
+	// check before anything changes, so a refused replica keeps its settings.
+	if !pst.Executed.Covers(rst.Executed) {
+		missing := pst.Executed.Uncovered(rst.Executed)
+		e.log.Warn("repoint.refused", "site", site, "source", primary, "missing_on_source", missing.String())
+		return fmt.Errorf("%w: %s lacks %s", ErrNotContained, primary, missing.String())
+	}
+	return e.conns.do(ctx, site, func(in Instance) error {
+		if err := in.StopReplica(ctx); err != nil {
+			return err
+		}
+		return in.ReplicateFrom(ctx, src)
+	})
+}
+
+// semiSync carries semi-synchronous replication over to the topology that a
+// promotion made, best effort: every site is tried and the errors joined.
+//
+// Semi-sync counts as in use when the new primary supports it
+// (Status.SemiSync.Available) and either one of primary and replicas has
+// the primary side enabled (configurations that let any site become primary
+// enable it everywhere) or the new primary had its replica side enabled (it
+// acknowledged the old primary's commits; with the old primary gone that is
+// the trace an asymmetric configuration leaves). Otherwise nothing changes:
+// an asynchronous group stays asynchronous.
+//
+// When in use, each replica gets the replica side (its primary side left as
+// is; SetSemiSync restarts a running IO thread so it takes effect), then the
+// new primary gets the primary side (its replica side left as is) if at
+// least one replica has the replica side: with nobody to acknowledge, the
+// first commit would only stall for rpl_semi_sync_master_timeout. A primary
+// side that is already on stays on.
+func (e *executor) semiSync(ctx context.Context, primary string, replicas []string) error {
+	status := func(site string) (mysqlctl.Status, error) {
+		var st mysqlctl.Status
+		err := e.on(ctx, site, stepTimeout, func(ctx context.Context, in Instance) (err error) { st, err = in.Status(ctx); return err })
+		return st, err
+	}
+	pst, err := status(primary)
+	if err != nil {
+		return fmt.Errorf("semi-sync: status of %s: %w", primary, err)
+	}
+	var errs []error
+	used := pst.SemiSync.PrimaryEnabled || pst.SemiSync.ReplicaEnabled
+	rsts := map[string]mysqlctl.SemiSyncStatus{}
+	for _, r := range replicas {
+		st, err := status(r)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("semi-sync: status of %s: %w", r, err))
+			continue
+		}
+		rsts[r] = st.SemiSync
+		used = used || st.SemiSync.PrimaryEnabled
+	}
+	if !pst.SemiSync.Available || !used {
+		e.log.Info("semisync.not_in_use", "primary", primary, "available", pst.SemiSync.Available)
+		return errors.Join(errs...)
+	}
+	acks := 0
+	for _, r := range replicas {
+		rs, ok := rsts[r]
+		if !ok {
+			continue
+		}
+		if rs.ReplicaEnabled {
+			acks++
+			continue
+		}
+		err := e.on(ctx, r, stepTimeout, func(ctx context.Context, in Instance) error { return in.SetSemiSync(ctx, rs.PrimaryEnabled, true) })
+		if err != nil {
+			errs = append(errs, fmt.Errorf("semi-sync: replica side on %s: %w", r, err))
+			continue
+		}
+		acks++
+		e.log.Info("semisync.replica_enabled", "site", r)
+	}
+	switch {
+	case pst.SemiSync.PrimaryEnabled:
+	case acks == 0:
+		e.log.Warn("semisync.primary_not_enabled", "site", primary, "reason", "no replica acknowledges")
+	default:
+		err := e.on(ctx, primary, stepTimeout, func(ctx context.Context, in Instance) error {
+			return in.SetSemiSync(ctx, true, pst.SemiSync.ReplicaEnabled)
+		})
+		if err != nil {
+			errs = append(errs, fmt.Errorf("semi-sync: primary side on %s: %w", primary, err))
+		} else {
+			e.log.Info("semisync.primary_enabled", "site", primary, "replicas", acks)
+		}
 	}
 	return errors.Join(errs...)
 }
