@@ -180,7 +180,15 @@ func (g *group) act(ctx context.Context, d sitepair.Decision) error {
 		}
 		return g.commit(ctx, d, "", "")
 	case sitepair.Rejoin:
-		return g.exec.repoint(ctx, d.Target, d.Repoint)
+		if err := g.exec.repoint(ctx, d.Target, d.Repoint); err != nil {
+			return err
+		}
+		if err := g.exec.semiSync(ctx, d.Target, d.Repoint); err != nil {
+			g.log.Warn("semisync.reconfigure_failed", "err", err)
+		}
+		return nil
+	case sitepair.StopReplicaIO:
+		return g.stopIO(ctx, d.Detach)
 	}
 	return fmt.Errorf("unknown action %q", d.Action)
 }
@@ -307,6 +315,21 @@ func (g *group) revoke(ctx context.Context, d sitepair.Decision) error {
 	return nil
 }
 
+// stopIO stops the IO thread of every site (semi-sync fencing: none of them
+// can acknowledge the old primary's commits any more).
+func (g *group) stopIO(ctx context.Context, sites []string) error {
+	var errs []error
+	for _, s := range sites {
+		err := g.exec.on(ctx, s, stepTimeout, func(ctx context.Context, in Instance) error { return in.StopReplicaIO(ctx) })
+		if err != nil {
+			errs = append(errs, fmt.Errorf("stop IO thread of %s: %w", s, err))
+			continue
+		}
+		g.log.Info("site.io_stopped", "site", s)
+	}
+	return errors.Join(errs...)
+}
+
 // fenceSites fences each site and records the epoch of each confirmed fence
 // (the proof phase 2 looks for).
 func (g *group) fenceSites(ctx context.Context, sites []string) error {
@@ -338,8 +361,14 @@ func (g *group) promote(ctx context.Context, d sitepair.Decision) error {
 		// Best effort only: the proof already holds (down or lease expired).
 		_ = g.fenceSites(ctx, d.Fence)
 	}
-	if err := g.exec.drain(ctx, d.Target); err != nil {
+	res, err := g.exec.drain(ctx, d.Target)
+	if err != nil {
 		return fmt.Errorf("promote %s: %w", d.Target, err)
+	}
+	if res.TimedOut {
+		if err := g.refuseLoss(ctx, d); err != nil {
+			return fmt.Errorf("promote %s: %w", d.Target, err)
+		}
 	}
 	if err := g.step(ctx, StepRelayDrained, ""); err != nil {
 		return err
@@ -354,8 +383,8 @@ func (g *group) promote(ctx context.Context, d sitepair.Decision) error {
 	}
 	// The decision checked the target holds every other site's transactions;
 	// the set read after the drain must still cover that.
-	if !promo.Contains(d.PromotionGTID) && g.cfg.OnDrainTimeout != "promote" {
-		return fmt.Errorf("promote %s: %w: executed %s lacks %s", d.Target, ErrDrainAborted, promo.Compact(), d.PromotionGTID.Subtract(promo).Compact())
+	if !promo.Covers(d.PromotionGTID) && g.cfg.OnDrainTimeout != "promote" {
+		return fmt.Errorf("promote %s: %w: executed %s lacks %s", d.Target, ErrDrainAborted, promo.Compact(), promo.Uncovered(d.PromotionGTID).Compact())
 	}
 	// The last moment to notice a lost Lease or another daemon's write
 	// before a second site could become writable.
@@ -376,7 +405,39 @@ func (g *group) promote(ctx context.Context, d sitepair.Decision) error {
 		// Not fatal: Rejoin decisions retry on the next rounds.
 		log.Warn("repoint.failed", "err", err)
 	}
+	if err := g.exec.semiSync(ctx, d.Target, d.Repoint); err != nil {
+		log.Warn("semisync.reconfigure_failed", "err", err)
+	}
 	g.failpoint(StepRepointed)
+	return nil
+}
+
+// refuseLoss is onDrainTimeout=promote's limit: the candidate may give up
+// what only it received, never what another reachable replica also holds
+// (under semi-sync, acknowledged writes). On refusal its IO thread runs again.
+func (g *group) refuseLoss(ctx context.Context, d sitepair.Decision) error {
+	var executed gtid.Set
+	err := g.exec.on(ctx, d.Target, stepTimeout, func(ctx context.Context, in Instance) error {
+		st, err := in.Status(ctx)
+		executed = st.Executed
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("read executed set after the drain timeout: %w", err)
+	}
+	for _, s := range g.obs.Observed().Sites {
+		if s.Name == d.Target || s.Name == d.From || !s.State.Reachable() {
+			continue
+		}
+		if have := s.Executed.Union(s.Retrieved); !executed.Covers(have) {
+			// Promoting would throw away transactions a peer acknowledged.
+			_ = g.exec.on(ctx, d.Target, stepTimeout, func(ctx context.Context, in Instance) error { return in.StartReplicaIO(ctx) })
+			return fmt.Errorf("%w: onDrainTimeout is promote, but %s lacks %s that %s holds",
+				ErrDrainAborted, d.Target, executed.Uncovered(have).Compact(), s.Name)
+		}
+	}
+	g.log.Warn("relay.drain_timeout_promoting", "site", d.Target, "executed", executed.Compact(),
+		"note", "onDrainTimeout=promote: transactions only this site received are lost")
 	return nil
 }
 

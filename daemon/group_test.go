@@ -60,7 +60,6 @@ type fakeInstance struct {
 	ops      *[]string
 	mu       *sync.Mutex
 	executed gtid.Set
-	onDrain  func()
 }
 
 func (f fakeInstance) note(op string) {
@@ -78,7 +77,17 @@ func (f fakeInstance) KillClientConnections(context.Context) (int, error) {
 	f.note("kill")
 	return 0, nil
 }
-func (f fakeInstance) StopReplica(context.Context) error     { f.note("stop"); return nil }
+func (f fakeInstance) StopReplica(context.Context) error    { f.note("stop"); return nil }
+func (f fakeInstance) StopReplicaIO(context.Context) error  { f.note("stop-io"); return nil }
+func (f fakeInstance) StartReplicaIO(context.Context) error { f.note("start-io"); return nil }
+func (f fakeInstance) SetSemiSync(context.Context, bool, bool) error {
+	f.note("semisync")
+	return nil
+}
+func (f fakeInstance) WaitRelayDrained(context.Context, gtid.Set, time.Duration) error {
+	f.note("drain")
+	return nil
+}
 func (f fakeInstance) ResetReplicaAll(context.Context) error { f.note("reset"); return nil }
 func (f fakeInstance) Promote(context.Context) error         { f.note("writable"); return nil }
 func (f fakeInstance) Close() error                          { return nil }

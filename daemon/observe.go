@@ -123,7 +123,9 @@ func siteObservation(index int, s configs.Site, v poller.SiteView, h history) si
 	if rep := st.Replica; rep != nil {
 		o.Retrieved = rep.Retrieved
 		o.IOStopped = !rep.IOThread.Running()
-		o.Lag, o.LagKnown = rep.Lag, rep.LagKnown
+		// The last KNOWN lag: Seconds_Behind_Master turns NULL once the
+		// source is gone, which is not "no lag".
+		o.Lag, o.LagKnown = v.Lag, v.LagKnown
 		if !o.LagKnown && rep.SQLThread.Running() && st.Executed.Covers(rep.Retrieved) {
 			// NULL while the source is gone, but nothing is left to apply.
 			o.Lag, o.LagKnown = 0, true
