@@ -436,8 +436,6 @@ func (g *group) refuseLoss(ctx context.Context, d sitepair.Decision) error {
 				ErrDrainAborted, d.Target, executed.Uncovered(have).Compact(), s.Name)
 		}
 	}
-	g.log.Warn("relay.drain_timeout_promoting", "site", d.Target, "executed", executed.Compact(),
-		"note", "onDrainTimeout=promote: transactions only this site received are lost")
 	return nil
 }
 

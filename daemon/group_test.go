@@ -60,6 +60,9 @@ type fakeInstance struct {
 	ops      *[]string
 	mu       *sync.Mutex
 	executed gtid.Set
+	// retrieved, when set, makes the site a replica that received it.
+	retrieved gtid.Set
+	drainErr  error
 }
 
 func (f fakeInstance) note(op string) {
@@ -70,7 +73,11 @@ func (f fakeInstance) note(op string) {
 
 func (f fakeInstance) Status(context.Context) (mysqlctl.Status, error) {
 	f.note("status")
-	return mysqlctl.Status{Executed: f.executed, ReadOnly: true}, nil
+	st := mysqlctl.Status{Executed: f.executed, ReadOnly: true}
+	if !f.retrieved.IsEmpty() {
+		st.Replica = &mysqlctl.ReplicaStatus{IOThread: mysqlctl.ThreadNo, SQLThread: mysqlctl.ThreadYes, Retrieved: f.retrieved}
+	}
+	return st, nil
 }
 func (f fakeInstance) Fence(context.Context) error { f.note("fence"); return nil }
 func (f fakeInstance) KillClientConnections(context.Context) (int, error) {
@@ -86,7 +93,7 @@ func (f fakeInstance) SetSemiSync(context.Context, bool, bool) error {
 }
 func (f fakeInstance) WaitRelayDrained(context.Context, gtid.Set, time.Duration) error {
 	f.note("drain")
-	return nil
+	return f.drainErr
 }
 func (f fakeInstance) ResetReplicaAll(context.Context) error { f.note("reset"); return nil }
 func (f fakeInstance) Promote(context.Context) error         { f.note("writable"); return nil }
@@ -275,5 +282,44 @@ func TestRevokeTimeIsTakenAfterTheDurableWrite(t *testing.T) {
 	}
 	if ra := g.state.InFlight.RevokedAt; ra.Before(loadedAt) {
 		t.Fatalf("after load RevokedAt %v is before the load at %v", ra, loadedAt)
+	}
+}
+
+// onDrainTimeout=promote may give up what only the candidate received, never
+// what another reachable replica also holds (acknowledged under semi-sync).
+func TestDrainTimeoutPromoteKeepsWhatAPeerHolds(t *testing.T) {
+	ms := &memStore{}
+	g, ops := testGroup(t, ms, "b", clockAt(t0))
+	g.cfg.OnDrainTimeout, g.exec.group.OnDrainTimeout = "promote", "promote"
+	md := func(s string) gtid.Set { return gtid.MustParse(gtid.MariaDB, s) }
+	g.exec.conns.dial = func(_ context.Context, s configs.Site) (Instance, error) {
+		f := fakeInstance{site: s.Name, ops: ops, mu: &sync.Mutex{}, executed: md("0-1-10")}
+		if s.Name == "b" {
+			f.retrieved, f.drainErr = md("0-1-12"), mysqlctl.ErrDrainTimeout
+		}
+		return f, nil
+	}
+	observe := func(cHas string) fixedObs {
+		return fixedObs{sitepair.Observed{Sites: []sitepair.SiteObservation{
+			{Name: "a", State: statemachine.Unreachable},
+			{Name: "b", State: statemachine.ReadOnly, Executed: md("0-1-10"), Retrieved: md("0-1-12")},
+			{Name: "c", State: statemachine.ReadOnly, Executed: md(cHas)},
+		}}}
+	}
+	g.obs = observe("0-1-11") // c received 0-1-11, which b has not applied
+	err := g.promote(context.Background(), promoteDecision("b"))
+	if !errors.Is(err, ErrDrainAborted) {
+		t.Fatalf("promote: %v, want ErrDrainAborted (c holds 0-1-11)", err)
+	}
+	if contains(*ops, "b:writable") || !contains(*ops, "b:start-io") {
+		t.Fatalf("b made writable, or its IO thread not restarted: %v", *ops)
+	}
+	*ops = nil
+	g.obs = observe("0-1-10") // nobody else has more: the loss is accepted
+	if err := g.promote(context.Background(), promoteDecision("b")); err != nil {
+		t.Fatalf("promote accepting the loss of what only b received: %v", err)
+	}
+	if !contains(*ops, "b:writable") {
+		t.Fatalf("b not made writable: %v", *ops)
 	}
 }
