@@ -190,6 +190,8 @@ func policyOf(gc configs.Group) sitepair.Policy {
 		// Every failing probe refused, and never a single one.
 		RefusedProbes:  max(2, gc.FailureThreshold),
 		CatchUpTimeout: gc.RelayDrainTimeout,
+		// With AFTER_COMMIT, MySQL shows other sessions commits no replica has.
+		SemiSyncAfterSync: gc.Engine != configs.EngineMariaDB,
 	}
 }
 

@@ -112,6 +112,10 @@ func siteObservation(index int, s configs.Site, v poller.SiteView, h history) si
 	o.IOConnected = r.IOConnected
 	o.SourceSilent = r.SourceSilent
 	o.ReplicationBroken = r.ReplicationBroken
+	if ss := st.SemiSync; ss.Available {
+		o.SemiSync = sitepair.SemiSyncObservation{Known: true, Enabled: ss.PrimaryEnabled, Active: ss.PrimaryActive,
+			Timeout: ss.Timeout, WaitNoReplica: ss.WaitNoReplica, WaitPoint: ss.WaitPoint}
+	}
 	if h.streamingFrom != "" && h.streamingFrom == r.Follows {
 		o.LastStreamingAt = h.lastStreamingAt
 	}
@@ -120,6 +124,9 @@ func siteObservation(index int, s configs.Site, v poller.SiteView, h history) si
 	} else {
 		o.ServerID = st.ServerUUID
 	}
+	// No replication channel: no IO thread runs (semi-sync fencing need not
+	// stop one).
+	o.IOStopped = st.Replica == nil
 	if rep := st.Replica; rep != nil {
 		o.Retrieved = rep.Retrieved
 		o.IOStopped = !rep.IOThread.Running()

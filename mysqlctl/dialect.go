@@ -3,6 +3,7 @@ package mysqlctl
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -52,6 +53,9 @@ type dialect struct {
 	// (MySQL 8.0.26+ may have either the new or the old plugin loaded).
 	semiPrimaryVars, semiReplicaVars     []string
 	semiPrimaryStatus, semiReplicaStatus []string
+	// semiTimeoutVars, semiWaitNoReplicaVars and semiWaitPointVars are the
+	// primary settings the semi-sync fence proof depends on.
+	semiTimeoutVars, semiWaitNoReplicaVars, semiWaitPointVars []string
 
 	processListQuery string
 
@@ -163,15 +167,21 @@ func mysqlDialect(f Flavor) dialect {
 	replicaVars := []string{"rpl_semi_sync_slave_enabled"}
 	primaryStatus := []string{"Rpl_semi_sync_master_status"}
 	replicaStatus := []string{"Rpl_semi_sync_slave_status"}
+	timeoutVars := []string{"rpl_semi_sync_master_timeout"}
+	waitNoReplicaVars := []string{"rpl_semi_sync_master_wait_no_slave"}
+	waitPointVars := []string{"rpl_semi_sync_master_wait_point"}
 	if f.AtLeast(8, 0, 26) { // semisync_source/semisync_replica plugins (new names) exist from 8.0.26
 		primaryVars = []string{"rpl_semi_sync_source_enabled", "rpl_semi_sync_master_enabled"}
 		replicaVars = []string{"rpl_semi_sync_replica_enabled", "rpl_semi_sync_slave_enabled"}
 		primaryStatus = []string{"Rpl_semi_sync_source_status", "Rpl_semi_sync_master_status"}
 		replicaStatus = []string{"Rpl_semi_sync_replica_status", "Rpl_semi_sync_slave_status"}
+		timeoutVars = []string{"rpl_semi_sync_source_timeout", "rpl_semi_sync_master_timeout"}
+		waitNoReplicaVars = []string{"rpl_semi_sync_source_wait_no_replica", "rpl_semi_sync_master_wait_no_slave"}
+		waitPointVars = []string{"rpl_semi_sync_source_wait_point", "rpl_semi_sync_master_wait_point"}
 	}
 	semi := semiSyncColumns("performance_schema.global_variables", "performance_schema.global_status",
-		append(append([]string{}, primaryVars...), replicaVars...),
-		append(append([]string{}, primaryStatus...), replicaStatus...))
+		slices.Concat(primaryVars, replicaVars, timeoutVars, waitNoReplicaVars, waitPointVars),
+		slices.Concat(primaryStatus, replicaStatus))
 	return dialect{
 		statusQuery: "SELECT @@GLOBAL.version AS version, @@GLOBAL.version_comment AS version_comment, " +
 			"@@GLOBAL.server_id AS server_id, @@GLOBAL.server_uuid AS server_uuid, " +
@@ -199,6 +209,7 @@ func mysqlDialect(f Flavor) dialect {
 
 		semiPrimaryVars: primaryVars, semiReplicaVars: replicaVars,
 		semiPrimaryStatus: primaryStatus, semiReplicaStatus: replicaStatus,
+		semiTimeoutVars: timeoutVars, semiWaitNoReplicaVars: waitNoReplicaVars, semiWaitPointVars: waitPointVars,
 
 		processListQuery: "SHOW PROCESSLIST",
 
@@ -264,10 +275,13 @@ func mariadbDialect(Flavor) dialect {
 	replicaVars := []string{"rpl_semi_sync_slave_enabled"}
 	primaryStatus := []string{"Rpl_semi_sync_master_status"}
 	replicaStatus := []string{"Rpl_semi_sync_slave_status"}
+	timeoutVars := []string{"rpl_semi_sync_master_timeout"}
+	waitNoReplicaVars := []string{"rpl_semi_sync_master_wait_no_slave"}
+	waitPointVars := []string{"rpl_semi_sync_master_wait_point"}
 	// information_schema works with performance_schema=OFF; semi-sync is built in.
 	semi := semiSyncColumns("information_schema.GLOBAL_VARIABLES", "information_schema.GLOBAL_STATUS",
-		append(append([]string{}, primaryVars...), replicaVars...),
-		append(append([]string{}, primaryStatus...), replicaStatus...))
+		slices.Concat(primaryVars, replicaVars, timeoutVars, waitNoReplicaVars, waitPointVars),
+		slices.Concat(primaryStatus, replicaStatus))
 	return dialect{
 		statusQuery: "SELECT @@GLOBAL.version AS version, @@GLOBAL.version_comment AS version_comment, " +
 			"@@GLOBAL.server_id AS server_id, @@GLOBAL.read_only AS read_only, " +
@@ -297,6 +311,7 @@ func mariadbDialect(Flavor) dialect {
 
 		semiPrimaryVars: primaryVars, semiReplicaVars: replicaVars,
 		semiPrimaryStatus: primaryStatus, semiReplicaStatus: replicaStatus,
+		semiTimeoutVars: timeoutVars, semiWaitNoReplicaVars: waitNoReplicaVars, semiWaitPointVars: waitPointVars,
 
 		processListQuery: "SHOW PROCESSLIST",
 

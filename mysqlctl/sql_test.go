@@ -19,15 +19,19 @@ const (
 	mariaReadOnly = "SELECT @@GLOBAL.read_only AS read_only"
 
 	mysqlSemi80 = "(SELECT GROUP_CONCAT(CONCAT(LOWER(VARIABLE_NAME), '=', VARIABLE_VALUE)) FROM performance_schema.global_variables " +
-		"WHERE VARIABLE_NAME IN ('rpl_semi_sync_source_enabled', 'rpl_semi_sync_master_enabled', 'rpl_semi_sync_replica_enabled', 'rpl_semi_sync_slave_enabled')) AS semi_sync_variables, " +
+		"WHERE VARIABLE_NAME IN ('rpl_semi_sync_source_enabled', 'rpl_semi_sync_master_enabled', 'rpl_semi_sync_replica_enabled', 'rpl_semi_sync_slave_enabled', " +
+		"'rpl_semi_sync_source_timeout', 'rpl_semi_sync_master_timeout', 'rpl_semi_sync_source_wait_no_replica', 'rpl_semi_sync_master_wait_no_slave', " +
+		"'rpl_semi_sync_source_wait_point', 'rpl_semi_sync_master_wait_point')) AS semi_sync_variables, " +
 		"(SELECT GROUP_CONCAT(CONCAT(LOWER(VARIABLE_NAME), '=', VARIABLE_VALUE)) FROM performance_schema.global_status " +
 		"WHERE VARIABLE_NAME IN ('Rpl_semi_sync_source_status', 'Rpl_semi_sync_master_status', 'Rpl_semi_sync_replica_status', 'Rpl_semi_sync_slave_status')) AS semi_sync_status"
 	mysqlSemi25 = "(SELECT GROUP_CONCAT(CONCAT(LOWER(VARIABLE_NAME), '=', VARIABLE_VALUE)) FROM performance_schema.global_variables " +
-		"WHERE VARIABLE_NAME IN ('rpl_semi_sync_master_enabled', 'rpl_semi_sync_slave_enabled')) AS semi_sync_variables, " +
+		"WHERE VARIABLE_NAME IN ('rpl_semi_sync_master_enabled', 'rpl_semi_sync_slave_enabled', " +
+		"'rpl_semi_sync_master_timeout', 'rpl_semi_sync_master_wait_no_slave', 'rpl_semi_sync_master_wait_point')) AS semi_sync_variables, " +
 		"(SELECT GROUP_CONCAT(CONCAT(LOWER(VARIABLE_NAME), '=', VARIABLE_VALUE)) FROM performance_schema.global_status " +
 		"WHERE VARIABLE_NAME IN ('Rpl_semi_sync_master_status', 'Rpl_semi_sync_slave_status')) AS semi_sync_status"
 	mariaSemi = "(SELECT GROUP_CONCAT(CONCAT(LOWER(VARIABLE_NAME), '=', VARIABLE_VALUE)) FROM information_schema.GLOBAL_VARIABLES " +
-		"WHERE VARIABLE_NAME IN ('rpl_semi_sync_master_enabled', 'rpl_semi_sync_slave_enabled')) AS semi_sync_variables, " +
+		"WHERE VARIABLE_NAME IN ('rpl_semi_sync_master_enabled', 'rpl_semi_sync_slave_enabled', " +
+		"'rpl_semi_sync_master_timeout', 'rpl_semi_sync_master_wait_no_slave', 'rpl_semi_sync_master_wait_point')) AS semi_sync_variables, " +
 		"(SELECT GROUP_CONCAT(CONCAT(LOWER(VARIABLE_NAME), '=', VARIABLE_VALUE)) FROM information_schema.GLOBAL_STATUS " +
 		"WHERE VARIABLE_NAME IN ('Rpl_semi_sync_master_status', 'Rpl_semi_sync_slave_status')) AS semi_sync_status"
 

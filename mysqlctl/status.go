@@ -3,6 +3,7 @@ package mysqlctl
 import (
 	"context"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -65,6 +66,14 @@ type SemiSyncStatus struct {
 	// semi-sync currently in effect (a primary falls back to async after
 	// its timeout; a replica only after an IO thread restart).
 	PrimaryActive, ReplicaActive bool
+	// Timeout is rpl_semi_sync_{source,master}_timeout (0 when unknown).
+	Timeout time.Duration
+	// WaitNoReplica is rpl_semi_sync_{source_wait_no_replica,master_wait_no_slave}:
+	// commits keep waiting while no replica is connected.
+	WaitNoReplica bool
+	// WaitPoint is rpl_semi_sync_{source,master}_wait_point, upper case
+	// (AFTER_SYNC or AFTER_COMMIT; "" when unknown).
+	WaitPoint string
 }
 
 // ReplicaStatus is the default replication channel/connection of a server,
@@ -163,6 +172,15 @@ func parseStatus(engine gtid.Flavor, d dialect, r row) (Status, error) {
 	if st.Executed, err = gtid.Parse(engine, st.ExecutedRaw); err != nil {
 		return Status{}, fmt.Errorf("executed GTID set: %w", err)
 	}
+	if engine == gtid.MariaDB {
+		// The binlog state loses entries on RESET MASTER or a restore from
+		// a backup; gtid_current_pos still names each domain's position.
+		cur, err := gtid.Parse(engine, st.GTIDCurrentPos)
+		if err != nil {
+			return Status{}, fmt.Errorf("gtid_current_pos: %w", err)
+		}
+		st.Executed = st.Executed.Union(cur)
+	}
 	st.SemiSync = parseSemiSync(d, r)
 	return st, nil
 }
@@ -175,10 +193,18 @@ func parseSemiSync(d dialect, r row) SemiSyncStatus {
 	_, rv, okR := lookup(vars, d.semiReplicaVars)
 	_, ps, _ := lookup(status, d.semiPrimaryStatus)
 	_, rsv, _ := lookup(status, d.semiReplicaStatus)
+	_, timeout, _ := lookup(vars, d.semiTimeoutVars)
+	_, waitNo, _ := lookup(vars, d.semiWaitNoReplicaVars)
+	_, waitPoint, _ := lookup(vars, d.semiWaitPointVars)
+	ms, _ := strconv.ParseUint(strings.TrimSpace(timeout), 10, 64)
 	return SemiSyncStatus{
 		Available:      okP || okR,
 		PrimaryEnabled: parseBool(pv), ReplicaEnabled: parseBool(rv),
 		PrimaryActive: parseBool(ps), ReplicaActive: parseBool(rsv),
+		// Saturates: MariaDB allows up to 2^64-1 ms, far beyond a Duration.
+		Timeout:       time.Duration(min(ms, uint64(math.MaxInt64/int64(time.Millisecond)))) * time.Millisecond,
+		WaitNoReplica: parseBool(waitNo),
+		WaitPoint:     strings.ToUpper(strings.TrimSpace(waitPoint)),
 	}
 }
 

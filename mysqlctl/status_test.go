@@ -244,6 +244,46 @@ func TestStatusParsesVariables(t *testing.T) {
 				}
 			},
 		},
+		{
+			// What the semi-sync fence proof reads, and the binlog state
+			// of a server restored from a backup (its position only in
+			// gtid_current_pos).
+			name: "mariadb primary with infinite semi-sync, binlog state reset", flavor: mariadb,
+			vars: map[string]string{
+				"version": "10.11.19-MariaDB-0+deb12u1-log", "version_comment": "Debian 12", "server_id": "2",
+				"read_only": "0", "gtid_binlog_state": "0-2-3", "gtid_current_pos": "0-1-50,1-2-7", "gtid_slave_pos": "0-1-50",
+				"semi_sync_variables": "rpl_semi_sync_master_enabled=ON,rpl_semi_sync_slave_enabled=ON,rpl_semi_sync_master_timeout=18446744073709551615," +
+					"rpl_semi_sync_master_wait_no_slave=ON,rpl_semi_sync_master_wait_point=after_sync",
+				"semi_sync_status": "rpl_semi_sync_master_status=ON,rpl_semi_sync_slave_status=OFF",
+			},
+			replica: noRows,
+			check: func(t *testing.T, st Status) {
+				if !st.Executed.Equal(gtid.MustParse(gtid.MariaDB, "0-1-50,0-2-3,1-2-7")) {
+					t.Errorf("executed = %s, want binlog state ∪ current pos", st.Executed)
+				}
+				ss := st.SemiSync
+				if !ss.PrimaryEnabled || !ss.PrimaryActive || !ss.WaitNoReplica || ss.WaitPoint != "AFTER_SYNC" || ss.Timeout < 4294967295*time.Millisecond {
+					t.Errorf("semi-sync = %+v", ss)
+				}
+			},
+		},
+		{
+			name: "mysql source with the default 10 s timeout", flavor: mysql80,
+			vars: map[string]string{
+				"version": "8.0.36", "version_comment": "MySQL Community Server - GPL", "server_id": "3",
+				"server_uuid": uuidA, "read_only": "0", "super_read_only": "0", "gtid_executed": uuidA + ":1-5",
+				"semi_sync_variables": "rpl_semi_sync_source_enabled=ON,rpl_semi_sync_source_timeout=10000," +
+					"rpl_semi_sync_source_wait_no_replica=OFF,rpl_semi_sync_source_wait_point=AFTER_COMMIT",
+				"semi_sync_status": "rpl_semi_sync_source_status=ON",
+			},
+			replica: noRows,
+			check: func(t *testing.T, st Status) {
+				ss := st.SemiSync
+				if ss.Timeout != 10*time.Second || ss.WaitNoReplica || ss.WaitPoint != "AFTER_COMMIT" {
+					t.Errorf("semi-sync = %+v", ss)
+				}
+			},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

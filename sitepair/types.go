@@ -71,8 +71,9 @@ type SiteObservation struct {
 	// LagKnown: Lag was measured (Seconds_Behind_Master NULL is unknown,
 	// never lag 0).
 	LagKnown bool
-	// IOStopped: the replication IO thread is not running at all (stopped
-	// by someone or on an error), as opposed to running or reconnecting.
+	// IOStopped: no replication IO thread runs (stopped by someone, on an
+	// error, or no replication configured), as opposed to running or
+	// reconnecting.
 	IOStopped bool
 	// LastStreamingAt is the daemon-clock time of the last probe that saw
 	// this replica streaming from ReplicatingFrom; zero when never.
