@@ -1,0 +1,177 @@
+package sidecar
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"time"
+
+	"github.com/failoverd/failoverd/configs"
+	"github.com/failoverd/failoverd/mysqlctl"
+	"github.com/failoverd/failoverd/poller"
+)
+
+// Sentinel errors.
+var (
+	// ErrInvalidConfig: a Config field is missing or unusable.
+	ErrInvalidConfig = errors.New("sidecar: invalid configuration")
+	// ErrUnknownGroup: --group names no group of the configuration.
+	ErrUnknownGroup = errors.New("sidecar: unknown group")
+	// ErrUnknownSite: --site names no site of the group.
+	ErrUnknownSite = errors.New("sidecar: unknown site")
+	// ErrNoSidecarAddress: the site declares no sidecar.address to listen on.
+	ErrNoSidecarAddress = errors.New("sidecar: site has no sidecar address")
+	// ErrNoLeader: no daemon URL answered 200 with a view.
+	ErrNoLeader = errors.New("sidecar: no daemon answered with a view")
+	// ErrNoView: a peer holds no view yet (404).
+	ErrNoView = errors.New("sidecar: peer holds no view")
+	// ErrMalformedView: a daemon or peer answered 200 with a body that is not
+	// a signed view.
+	ErrMalformedView = errors.New("sidecar: malformed view")
+	// ErrNoProcess: the pid file names no running process (mysqld is down).
+	ErrNoProcess = errors.New("sidecar: no such process")
+	// ErrNotMySQLD: the pid file names a process that is not mysqld/mariadbd.
+	ErrNotMySQLD = errors.New("sidecar: pid file names another program")
+)
+
+// maxFenceTimeout caps the fence timeout: a healthy server fences in
+// milliseconds, a hung one never does.
+const maxFenceTimeout = 500 * time.Millisecond
+
+// Peer is another site's sidecar.
+type Peer struct {
+	// Site is the peer's site name (what it sends as ?from=).
+	Site string
+	// URL is its base URL, e.g. http://10.0.0.7:9300.
+	URL string
+}
+
+// Config is what one sidecar needs: its group and site, the key that signs
+// views (and its reports), the lease timings and where the daemon and the
+// peers are.
+type Config struct {
+	Group, Site string
+	// Key is the HMAC key of daemon.viewSigningKeyFile.
+	Key []byte
+	// LeaseTimeout and CheckInterval are groups[G].sidecar.*.
+	LeaseTimeout, CheckInterval time.Duration
+	// FenceTimeout bounds one fence (status, Fence, KillClientConnections);
+	// zero means min(500ms, LeaseTimeout/4).
+	FenceTimeout time.Duration
+	// DaemonURLs are the base URLs of every daemon replica (only the leader
+	// answers 200).
+	DaemonURLs []string
+	// Peers are the other sites' sidecars.
+	Peers []Peer
+	// ListenAddr is sites[S].sidecar.address (unless Options.Listener is set).
+	ListenAddr string
+}
+
+func (c Config) validate() error {
+	var errs []error
+	bad := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%w: "+format, append([]any{ErrInvalidConfig}, args...)...))
+	}
+	if c.Group == "" || c.Site == "" {
+		bad("group and site are required")
+	}
+	if len(c.Key) == 0 {
+		bad("no view signing key")
+	}
+	if c.LeaseTimeout <= 0 || c.CheckInterval <= 0 {
+		bad("leaseTimeout %s and checkInterval %s must be positive", c.LeaseTimeout, c.CheckInterval)
+	}
+	for _, u := range c.DaemonURLs {
+		if err := checkURL(u); err != nil {
+			bad("daemon URL: %v", err)
+		}
+	}
+	for _, p := range c.Peers {
+		if p.Site == "" || p.Site == c.Site {
+			bad("peer %q: a peer needs its own site name", p.Site)
+		}
+		if err := checkURL(p.URL); err != nil {
+			bad("peer %s: %v", p.Site, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// checkURL accepts absolute http(s) URLs with a host.
+func checkURL(raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return err
+	}
+	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("%q: write http://host:port", raw)
+	}
+	return nil
+}
+
+// fenceTimeout is Config.FenceTimeout or its default.
+func (c Config) fenceTimeout() time.Duration {
+	if c.FenceTimeout > 0 {
+		return c.FenceTimeout
+	}
+	return min(maxFenceTimeout, c.LeaseTimeout/4)
+}
+
+// FromConfig builds the sidecar Config of site in group from the daemon's
+// configuration (configs.Load), plus the mysqlctl options that reach the
+// site's MySQL as the group's admin account (password read from its file,
+// the group's TLS). DaemonURLs are left for the caller (--daemon-url).
+func FromConfig(c *configs.Config, group, site string) (Config, mysqlctl.Options, error) {
+	var g *configs.Group
+	for i := range c.Groups {
+		if c.Groups[i].Name == group {
+			g = &c.Groups[i]
+		}
+	}
+	if g == nil {
+		return Config{}, mysqlctl.Options{}, fmt.Errorf("group %q: %w", group, ErrUnknownGroup)
+	}
+	var me *configs.Site
+	var peers []Peer
+	for i, s := range g.Sites {
+		switch {
+		case s.Name == site:
+			me = &g.Sites[i]
+		case s.Sidecar != nil && s.Sidecar.Address != "":
+			peers = append(peers, Peer{Site: s.Name, URL: "http://" + s.Sidecar.Address})
+		}
+	}
+	if me == nil {
+		return Config{}, mysqlctl.Options{}, fmt.Errorf("group %s site %q: %w", group, site, ErrUnknownSite)
+	}
+	if me.Sidecar == nil || me.Sidecar.Address == "" {
+		return Config{}, mysqlctl.Options{}, fmt.Errorf("group %s site %s: %w: set sites[].sidecar.address", group, site, ErrNoSidecarAddress)
+	}
+	key, err := configs.ReadSecret(c.Daemon.ViewSigningKeyFile)
+	if err != nil {
+		return Config{}, mysqlctl.Options{}, fmt.Errorf("view signing key: %w", err)
+	}
+	pw, err := g.Credentials.Admin.Password()
+	if err != nil {
+		return Config{}, mysqlctl.Options{}, fmt.Errorf("admin password: %w", err)
+	}
+	tlsCfg, err := poller.TLSConfig(g.TLS)
+	if err != nil {
+		return Config{}, mysqlctl.Options{}, err
+	}
+	cfg := Config{
+		Group:         group,
+		Site:          site,
+		Key:           []byte(key),
+		LeaseTimeout:  g.Sidecar.LeaseTimeout,
+		CheckInterval: g.Sidecar.CheckInterval,
+		Peers:         peers,
+		ListenAddr:    me.Sidecar.Address,
+	}
+	opts := mysqlctl.Options{
+		Addr: me.MySQL.Address, User: g.Credentials.Admin.User, Password: pw, TLS: tlsCfg,
+		// A dial to a hung server must end within one fence.
+		DialTimeout: cfg.fenceTimeout(), MaxOpenConns: 2,
+	}
+	return cfg, opts, nil
+}

@@ -1,0 +1,79 @@
+package sidecar
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/failoverd/failoverd/configs"
+)
+
+func testConfigs(t *testing.T) *configs.Config {
+	t.Helper()
+	dir := t.TempDir()
+	for name, content := range map[string]string{"view.key": "s3cret\n", "admin.pw": "adminpw\n", "repl.pw": "replpw\n"} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c, err := configs.Parse(`
+daemon:
+  viewSigningKeyFile: view.key
+groups:
+  - name: orders
+    engine: mariadb
+    credentials:
+      admin: {user: failoverd, passwordFile: admin.pw}
+      replication: {user: repl, passwordFile: repl.pw}
+    sidecar: {leaseTimeout: 4s, checkInterval: 500ms}
+    sites:
+      - name: east
+        mysql: {address: 10.0.0.1:3306}
+        sidecar: {address: 10.0.0.1:9300}
+      - name: west
+        mysql: {address: 10.0.0.2:3306}
+        sidecar: {address: 10.0.0.2:9300}
+      - name: dr
+        role: dr-only
+        mysql: {address: 10.0.0.3:3306}
+`, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func TestFromConfig(t *testing.T) {
+	c := testConfigs(t)
+	cfg, opts, err := FromConfig(c, "orders", "east")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Group != "orders" || cfg.Site != "east" || string(cfg.Key) != "s3cret" || cfg.LeaseTimeout != 4*time.Second ||
+		cfg.CheckInterval != 500*time.Millisecond || cfg.ListenAddr != "10.0.0.1:9300" {
+		t.Errorf("config %+v", cfg)
+	}
+	if len(cfg.Peers) != 1 || cfg.Peers[0] != (Peer{Site: "west", URL: "http://10.0.0.2:9300"}) {
+		t.Errorf("peers %+v (a site without a sidecar is no peer)", cfg.Peers)
+	}
+	if opts.Addr != "10.0.0.1:3306" || opts.User != "failoverd" || opts.Password != "adminpw" || opts.TLS != nil {
+		t.Errorf("mysql options %+v", opts)
+	}
+	if cfg.fenceTimeout() != 500*time.Millisecond {
+		t.Errorf("fence timeout %s", cfg.fenceTimeout())
+	}
+	for _, tc := range []struct {
+		group, site string
+		want        error
+	}{
+		{"payments", "east", ErrUnknownGroup},
+		{"orders", "south", ErrUnknownSite},
+		{"orders", "dr", ErrNoSidecarAddress},
+	} {
+		if _, _, err := FromConfig(c, tc.group, tc.site); !errors.Is(err, tc.want) {
+			t.Errorf("%s/%s: %v, want %v", tc.group, tc.site, err, tc.want)
+		}
+	}
+}

@@ -1,0 +1,50 @@
+package sidecar
+
+import (
+	"encoding/json"
+	"net/http"
+	"slices"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Handler serves /healthz, /peer/ping, /peer/active-site and /metrics.
+func (s *Sidecar) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = w.Write([]byte("ok")) // a failed write means the client left
+	})
+	mux.HandleFunc("GET /peer/ping", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]any{"site": s.cfg.Site, "epoch": s.epoch()})
+	})
+	mux.HandleFunc("GET /peer/active-site", s.serveActiveSite)
+	mux.Handle("GET /metrics", promhttp.HandlerFor(s.m.reg, promhttp.HandlerOpts{}))
+	return mux
+}
+
+// serveActiveSite answers the newest view and records, for a known peer,
+// which epoch was served and when (the daemon bounds the peer's lease with it).
+func (s *Sidecar) serveActiveSite(w http.ResponseWriter, r *http.Request) {
+	from := r.URL.Query().Get("from")
+	now := s.clock.Now()
+	s.mu.Lock()
+	if s.v == nil {
+		s.mu.Unlock()
+		writeJSON(w, http.StatusNotFound, map[string]string{"error": "no view yet"})
+		return
+	}
+	sv := *s.v
+	// Only configured peers are recorded: arbitrary ?from= values must not
+	// grow the map or appear in reports.
+	if slices.ContainsFunc(s.cfg.Peers, func(p Peer) bool { return p.Site == from }) {
+		s.served[from] = served{epoch: sv.View.Epoch, at: now}
+	}
+	s.mu.Unlock()
+	writeJSON(w, http.StatusOK, sv)
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(v) // a failed write means the client left
+}

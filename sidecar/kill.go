@@ -1,0 +1,114 @@
+package sidecar
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// DefaultMySQLDNames are the process names PIDFileKiller accepts.
+var DefaultMySQLDNames = []string{"mysqld", "mariadbd"}
+
+// PIDFileKiller SIGKILLs the process named by mysqld's pid file
+// (--mysqld-pid-file). SIGKILL also ends a SIGSTOPped process.
+type PIDFileKiller struct {
+	// Path is the pid file mysqld writes (--pid-file).
+	Path string
+	// Names are the accepted process names (/proc/PID/comm); empty means
+	// DefaultMySQLDNames.
+	Names []string
+}
+
+// CanKill reports whether the pid file exists and holds a pid.
+func (k PIDFileKiller) CanKill() bool {
+	if k.Path == "" {
+		return false
+	}
+	_, err := k.pid()
+	return err == nil
+}
+
+func (k PIDFileKiller) pid() (int, error) {
+	b, err := os.ReadFile(k.Path)
+	if err != nil {
+		return 0, fmt.Errorf("read pid file: %w", err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || pid <= 1 {
+		return 0, fmt.Errorf("pid file %s: no pid in %q", k.Path, strings.TrimSpace(string(b)))
+	}
+	return pid, nil
+}
+
+// Kill SIGKILLs the pid of the pid file and waits until it has exited.
+func (k PIDFileKiller) Kill(ctx context.Context) (int, error) {
+	pid, err := k.pid()
+	if errors.Is(err, os.ErrNotExist) {
+		// mysqld removes its pid file on a clean shutdown.
+		return 0, fmt.Errorf("kill mysqld: %w: %w", ErrNoProcess, err)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("kill mysqld: %w", err)
+	}
+	// A pidfd pins the process: once opened, the name check and the signal
+	// address the same process even if the pid is reused meanwhile.
+	fd, err := unix.PidfdOpen(pid, 0)
+	if errors.Is(err, unix.ESRCH) {
+		return pid, fmt.Errorf("kill mysqld %d: %w", pid, ErrNoProcess)
+	}
+	if err != nil {
+		return pid, fmt.Errorf("kill mysqld %d: open pidfd: %w", pid, err)
+	}
+	defer unix.Close(fd)
+	comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+	if err != nil {
+		return pid, fmt.Errorf("kill mysqld %d: %w: %w", pid, ErrNoProcess, err)
+	}
+	names := k.Names
+	if len(names) == 0 {
+		names = DefaultMySQLDNames
+	}
+	// A stale pid file (mysqld crashed) may name a reused pid: never kill a
+	// process that is not mysqld.
+	if name := strings.TrimSpace(string(comm)); !slices.Contains(names, name) {
+		return pid, fmt.Errorf("kill mysqld %d: %w: %q", pid, ErrNotMySQLD, name)
+	}
+	if err := unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0); err != nil {
+		if errors.Is(err, unix.ESRCH) {
+			return pid, fmt.Errorf("kill mysqld %d: %w", pid, ErrNoProcess)
+		}
+		return pid, fmt.Errorf("kill mysqld %d: send SIGKILL: %w", pid, err)
+	}
+	if err := waitExit(ctx, fd); err != nil {
+		return pid, fmt.Errorf("kill mysqld %d: wait for exit: %w", pid, err)
+	}
+	return pid, nil
+}
+
+// waitExit waits until the pidfd's process has exited (the pidfd becomes
+// readable) or ctx ends.
+func waitExit(ctx context.Context, fd int) error {
+	for {
+		n, err := unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}, 20)
+		if err != nil && !errors.Is(err, syscall.EINTR) {
+			return err
+		}
+		if n > 0 {
+			return nil
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+	}
+}
+
+// killWait bounds waiting for a SIGKILLed mysqld to exit.
+const killWait = 5 * time.Second

@@ -1,0 +1,91 @@
+package sidecar
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// startSleep starts a child process standing in for mysqld and writes its pid
+// file.
+func startSleep(t *testing.T) (*exec.Cmd, string) {
+	t.Helper()
+	cmd := exec.Command("sleep", "600")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	pidFile := filepath.Join(t.TempDir(), "mysqld.pid")
+	if err := os.WriteFile(pidFile, []byte(strconv.Itoa(cmd.Process.Pid)+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return cmd, pidFile
+}
+
+func killCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func TestPIDFileKillerRefusesAnotherProgram(t *testing.T) {
+	cmd, pidFile := startSleep(t)
+	k := PIDFileKiller{Path: pidFile}
+	if !k.CanKill() {
+		t.Fatal("CanKill false with a readable pid file")
+	}
+	if _, err := k.Kill(killCtx(t)); !errors.Is(err, ErrNotMySQLD) {
+		t.Fatalf("Kill of a sleep named by a stale pid file: %v", err)
+	}
+	if err := cmd.Process.Signal(syscall.Signal(0)); err != nil {
+		t.Fatalf("the process was harmed: %v", err)
+	}
+}
+
+func TestPIDFileKillerKillsAStoppedProcess(t *testing.T) {
+	cmd, pidFile := startSleep(t)
+	if err := cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	k := PIDFileKiller{Path: pidFile, Names: []string{"sleep"}}
+	pid, err := k.Kill(killCtx(t))
+	if err != nil || pid != cmd.Process.Pid {
+		t.Fatalf("Kill = %d, %v", pid, err)
+	}
+	err = cmd.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+		t.Fatalf("process ended with %v, want SIGKILL", err)
+	}
+	if _, err := k.Kill(killCtx(t)); !errors.Is(err, ErrNoProcess) {
+		t.Fatalf("second Kill: %v", err)
+	}
+}
+
+func TestPIDFileKillerWithoutAPID(t *testing.T) {
+	dir := t.TempDir()
+	missing := PIDFileKiller{Path: filepath.Join(dir, "none.pid")}
+	if missing.CanKill() {
+		t.Error("CanKill with a missing pid file")
+	}
+	if _, err := missing.Kill(killCtx(t)); !errors.Is(err, ErrNoProcess) {
+		t.Errorf("missing pid file: %v", err)
+	}
+	garbage := filepath.Join(dir, "garbage.pid")
+	_ = os.WriteFile(garbage, []byte("mysqld\n"), 0o600)
+	if (PIDFileKiller{Path: garbage}).CanKill() || (PIDFileKiller{}).CanKill() {
+		t.Error("CanKill without a pid")
+	}
+	if _, err := (PIDFileKiller{Path: garbage}).Kill(killCtx(t)); err == nil || errors.Is(err, ErrNoProcess) {
+		t.Errorf("garbage pid file: %v", err)
+	}
+}

@@ -1,0 +1,60 @@
+package sidecar
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Fence reasons (label reason of failoverd_sidecar_fences_total).
+const (
+	ReasonViewNamesOther = "view-names-other"
+	ReasonLeaseExpired   = "lease-expired"
+	ReasonKilledMySQLD   = "killed-mysqld"
+)
+
+// Rejection causes (label why of failoverd_sidecar_rejected_views_total).
+const (
+	WhyBadSignature    = "bad-signature"
+	WhyOtherGroup      = "other-group"
+	WhyOlderEpoch      = "older-epoch"
+	WhyConflictingView = "conflicting-epoch" // same epoch, another active site
+	WhyMalformed       = "malformed"
+)
+
+type metrics struct {
+	reg      *prometheus.Registry
+	fences   *prometheus.CounterVec
+	rejected *prometheus.CounterVec
+}
+
+// newMetrics registers the sidecar's metrics on their own registry; lease and
+// epoch are read from s at scrape time.
+func newMetrics(s *Sidecar) *metrics {
+	m := &metrics{
+		reg: prometheus.NewRegistry(),
+		fences: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "failoverd_sidecar_fences_total",
+			Help: "Fences done by the sidecar, by reason (killed-mysqld: the fence failed or timed out and mysqld was SIGKILLed).",
+		}, []string{"reason"}),
+		rejected: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "failoverd_sidecar_rejected_views_total",
+			Help: "Views received from the daemon or a peer that changed nothing, by cause.",
+		}, []string{"why"}),
+	}
+	lease := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "failoverd_sidecar_lease_remaining_seconds",
+		Help: "Time left on the sidecar's lease (negative once expired; the site is fenced then).",
+	}, func() float64 { return s.leaseRemaining(s.clock.Now()).Seconds() })
+	epoch := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "failoverd_sidecar_view_epoch",
+		Help: "Epoch of the newest trusted view (0 without one).",
+	}, func() float64 { return float64(s.epoch()) })
+	m.reg.MustRegister(m.fences, m.rejected, lease, epoch)
+	// Zero series for every label value, so alerts see them before the first event.
+	for _, r := range []string{ReasonViewNamesOther, ReasonLeaseExpired, ReasonKilledMySQLD} {
+		m.fences.WithLabelValues(r)
+	}
+	for _, w := range []string{WhyBadSignature, WhyOtherGroup, WhyOlderEpoch, WhyConflictingView, WhyMalformed} {
+		m.rejected.WithLabelValues(w)
+	}
+	return m
+}

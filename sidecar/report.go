@@ -1,0 +1,75 @@
+package sidecar
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+)
+
+// ReportPath is where a sidecar POSTs its Report on each daemon URL.
+const ReportPath = "/v1/sidecar/report"
+
+// SignatureHeader carries the hex HMAC-SHA256 of a report's exact body bytes,
+// keyed with daemon.viewSigningKeyFile.
+const SignatureHeader = "X-Failoverd-Signature"
+
+// Report is what a sidecar tells the daemon every round (JSON body of
+// POST /v1/sidecar/report). Durations are measured on the sidecar's own
+// monotonic clock.
+type Report struct {
+	Group string `json:"group"`
+	Site  string `json:"site"`
+	// Epoch is the newest trusted view's epoch (0 if none).
+	Epoch uint64 `json:"epoch"`
+	// MySQLdUp: the last status read of the local MySQL succeeded.
+	MySQLdUp bool `json:"mysqldUp"`
+	// Writable: that read found the flavor's fence not in effect
+	// (super_read_only OFF on MySQL, read_only OFF on MariaDB).
+	Writable bool `json:"writable"`
+	// Fenced: this sidecar fenced (or killed) its MySQL and has not seen it
+	// writable since.
+	Fenced bool `json:"fenced"`
+	// FencedEpoch is the view epoch under which it last fenced (0 never).
+	FencedEpoch uint64 `json:"fencedEpoch"`
+	// Executed is the executed GTID set as read (empty when unknown).
+	Executed string `json:"executed"`
+	// CanKill: a mysqld pid file is configured and readable.
+	CanKill bool `json:"canKill"`
+	// LeaseRemainingMs is L - now; negative once the lease expired.
+	LeaseRemainingMs int64 `json:"leaseRemainingMs"`
+	// Peers describes, per peer site, the last time this sidecar served it a
+	// view on /peer/active-site?from=PEER; peers never served are omitted.
+	Peers map[string]PeerServed `json:"peers"`
+}
+
+// PeerServed is the last view served to one peer.
+type PeerServed struct {
+	// ServedEpoch is the epoch of the view served.
+	ServedEpoch uint64 `json:"servedEpoch"`
+	// ServedAgoMs is how long before the report it was served. The daemon
+	// takes (its receipt time - ServedAgoMs) as an upper bound of the last
+	// time the peer could have renewed its lease through this sidecar.
+	ServedAgoMs int64 `json:"servedAgoMs"`
+}
+
+// SignBody returns the SignatureHeader value for body.
+func SignBody(key, body []byte) string {
+	m := hmac.New(sha256.New, key)
+	m.Write(body)
+	return hex.EncodeToString(m.Sum(nil))
+}
+
+// VerifyBody reports whether signature is SignBody(key, body), in constant
+// time. An empty key never verifies.
+func VerifyBody(key, body []byte, signature string) bool {
+	if len(key) == 0 {
+		return false
+	}
+	got, err := hex.DecodeString(signature)
+	if err != nil {
+		return false
+	}
+	m := hmac.New(sha256.New, key)
+	m.Write(body)
+	return hmac.Equal(got, m.Sum(nil))
+}

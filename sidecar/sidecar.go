@@ -1,0 +1,687 @@
+package sidecar
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/failoverd/failoverd/mysqlctl"
+	"github.com/failoverd/failoverd/view"
+)
+
+// Options are the sidecar's edges. Only MySQL is required; the others
+// default to the real implementations.
+type Options struct {
+	// MySQL is the local server (DialMySQL, or a *mysqlctl.Instance).
+	MySQL MySQL
+	// Killer SIGKILLs a mysqld that cannot be fenced; nil never kills (no
+	// --mysqld-pid-file).
+	Killer Killer
+	// Daemon defaults to HTTP POSTs to Config.DaemonURLs.
+	Daemon DaemonClient
+	// Peers defaults to HTTP GETs to each Config.Peers URL.
+	Peers PeerClient
+	// Clock defaults to the real (monotonic) clock.
+	Clock Clock
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
+	// HTTPClient is used by the default Daemon and Peers clients.
+	HTTPClient *http.Client
+	// Listener, when set, is served instead of listening on Config.ListenAddr.
+	Listener net.Listener
+}
+
+// Sidecar is one site's self-fencing sidecar. Create it with New, start it
+// with Run.
+type Sidecar struct {
+	cfg          Config
+	mysql        MySQL
+	killer       Killer
+	daemon       DaemonClient
+	peers        PeerClient
+	clock        Clock
+	log          *slog.Logger
+	listener     net.Listener
+	m            *metrics
+	fenceTimeout time.Duration
+	kick         chan struct{} // wakes the guard; buffered 1, sends never block
+
+	// roundOnly: touched by the round goroutine only.
+	daemonDown bool
+
+	mu sync.Mutex
+	// v is the newest trusted view (nil until the first one).
+	v *view.Signed
+	// lease is L: the site may stay writable until then (monotonic).
+	lease time.Time
+	// expiryHandled is the lease deadline whose expiry the guard last
+	// enforced: the guard re-runs at once when a new deadline already passed.
+	expiryHandled time.Time
+	// daemonView is the newest view obtained directly from the daemon, and
+	// daemonSent the send time of the request that returned it.
+	daemonView *view.View
+	daemonSent time.Time
+	// bootPending: the one boot-time unfence decision is not made yet.
+	bootPending bool
+	fenced      bool
+	fencedEpoch uint64
+	fencedAt    time.Time
+	local       localState
+	served      map[string]served
+	// lastFenceErr / downLogged keep repeated failures from flooding the log.
+	lastFenceErr string
+	downLogged   bool
+}
+
+// localState is the last status read of the local MySQL.
+type localState struct {
+	up, writable bool
+	executed     string
+}
+
+// served is the last view served to one peer.
+type served struct {
+	epoch uint64
+	at    time.Time
+}
+
+// source says where a view came from.
+type source struct {
+	daemon bool
+	peer   string
+}
+
+func (s source) String() string {
+	if s.daemon {
+		return "daemon"
+	}
+	return "peer:" + s.peer
+}
+
+// New checks cfg and returns a sidecar that has no view and no lease yet.
+func New(cfg Config, opts Options) (*Sidecar, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	if opts.MySQL == nil {
+		return nil, fmt.Errorf("%w: Options.MySQL is required", ErrInvalidConfig)
+	}
+	if opts.Clock == nil {
+		opts.Clock = realClock{}
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.HTTPClient == nil {
+		opts.HTTPClient = &http.Client{}
+	}
+	if opts.Daemon == nil {
+		opts.Daemon = &httpDaemon{urls: cfg.DaemonURLs, client: opts.HTTPClient, clock: opts.Clock, timeout: cfg.CheckInterval}
+	}
+	if opts.Peers == nil {
+		opts.Peers = &httpPeers{client: opts.HTTPClient, clock: opts.Clock, timeout: cfg.CheckInterval}
+	}
+	now := opts.Clock.Now()
+	s := &Sidecar{
+		cfg:          cfg,
+		mysql:        opts.MySQL,
+		killer:       opts.Killer,
+		daemon:       opts.Daemon,
+		peers:        opts.Peers,
+		clock:        opts.Clock,
+		log:          opts.Logger.With("group", cfg.Group, "site", cfg.Site),
+		listener:     opts.Listener,
+		fenceTimeout: cfg.fenceTimeout(),
+		kick:         make(chan struct{}, 1),
+		// A (re)started sidecar holds no lease: it cannot know when its
+		// previous run last renewed, and granting a fresh one could outlast
+		// the daemon's revokedAt + leaseTimeout bound.
+		lease:         now,
+		expiryHandled: now, // the first enforcement waits for the first round
+		bootPending:   true,
+		served:        map[string]served{},
+	}
+	s.m = newMetrics(s)
+	return s, nil
+}
+
+// Run serves HTTP and runs the rounds and the guard until ctx ends. It
+// returns an error only when the HTTP server cannot listen or fails.
+func (s *Sidecar) Run(ctx context.Context) error {
+	ln := s.listener
+	if ln == nil {
+		var err error
+		if ln, err = net.Listen("tcp", s.cfg.ListenAddr); err != nil {
+			return fmt.Errorf("sidecar: listen: %w", err)
+		}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	srv := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 5 * time.Second}
+	errc := make(chan error, 1)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+			errc <- fmt.Errorf("sidecar: serve: %w", err)
+			cancel()
+		}
+	})
+	wg.Go(func() { s.rounds(ctx) })
+	wg.Go(func() { s.guard(ctx) })
+	s.log.Info("sidecar.started", "listen", ln.Addr().String(), "lease_timeout", s.cfg.LeaseTimeout,
+		"check_interval", s.cfg.CheckInterval, "fence_timeout", s.fenceTimeout, "peers", len(s.cfg.Peers), "can_kill", s.killer != nil)
+	<-ctx.Done()
+	sctx, scancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer scancel()
+	_ = srv.Shutdown(sctx) // best effort: the process is stopping
+	wg.Wait()
+	s.log.Info("sidecar.stopped")
+	select {
+	case err := <-errc:
+		return err
+	default:
+		return nil
+	}
+}
+
+// rounds runs a round at once and then checkInterval after each one ends.
+func (s *Sidecar) rounds(ctx context.Context) {
+	for {
+		s.round(ctx)
+		t := s.clock.NewTimer(s.cfg.CheckInterval)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C():
+		}
+	}
+}
+
+// contact is one answer (or failure) of the daemon or a peer.
+type contact struct {
+	src  source
+	sv   view.Signed
+	sent time.Time
+	err  error
+}
+
+// round reads the local status, reports to the daemon and asks every peer at
+// the same time, and applies each answer as it arrives.
+func (s *Sidecar) round(ctx context.Context) {
+	s.readLocal(ctx)
+	body, err := json.Marshal(s.Report())
+	if err != nil { // a Report always encodes; keep the guard going regardless
+		s.log.Error("sidecar.report_encode_failed", "err", err)
+	}
+	sig := SignBody(s.cfg.Key, body)
+	results := make(chan contact, 1+len(s.cfg.Peers))
+	go func() {
+		sv, sent, err := s.daemon.Report(ctx, body, sig)
+		results <- contact{src: source{daemon: true}, sv: sv, sent: sent, err: err}
+	}()
+	for _, p := range s.cfg.Peers {
+		go func() {
+			sv, sent, err := s.peers.ActiveSite(ctx, p, s.cfg.Site)
+			results <- contact{src: source{peer: p.Site}, sv: sv, sent: sent, err: err}
+		}()
+	}
+	for range 1 + len(s.cfg.Peers) {
+		c := <-results
+		if s.handle(c) {
+			s.kickGuard() // rule 1 right after a new view, not at the round's end
+		}
+	}
+	s.kickGuard() // rule 1 and 2 with this round's facts
+}
+
+// handle applies one contact; it reports whether a new view was adopted.
+func (s *Sidecar) handle(c contact) bool {
+	if c.err != nil {
+		if errors.Is(c.err, ErrMalformedView) {
+			s.m.rejected.WithLabelValues(WhyMalformed).Inc()
+		}
+		switch {
+		case c.src.daemon && !s.daemonDown:
+			s.daemonDown = true
+			s.log.Warn("sidecar.daemon_unreachable", "err", c.err)
+		case !c.src.daemon:
+			s.log.Debug("sidecar.peer_unreachable", "peer", c.src.peer, "err", c.err)
+		}
+		return false
+	}
+	if c.src.daemon && s.daemonDown {
+		s.daemonDown = false
+		s.log.Info("sidecar.daemon_reachable")
+	}
+	return s.consider(c.sv, c.sent, c.src)
+}
+
+// consider applies adoption (strictly newer trusted views only) and renewal
+// (a trusted view of the current epoch naming this site) to one view sent
+// for at sent; it reports whether sv was adopted.
+func (s *Sidecar) consider(sv view.Signed, sent time.Time, src source) bool {
+	v, err := sv.Verify(s.cfg.Key)
+	if err != nil {
+		// A forged or foreign view must neither fence nor keep a site writable.
+		s.reject(WhyBadSignature, sv.View, src, slog.LevelWarn, "err", err)
+		return false
+	}
+	if v.Group != s.cfg.Group {
+		// Another group's view, validly signed with a shared key, says nothing about ours.
+		s.reject(WhyOtherGroup, v, src, slog.LevelWarn)
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	adopted := false
+	switch cur := s.v; {
+	case cur == nil || v.Epoch > cur.View.Epoch:
+		prev := uint64(0)
+		if cur != nil {
+			prev = cur.View.Epoch
+		}
+		s.v = &view.Signed{View: v, Signature: sv.Signature}
+		adopted = true
+		s.log.Info("sidecar.view_adopted", "epoch", v.Epoch, "active_site", v.ActiveSite, "from", src.String(), "previous_epoch", prev)
+	case v.Epoch < cur.View.Epoch:
+		// A lagging peer (or a stale daemon) must not roll the view back.
+		s.reject(WhyOlderEpoch, v, src, slog.LevelDebug, "current_epoch", cur.View.Epoch)
+		return false
+	case v.ActiveSite != cur.View.ActiveSite:
+		// Two signed views of one epoch disagree: flipping on either could
+		// make two sites writable, and renewing on either is unjustified.
+		s.reject(WhyConflictingView, v, src, slog.LevelWarn, "current_active_site", cur.View.ActiveSite)
+		return false
+	}
+	if src.daemon {
+		s.daemonView, s.daemonSent = &v, sent
+		if s.bootPending && v.ActiveSite != s.cfg.Site {
+			// The boot unfence is one decision: the daemon named someone else.
+			s.bootPending = false
+			s.log.Info("sidecar.boot_unfence_skipped", "why", "the daemon's view names another site", "epoch", v.Epoch)
+		}
+	}
+	if v.ActiveSite == s.cfg.Site {
+		if until := sent.Add(s.cfg.LeaseTimeout); until.After(s.lease) {
+			s.lease = until
+			s.log.Debug("sidecar.lease_renewed", "epoch", v.Epoch, "from", src.String(), "remaining", until.Sub(s.clock.Now()))
+		}
+	}
+	return adopted
+}
+
+func (s *Sidecar) reject(why string, v view.View, src source, level slog.Level, attrs ...any) {
+	s.m.rejected.WithLabelValues(why).Inc()
+	s.log.Log(context.Background(), level, "sidecar.view_rejected",
+		append([]any{"why", why, "epoch", v.Epoch, "view_group", v.Group, "active_site", v.ActiveSite, "from", src.String()}, attrs...)...)
+}
+
+// readLocal reads the local status for the report.
+func (s *Sidecar) readLocal(ctx context.Context) {
+	start := s.clock.Now()
+	sctx, cancel := context.WithTimeout(ctx, s.fenceTimeout)
+	st, err := s.mysql.Status(sctx)
+	cancel()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err != nil {
+		s.local = localState{}
+		return
+	}
+	s.downLogged = false
+	s.local = localState{up: true, writable: !st.Fenced(), executed: st.ExecutedRaw}
+	if s.local.writable && s.fenced && start.After(s.fencedAt) {
+		s.fenced = false // the daemon promoted the site since
+	}
+}
+
+// kickGuard wakes the guard without blocking.
+func (s *Sidecar) kickGuard() {
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
+}
+
+// guard enforces rules 1 and 2 (and the boot unfence) whenever a round asks
+// and when the lease deadline passes, independently of slow rounds.
+func (s *Sidecar) guard(ctx context.Context) {
+	var t Timer
+	defer func() {
+		if t != nil {
+			t.Stop()
+		}
+	}()
+	for {
+		if t != nil {
+			t.Stop()
+			t = nil
+		}
+		now := s.clock.Now()
+		s.mu.Lock()
+		lease, handled := s.lease, s.expiryHandled.Equal(s.lease)
+		s.mu.Unlock()
+		var expiry <-chan time.Time
+		switch {
+		case now.Before(lease):
+			t = s.clock.NewTimer(lease.Sub(now))
+			expiry = t.C()
+		case !handled:
+			// Renewed to a deadline that has already passed (an answer slower
+			// than the lease): enforce it now.
+			s.enforce(ctx)
+			continue
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.kick:
+		case <-expiry:
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		s.enforce(ctx)
+	}
+}
+
+// enforce applies rule 1 (view names another site or none), rule 2 (lease
+// passed) or, when neither holds, the boot unfence.
+func (s *Sidecar) enforce(ctx context.Context) {
+	now := s.clock.Now()
+	s.mu.Lock()
+	var cur *view.View
+	if s.v != nil {
+		v := s.v.View
+		cur = &v
+	}
+	expired := !now.Before(s.lease)
+	if expired {
+		s.expiryHandled = s.lease
+	}
+	s.mu.Unlock()
+	switch {
+	case cur != nil && !cur.Allows(s.cfg.Site):
+		s.ensureFenced(ctx, ReasonViewNamesOther, cur.Epoch)
+	case expired:
+		s.ensureFenced(ctx, ReasonLeaseExpired, epochOf(cur))
+	default:
+		s.bootUnfence(ctx, now)
+	}
+}
+
+func epochOf(v *view.View) uint64 {
+	if v == nil {
+		return 0
+	}
+	return v.Epoch
+}
+
+// fenceResult is the outcome of one bounded fence attempt.
+type fenceResult struct {
+	already bool // the flavor's fence was already in effect
+	skipped bool // the rule no longer held once the status was read
+	down    bool // mysqld refused the connection: nothing listens
+	killed  int  // client connections killed
+	err     error
+}
+
+// ensureFenced makes sure the local MySQL cannot take writes: fence (status,
+// Fence, KillClientConnections) within the fence timeout, else SIGKILL
+// mysqld through the pid file.
+func (s *Sidecar) ensureFenced(ctx context.Context, reason string, epoch uint64) {
+	fctx, cancel := context.WithTimeout(ctx, s.fenceTimeout)
+	defer cancel()
+	res := make(chan fenceResult, 1)
+	go func() { res <- s.fence(fctx, reason) }()
+	var r fenceResult
+	select {
+	case r = <-res:
+	case <-fctx.Done():
+		// A hung mysqld may never return, whatever the driver promises.
+		r = fenceResult{err: fmt.Errorf("fence: %w", fctx.Err())}
+	}
+	if ctx.Err() != nil {
+		return // stopping: shutting the sidecar down is no reason to kill mysqld
+	}
+	switch {
+	case r.skipped:
+		s.log.Info("sidecar.fence_skipped", "reason", reason, "epoch", epoch, "why", "a newer view arrived")
+		return
+	case r.already:
+		s.mu.Lock()
+		s.lastFenceErr = ""
+		s.local.up, s.local.writable = true, false
+		s.mu.Unlock()
+		return
+	case r.down:
+		s.noteDown(reason, r.err)
+		return
+	case r.err == nil:
+		s.markFenced(epoch)
+		s.m.fences.WithLabelValues(reason).Inc()
+		s.log.Warn("sidecar.fenced", "reason", reason, "epoch", epoch, "killed_connections", r.killed)
+		return
+	}
+	if s.killer == nil {
+		s.fenceFailed(reason, epoch, r.err, nil)
+		return
+	}
+	kctx, kcancel := context.WithTimeout(ctx, killWait)
+	defer kcancel()
+	pid, err := s.killer.Kill(kctx)
+	switch {
+	case err == nil:
+		s.markFenced(epoch)
+		s.mu.Lock()
+		s.local = localState{}
+		s.mu.Unlock()
+		s.m.fences.WithLabelValues(ReasonKilledMySQLD).Inc()
+		s.log.Error("sidecar.mysqld_killed", "reason", reason, "epoch", epoch, "pid", pid, "fence_err", r.err)
+	case errors.Is(err, ErrNoProcess):
+		s.noteDown(reason, errors.Join(r.err, err))
+	default:
+		s.fenceFailed(reason, epoch, r.err, err)
+	}
+}
+
+// ruleHolds reports whether the rule behind reason still demands a fence.
+func (s *Sidecar) ruleHolds(reason string) bool {
+	now := s.clock.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if reason == ReasonLeaseExpired {
+		return !now.Before(s.lease)
+	}
+	return s.v != nil && !s.v.View.Allows(s.cfg.Site)
+}
+
+// fence runs status → Fence → KillClientConnections within ctx.
+func (s *Sidecar) fence(ctx context.Context, reason string) fenceResult {
+	st, err := s.mysql.Status(ctx)
+	switch {
+	case err == nil && st.Fenced():
+		return fenceResult{already: true}
+	case err != nil && refused(err):
+		return fenceResult{down: true, err: err}
+	}
+	// A view adopted while the status was read (a promotion of this site)
+	// must not be undone by a decision taken on the older view.
+	if !s.ruleHolds(reason) {
+		return fenceResult{already: err == nil && st.Fenced(), skipped: true}
+	}
+	// Writable, or unknown: a hung server may resume and take writes.
+	if err := s.mysql.Fence(ctx); err != nil {
+		if refused(err) {
+			return fenceResult{down: true, err: err}
+		}
+		return fenceResult{err: err}
+	}
+	n, err := s.mysql.KillClientConnections(ctx)
+	if err != nil {
+		return fenceResult{err: err}
+	}
+	return fenceResult{killed: n}
+}
+
+// refused reports a refused TCP connection: no mysqld listens (stopped, or
+// starting read-only), so nothing can write through it and killing a
+// starting mysqld would only loop.
+func refused(err error) bool { return errors.Is(err, syscall.ECONNREFUSED) }
+
+func (s *Sidecar) markFenced(epoch uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.fenced, s.fencedEpoch, s.fencedAt = true, epoch, s.clock.Now()
+	s.local.writable = false
+	s.lastFenceErr = ""
+	// The sidecar never lifts a fence it set, not even at boot.
+	s.bootPending = false
+}
+
+func (s *Sidecar) noteDown(reason string, err error) {
+	s.mu.Lock()
+	s.local = localState{}
+	first := !s.downLogged
+	s.downLogged = true
+	s.mu.Unlock()
+	if first {
+		s.log.Info("sidecar.mysqld_down", "reason", reason, "err", err)
+	}
+}
+
+func (s *Sidecar) fenceFailed(reason string, epoch uint64, fenceErr, killErr error) {
+	msg := fmt.Sprint(fenceErr, killErr)
+	s.mu.Lock()
+	repeat := s.lastFenceErr == msg
+	s.lastFenceErr = msg
+	s.mu.Unlock()
+	if !repeat {
+		s.log.Error("sidecar.fence_failed", "reason", reason, "epoch", epoch, "err", fenceErr, "kill_err", killErr, "can_kill", s.killer != nil)
+	}
+}
+
+// bootUnfence lifts the start-up read-only once, at boot, when the daemon
+// itself (not a peer) names this site in the newest view.
+func (s *Sidecar) bootUnfence(ctx context.Context, now time.Time) {
+	s.mu.Lock()
+	if !s.bootPending || s.daemonView == nil || s.v == nil {
+		s.mu.Unlock()
+		return
+	}
+	dv, cur := *s.daemonView, s.v.View
+	daemonLease := s.daemonSent.Add(s.cfg.LeaseTimeout)
+	deadline := s.lease
+	s.mu.Unlock()
+	// Wait (boot stays pending) until the daemon's own answer is the newest
+	// view and recent enough to hold the lease by itself: a peer's copy may
+	// be a revoked epoch.
+	if dv.ActiveSite != s.cfg.Site || dv.Epoch != cur.Epoch || !now.Before(daemonLease) {
+		return
+	}
+	// Never writable past the lease, even for the duration of Promote.
+	pctx, cancel := context.WithDeadline(ctx, minTime(deadline, now.Add(s.cfg.CheckInterval)))
+	defer cancel()
+	st, err := s.mysql.Status(pctx)
+	if err != nil {
+		return // mysqld not up yet: decide when it is
+	}
+	if !st.ReadOnly && !st.SuperReadOnly {
+		s.endBoot("already writable", dv.Epoch)
+		return
+	}
+	// A writable server applying another primary's stream mixes two histories.
+	if r := st.Replica; r != nil && (r.IOThread.Running() || r.SQLThread.Running()) {
+		s.endBoot("replication is running", dv.Epoch)
+		return
+	}
+	if err := s.mysql.Promote(pctx); err != nil {
+		if errors.Is(err, mysqlctl.ErrReplicaRunning) {
+			s.endBoot("replication is running", dv.Epoch)
+			return
+		}
+		s.log.Warn("sidecar.boot_unfence_failed", "epoch", dv.Epoch, "err", err)
+		return // retried while the boot decision is pending
+	}
+	s.mu.Lock()
+	s.bootPending = false
+	s.local.up, s.local.writable = true, true
+	s.mu.Unlock()
+	s.log.Warn("sidecar.unfenced", "epoch", dv.Epoch, "why", "boot: the daemon's view names this site")
+}
+
+func (s *Sidecar) endBoot(why string, epoch uint64) {
+	s.mu.Lock()
+	s.bootPending = false
+	s.mu.Unlock()
+	s.log.Info("sidecar.boot_unfence_skipped", "why", why, "epoch", epoch)
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
+}
+
+// Report returns the report the sidecar would send now.
+func (s *Sidecar) Report() Report {
+	canKill := s.killer != nil && s.killer.CanKill()
+	now := s.clock.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r := Report{
+		Group:            s.cfg.Group,
+		Site:             s.cfg.Site,
+		Epoch:            s.epochLocked(),
+		MySQLdUp:         s.local.up,
+		Writable:         s.local.up && s.local.writable,
+		Fenced:           s.fenced,
+		FencedEpoch:      s.fencedEpoch,
+		Executed:         s.local.executed,
+		CanKill:          canKill,
+		LeaseRemainingMs: s.lease.Sub(now).Milliseconds(),
+		Peers:            make(map[string]PeerServed, len(s.served)),
+	}
+	for site, sv := range s.served {
+		r.Peers[site] = PeerServed{ServedEpoch: sv.epoch, ServedAgoMs: now.Sub(sv.at).Milliseconds()}
+	}
+	return r
+}
+
+// View returns the newest trusted view, if any.
+func (s *Sidecar) View() (view.Signed, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.v == nil {
+		return view.Signed{}, false
+	}
+	return *s.v, true
+}
+
+func (s *Sidecar) epoch() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.epochLocked()
+}
+
+func (s *Sidecar) epochLocked() uint64 {
+	if s.v == nil {
+		return 0
+	}
+	return s.v.View.Epoch
+}
+
+func (s *Sidecar) leaseRemaining(now time.Time) time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.lease.Sub(now)
+}
