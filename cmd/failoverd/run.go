@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -14,9 +13,6 @@ import (
 
 	"github.com/failoverd/failoverd/daemon"
 )
-
-// errNotBuilt is returned by commands whose machinery later issues deliver.
-var errNotBuilt = errors.New("not available in this build yet")
 
 func newRunCmd(c *cli) *cobra.Command {
 	return &cobra.Command{
@@ -73,29 +69,6 @@ func failpointFromEnv(log *slog.Logger) func(string) {
 			_ = syscall.Kill(os.Getpid(), syscall.SIGKILL) // never returns on success
 		}
 	}
-}
-
-func newSidecarCmd(c *cli) *cobra.Command {
-	cmd := &cobra.Command{
-		Use:   "sidecar",
-		Short: "Run the self-fencing sidecar beside one MySQL server",
-		Long: `sidecar runs next to one site's MySQL. It follows the daemon's signed view of
-the active site (and its peers' gossiped copies) and fences its MySQL when
-another site is active or when it has been cut off longer than the lease.`,
-		Args: cobra.NoArgs,
-		RunE: func(*cobra.Command, []string) error {
-			if _, err := c.logger(); err != nil {
-				return &exitError{code: 2, err: err}
-			}
-			if _, err := c.loadConfig(); err != nil {
-				return err
-			}
-			return &exitError{code: 1, err: errors.Join(errNotBuilt, errors.New("the sidecar arrives with its own issue"))}
-		},
-	}
-	cmd.Flags().String("site", "", "name of the site this sidecar guards")
-	cmd.Flags().String("group", "", "name of the group the site belongs to")
-	return cmd
 }
 
 // redisLogger routes go-redis's global logger into the daemon's logs.

@@ -1,0 +1,198 @@
+package main
+
+import (
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/failoverd/failoverd/sidecar"
+	"github.com/failoverd/failoverd/view"
+)
+
+func TestSidecarNeedsGroupSiteAndDaemonURL(t *testing.T) {
+	f := "../../configs/examples/three-site-mariadb-k8s.yaml"
+	for _, args := range [][]string{
+		{"sidecar", "-c", f},
+		{"sidecar", "-c", f, "--group", "payments", "--site", "east"},
+		{"sidecar", "-c", f, "--site", "east", "--daemon-url", "http://127.0.0.1:1"},
+	} {
+		code, _, errOut := runCLI(t, args...)
+		if code != 2 || !strings.Contains(errOut, "--group, --site and at least one --daemon-url are required") {
+			t.Errorf("%v: exit %d, stderr:\n%s", args, code, errOut)
+		}
+	}
+}
+
+func TestSidecarFlagsFromTheEnvironment(t *testing.T) {
+	t.Setenv("FAILOVERD_CONFIG", "../../configs/examples/three-site-mariadb-k8s.yaml")
+	t.Setenv("FAILOVERD_GROUP", "payments")
+	t.Setenv("FAILOVERD_SITE", "south")
+	t.Setenv("FAILOVERD_DAEMON_URL", "http://127.0.0.1:1 http://127.0.0.1:2")
+	code, _, errOut := runCLI(t, "sidecar")
+	if code != 2 || !strings.Contains(errOut, `site "south": sidecar: unknown site`) {
+		t.Fatalf("exit %d, stderr:\n%s", code, errOut)
+	}
+}
+
+func TestSidecarRefusesUnknownGroupOrSite(t *testing.T) {
+	f := "../../configs/examples/three-site-mariadb-k8s.yaml"
+	for _, tc := range []struct{ group, site, want string }{
+		{"nope", "east", `group "nope": sidecar: unknown group`},
+		{"payments", "south", `site "south": sidecar: unknown site`},
+		{"payments", "dr", "sidecar: site has no sidecar address"},
+	} {
+		code, _, errOut := runCLI(t, "sidecar", "-c", f, "--group", tc.group, "--site", tc.site, "--daemon-url", "http://127.0.0.1:1")
+		if code != 2 || !strings.Contains(errOut, tc.want) {
+			t.Errorf("%s/%s: exit %d, stderr:\n%s", tc.group, tc.site, code, errOut)
+		}
+	}
+}
+
+// syncBuffer is a goroutine-safe stderr for a command that runs in the background.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	_ = ln.Close()
+	return addr
+}
+
+// TestSidecarServesReportsAndStopsOnSIGTERM runs the whole subcommand
+// in-process against a STAND-IN daemon (httptest; the real report endpoint
+// belongs to package daemon) and a MySQL address where nothing listens.
+func TestSidecarServesReportsAndStopsOnSIGTERM(t *testing.T) {
+	dir := t.TempDir()
+	key := "sidecar-test-key"
+	for name, content := range map[string]string{"view.key": key, "admin.pw": "pw", "repl.pw": "pw"} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var mu sync.Mutex
+	var reports []sidecar.Report
+	daemon := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if r.URL.Path != sidecar.ReportPath || !sidecar.VerifyBody([]byte(key), body, r.Header.Get(sidecar.SignatureHeader)) {
+			http.Error(w, "bad report", http.StatusUnauthorized)
+			return
+		}
+		var rep sidecar.Report
+		_ = json.Unmarshal(body, &rep)
+		mu.Lock()
+		reports = append(reports, rep)
+		mu.Unlock()
+		sv, _ := view.Sign(view.View{Group: "orders", Epoch: 5, ActiveSite: "west"}, []byte(key))
+		_ = json.NewEncoder(w).Encode(sv)
+	}))
+	defer daemon.Close()
+	listenAddr := freeAddr(t)
+	cfg := filepath.Join(dir, "failoverd.yaml")
+	yaml := `daemon:
+  viewSigningKeyFile: view.key
+groups:
+  - name: orders
+    engine: mariadb
+    credentials:
+      admin: {user: failoverd, passwordFile: admin.pw}
+      replication: {user: repl, passwordFile: repl.pw}
+    sidecar: {leaseTimeout: 2s, checkInterval: 100ms}
+    sites:
+      - name: east
+        mysql: {address: ` + freeAddr(t) + `}
+        sidecar: {address: ` + listenAddr + `}
+      - name: west
+        mysql: {address: ` + freeAddr(t) + `}
+        sidecar: {address: ` + freeAddr(t) + `}
+`
+	if err := os.WriteFile(cfg, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr syncBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- execute([]string{"sidecar", "-c", cfg, "--group", "orders", "--site", "east", "--daemon-url", daemon.URL,
+			"--mysqld-pid-file", filepath.Join(dir, "absent.pid")}, &stdout, &stderr)
+	}()
+	get := func(path string) (string, bool) {
+		resp, err := http.Get("http://" + listenAddr + path)
+		if err != nil {
+			return "", false
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return string(b), resp.StatusCode == http.StatusOK
+	}
+	deadline := time.Now().Add(30 * time.Second) // safety net, not a timing assertion
+	for {
+		ping, ok := get("/peer/ping")
+		mu.Lock()
+		n := len(reports)
+		mu.Unlock()
+		if ok && strings.Contains(ping, `"epoch":5`) && n >= 2 {
+			break
+		}
+		select {
+		case code := <-done:
+			t.Fatalf("sidecar exited early with %d:\n%s", code, stderr.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("sidecar never served the view; stderr:\n%s", stderr.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if body, _ := get("/metrics"); !strings.Contains(body, "failoverd_sidecar_view_epoch 5") {
+		t.Errorf("metrics:\n%s", body)
+	}
+	mu.Lock()
+	last := reports[len(reports)-1]
+	mu.Unlock()
+	if last.Group != "orders" || last.Site != "east" || last.Epoch != 5 || last.MySQLdUp || last.CanKill {
+		t.Errorf("report %+v (mysqld is down, the pid file absent)", last)
+	}
+	if err := syscall.Kill(os.Getpid(), syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case code := <-done:
+		if code != 0 {
+			t.Fatalf("exit %d after SIGTERM:\n%s", code, stderr.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("sidecar did not stop on SIGTERM")
+	}
+	for _, key := range []string{`"msg":"sidecar.started"`, `"msg":"sidecar.view_adopted"`, `"msg":"sidecar.stopped"`} {
+		if !strings.Contains(stderr.String(), key) {
+			t.Errorf("logs lack %s:\n%s", key, stderr.String())
+		}
+	}
+}
