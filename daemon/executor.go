@@ -45,6 +45,7 @@ const (
 	StepRelayDrained      = "relay-drained"
 	StepReplicationReset  = "replication-reset"
 	StepPromotionRecorded = "promotion-recorded"
+	StepPublished         = "published"
 	StepWritable          = "writable"
 	StepPromoted          = "promoted"
 	StepRepointed         = "repointed"

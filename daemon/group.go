@@ -391,6 +391,9 @@ func (g *group) promote(ctx context.Context, d sitepair.Decision) error {
 	if err := g.checkStore(ctx); err != nil {
 		return fmt.Errorf("promote %s: %w", d.Target, err)
 	}
+	if err := g.publishPromotion(ctx, d); err != nil {
+		return fmt.Errorf("promote %s: %w", d.Target, err)
+	}
 	if err := g.exec.makeWritable(ctx, d.Target); err != nil {
 		return fmt.Errorf("promote %s: %w", d.Target, err)
 	}
@@ -460,12 +463,62 @@ func (g *group) retarget(ctx context.Context, target string) error {
 	return nil
 }
 
-// publish signs and publishes the group's current view.
+// publishPromotion persists and publishes the view naming the target
+// before the target is made writable, then waits (bounded) until the
+// target's sidecar holds it: a sidecar still holding the revoking view would
+// fence the new primary the moment it became writable.
+func (g *group) publishPromotion(ctx context.Context, d sitepair.Decision) error {
+	g.mu.Lock()
+	st, prev := g.state, g.stored
+	g.mu.Unlock()
+	if st.InFlight == nil {
+		return nil
+	}
+	f := *st.InFlight
+	if f.PublishedTo != d.Target || f.PublishedEpoch != d.Epoch {
+		f.PublishedEpoch, f.PublishedTo = d.Epoch, d.Target
+		st.InFlight = &f
+		if err := g.save(ctx, st, prev, g.now(), StepPublished, ""); err != nil {
+			return fmt.Errorf("publish epoch %d naming %s: %w", d.Epoch, d.Target, err)
+		}
+	}
+	g.failpoint(StepPublished)
+	if !g.sidecars.known(d.Target) {
+		return nil
+	}
+	// A sidecar renews every checkInterval; one that does not answer in a
+	// few is dead (it fences nothing) or cut off (a fence by it only costs
+	// availability, and the daemon re-asserts the primary).
+	wait := time.NewTimer(3 * g.cfg.Sidecar.CheckInterval)
+	defer wait.Stop()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for g.sidecars.observation(d.Target).Epoch < d.Epoch {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-wait.C:
+			g.log.Warn("sidecar.not_caught_up", "site", d.Target, "epoch", d.Epoch,
+				"note", "making it writable anyway; if its sidecar fences it, the primary is re-asserted")
+			return nil
+		case <-tick.C:
+		}
+	}
+	return nil
+}
+
+// publish signs and publishes the group's current view: the persisted one,
+// or the one naming the target of a promotion about to make it writable.
+// Routing and the cache only follow a completed promotion.
 func (g *group) publish() {
 	g.mu.Lock()
 	v := view.View{Group: g.cfg.Name, Epoch: g.state.Epoch, ActiveSite: g.state.ActiveSite, IssuedAt: g.now()}
+	served := v
+	if f := g.state.InFlight; f != nil && f.PublishedTo != "" {
+		served.Epoch, served.ActiveSite = f.PublishedEpoch, f.PublishedTo
+	}
 	g.mu.Unlock()
-	g.pub.set(v)
+	g.pub.set(served)
 	g.follow.want(v)
 }
 

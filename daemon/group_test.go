@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"testing"
@@ -57,19 +58,18 @@ func (m *memStore) Describe() string { return "memory" }
 type fakeInstance struct {
 	Instance // operations a test does not expect panic
 	site     string
-	ops      *[]string
-	mu       *sync.Mutex
+	log      *opLog
 	executed gtid.Set
 	// retrieved, when set, makes the site a replica that received it.
 	retrieved gtid.Set
 	drainErr  error
 }
 
-func (f fakeInstance) note(op string) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	*f.ops = append(*f.ops, f.site+":"+op)
-}
+func (l *opLog) has(op string) bool { return contains(l.list(), op) }
+
+func (l *opLog) String() string { return fmt.Sprint(l.list()) }
+
+func (f fakeInstance) note(op string) { f.log.add(context.Background(), f.site+":"+op) }
 
 func (f fakeInstance) Status(context.Context) (mysqlctl.Status, error) {
 	f.note("status")
@@ -105,15 +105,14 @@ func (f fakeInstance) ReplicateFrom(context.Context, mysqlctl.Source) error {
 
 // testGroup builds a 2-site MariaDB group a → b with a failover in flight
 // (epoch 2 revoked, target to) on st.
-func testGroup(t *testing.T, st *memStore, to string, clock func() time.Time) (*group, *[]string) {
+func testGroup(t *testing.T, st *memStore, to string, clock func() time.Time) (*group, *opLog) {
 	t.Helper()
 	cfg := configs.Group{Name: "g", Engine: configs.EngineMariaDB, RelayDrainTimeout: time.Second,
 		Sites: []configs.Site{{Name: "a"}, {Name: "b"}, {Name: "c"}}}
-	ops := &[]string{}
-	mu := &sync.Mutex{}
+	ops := &opLog{}
 	exec := gtid.MustParse(gtid.MariaDB, "0-1-10")
 	dial := func(_ context.Context, s configs.Site) (Instance, error) {
-		return fakeInstance{site: s.Name, ops: ops, mu: mu, executed: exec}, nil
+		return fakeInstance{site: s.Name, log: ops, executed: exec}, nil
 	}
 	g := &group{cfg: cfg, flavor: gtid.MariaDB, policy: sitepair.DefaultPolicy(), store: st, pub: &publisher{}, now: clock,
 		log: slog.New(slog.DiscardHandler), fenced: map[string]uint64{}, sidecars: newSidecars(cfg)}
@@ -202,8 +201,8 @@ func TestPromotionStopsWhenLeadershipIsLost(t *testing.T) {
 	<-done
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if contains(*ops, "b:writable") {
-		t.Fatalf("a deposed leader made b writable: %v", *ops)
+	if ops.has("b:writable") {
+		t.Fatalf("a deposed leader made b writable: %v", ops)
 	}
 	if !errors.Is(g.lastErr, context.Canceled) {
 		t.Fatalf("last action error %v, want context.Canceled", g.lastErr)
@@ -225,8 +224,8 @@ func TestPromotionStopsWhenTheStoreMovedOn(t *testing.T) {
 	if !errors.Is(err, ErrSuperseded) {
 		t.Fatalf("promote: %v, want ErrSuperseded", err)
 	}
-	if contains(*ops, "b:writable") {
-		t.Fatalf("b made writable although another daemon promoted c: %v", *ops)
+	if ops.has("b:writable") {
+		t.Fatalf("b made writable although another daemon promoted c: %v", ops)
 	}
 	if g.state.Epoch != 3 || g.state.ActiveSite != "c" {
 		t.Fatalf("state not reloaded: %+v", g.state)
@@ -241,8 +240,8 @@ func TestRetargetIsPersistedFirst(t *testing.T) {
 	ms.onSave = func(st store.GroupState) {
 		if toAtFirstOp == "" && st.InFlight != nil {
 			toAtFirstOp = st.InFlight.To
-			if len(*ops) != 0 {
-				t.Errorf("operations before the new target was recorded: %v", *ops)
+			if ops.String() != "[]" {
+				t.Errorf("operations before the new target was recorded: %v", ops)
 			}
 		}
 	}
@@ -293,7 +292,7 @@ func TestDrainTimeoutPromoteKeepsWhatAPeerHolds(t *testing.T) {
 	g.cfg.OnDrainTimeout, g.exec.group.OnDrainTimeout = "promote", "promote"
 	md := func(s string) gtid.Set { return gtid.MustParse(gtid.MariaDB, s) }
 	g.exec.conns.dial = func(_ context.Context, s configs.Site) (Instance, error) {
-		f := fakeInstance{site: s.Name, ops: ops, mu: &sync.Mutex{}, executed: md("0-1-10")}
+		f := fakeInstance{site: s.Name, log: ops, executed: md("0-1-10")}
 		if s.Name == "b" {
 			f.retrieved, f.drainErr = md("0-1-12"), mysqlctl.ErrDrainTimeout
 		}
@@ -311,15 +310,61 @@ func TestDrainTimeoutPromoteKeepsWhatAPeerHolds(t *testing.T) {
 	if !errors.Is(err, ErrDrainAborted) {
 		t.Fatalf("promote: %v, want ErrDrainAborted (c holds 0-1-11)", err)
 	}
-	if contains(*ops, "b:writable") || !contains(*ops, "b:start-io") {
-		t.Fatalf("b made writable, or its IO thread not restarted: %v", *ops)
+	if ops.has("b:writable") || !ops.has("b:start-io") {
+		t.Fatalf("b made writable, or its IO thread not restarted: %v", ops)
 	}
-	*ops = nil
+	ops.mu.Lock()
+	ops.ops = nil
+	ops.mu.Unlock()
 	g.obs = observe("0-1-10") // nobody else has more: the loss is accepted
 	if err := g.promote(context.Background(), promoteDecision("b")); err != nil {
 		t.Fatalf("promote accepting the loss of what only b received: %v", err)
 	}
-	if !contains(*ops, "b:writable") {
-		t.Fatalf("b not made writable: %v", *ops)
+	if !ops.has("b:writable") {
+		t.Fatalf("b not made writable: %v", ops)
+	}
+}
+
+// The view naming the target is persisted and served before the target is
+// made writable, and the promotion waits until the target's sidecar holds
+// it: a sidecar still holding the revoking view would fence the new primary.
+func TestPromotionPublishesBeforeWritable(t *testing.T) {
+	ms := &memStore{}
+	g, ops := testGroup(t, ms, "b", clockAt(t0))
+	g.cfg.Sites[1].Sidecar = &configs.Endpoint{Address: "127.0.0.1:1"}
+	g.cfg.Sidecar.CheckInterval = time.Minute // the wait ends by the report, not the bound
+	g.sidecars = newSidecars(g.cfg)
+	g.pub = &publisher{key: []byte("k")}
+	published := make(chan struct{})
+	ms.onSave = func(st store.GroupState) {
+		if st.InFlight != nil && st.InFlight.Step == StepPublished {
+			if st.InFlight.PublishedTo != "b" || st.InFlight.PublishedEpoch != 3 {
+				t.Errorf("published %q at %d, want b at 3", st.InFlight.PublishedTo, st.InFlight.PublishedEpoch)
+			}
+			close(published)
+		}
+	}
+	done := make(chan error, 1)
+	go func() { done <- g.promote(context.Background(), promoteDecision("b")) }()
+	<-published
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if s, ok := g.pub.get("g"); ok && s.View.Epoch == 3 && s.View.ActiveSite == "b" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the view naming b at epoch 3 was not served before b became writable")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if ops.has("b:writable") {
+		t.Fatalf("b made writable before its sidecar held the view: %v", ops)
+	}
+	g.sidecars.record(sidecarReport{Site: "b", Epoch: 3, MysqldUp: true}, t0)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if !ops.has("b:writable") || g.state.ActiveSite != "b" || g.state.Epoch != 3 {
+		t.Fatalf("after the sidecar caught up: ops %v, state %+v", ops, g.state)
 	}
 }

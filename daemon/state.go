@@ -41,7 +41,8 @@ func toPersisted(st store.GroupState, flavor gtid.Flavor) (sitepair.Persisted, e
 		p.Diverged[site] = set
 	}
 	if f := st.InFlight; f != nil && f.RevokedEpoch > 0 {
-		p.InFlight = &sitepair.InFlight{Epoch: f.RevokedEpoch, RevokedAt: f.RevokedAt, From: f.From, To: f.To, Planned: f.Kind == kindSwitchover}
+		p.InFlight = &sitepair.InFlight{Epoch: f.RevokedEpoch, RevokedAt: f.RevokedAt, From: f.From, To: f.To, Planned: f.Kind == kindSwitchover,
+			PublishedEpoch: f.PublishedEpoch, PublishedTo: f.PublishedTo}
 	}
 	return p, nil
 }
@@ -84,7 +85,8 @@ func fromPersisted(group string, p sitepair.Persisted, prev store.GroupState, no
 		st.LastFailover = &store.Failover{Kind: kind, From: from, To: p.LastFailoverTarget, At: p.LastFailoverAt, Epoch: p.Epoch, PromotionGTID: p.PromotionGTID.String()}
 	}
 	if f := p.InFlight; f != nil {
-		in := &store.InFlight{Kind: kindFailover, From: f.From, To: f.To, RevokedAt: f.RevokedAt, RevokedEpoch: f.Epoch, StartedAt: now}
+		in := &store.InFlight{Kind: kindFailover, From: f.From, To: f.To, RevokedAt: f.RevokedAt, RevokedEpoch: f.Epoch, StartedAt: now,
+			PublishedEpoch: f.PublishedEpoch, PublishedTo: f.PublishedTo}
 		if f.Planned {
 			in.Kind = kindSwitchover
 		}

@@ -191,6 +191,8 @@ func validate(obs Observed, st Persisted, pol Policy) error {
 			return fmt.Errorf("in-flight epoch %d differs from the persisted epoch %d: %w", f.Epoch, st.Epoch, ErrInvalidInput)
 		case st.ActiveSite != "":
 			return fmt.Errorf("active site %s recorded while a failover is in flight: %w", st.ActiveSite, ErrInvalidInput)
+		case f.PublishedTo != "" && (!has(f.PublishedTo) || f.PublishedEpoch <= f.Epoch):
+			return fmt.Errorf("in-flight failover published %q at epoch %d, not a site at a newer epoch than %d: %w", f.PublishedTo, f.PublishedEpoch, f.Epoch, ErrInvalidInput)
 		}
 	}
 	return nil
@@ -719,9 +721,11 @@ func (v *view) abandon(from int, why string) Decision {
 	if j := v.lacking(from, ""); j >= 0 {
 		return v.decision(ReasonCatchUpTimeoutBlocked, "%s; old primary %s lacks %s: the group stays without a primary until a human decides", why, name, v.missing(from, j))
 	}
-	d := v.decision(ReasonCatchUpTimeout, "%s: abandoning the failover and re-asserting old primary %s at epoch %d", why, name, v.st.Epoch+1)
+	// Sidecars may hold a view published for the target: outrank it.
+	epoch := max(v.st.Epoch, v.st.InFlight.PublishedEpoch) + 1
+	d := v.decision(ReasonCatchUpTimeout, "%s: abandoning the failover and re-asserting old primary %s at epoch %d", why, name, epoch)
 	d.Target = name
-	d.Epoch = v.st.Epoch + 1
+	d.Epoch = epoch
 	return d
 }
 
@@ -731,6 +735,10 @@ func (v *view) promote(t int, proof FenceProof, r Reason, format string, args ..
 	d := v.decision(r, format, args...)
 	d.Target, d.From, d.Planned = v.sites[t].Name, inf.From, inf.Planned
 	d.Epoch = inf.Epoch + 1
+	if inf.PublishedTo != "" && inf.PublishedTo != d.Target {
+		// Sidecars already hold a view naming PublishedTo at PublishedEpoch.
+		d.Epoch = inf.PublishedEpoch + 1
+	}
 	d.FenceProof = proof
 	d.PromotionGTID = v.have[t]
 	if proof != ProofFenceConfirmed {

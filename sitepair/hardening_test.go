@@ -190,3 +190,28 @@ func TestSemiSyncFencing(t *testing.T) {
 		})
 	}
 }
+
+// A view naming the target is published before it is made writable; a
+// promotion of another site, or abandoning the failover, must outrank it.
+func TestPublishedViewIsOutranked(t *testing.T) {
+	st := revoked("a", "b", now.Add(-time.Hour))
+	st.InFlight.PublishedEpoch, st.InFlight.PublishedTo = 3, "b"
+	// b is gone; c is promoted: epoch 4, not 3.
+	d := Decide(group(site("a", UR, down), site("b", UR), site("c", RO, lost("a"))), st, DefaultPolicy(), now)
+	if d.Action != Promote || d.Target != "c" || d.Epoch != 4 {
+		t.Fatalf("decision %s epoch %d, want promote c at epoch 4", d, d.Epoch)
+	}
+	// Same target: the published epoch is the promotion's.
+	d = Decide(group(site("a", UR, down), site("b", RO, lost("a"))), st, DefaultPolicy(), now)
+	if d.Action != Promote || d.Target != "b" || d.Epoch != 3 {
+		t.Fatalf("decision %s epoch %d, want promote b at epoch 3", d, d.Epoch)
+	}
+	// Abandoning re-asserts the old primary above the published epoch.
+	d = Decide(group(site("a", RO, fencedAt(2), exec(upto(12))), site("b", RO, follows("a"))), st, DefaultPolicy(), now)
+	if d.Reason != ReasonCatchUpTimeout || d.Epoch != 4 {
+		t.Fatalf("decision %s epoch %d, want catch-up-timeout at epoch 4", d, d.Epoch)
+	}
+	if next := Apply(st, d, now); next.Epoch != 4 || next.InFlight != nil {
+		t.Fatalf("after %s: %+v", d, next)
+	}
+}

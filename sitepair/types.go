@@ -150,6 +150,12 @@ type InFlight struct {
 	To string
 	// Planned marks an operator's switchover (no re-targeting).
 	Planned bool
+	// PublishedEpoch and PublishedTo are the view published right before
+	// the target was made writable (so its sidecar holds a view naming it
+	// first). Sidecars never flip on an equal epoch: promoting another site
+	// needs a newer one. 0 and "" until then.
+	PublishedEpoch uint64
+	PublishedTo    string
 }
 
 // Persisted is the group state the daemon stores durably between decisions.

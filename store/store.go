@@ -124,6 +124,10 @@ type InFlight struct {
 	RevokedEpoch uint64 `json:"revokedEpoch,omitempty"`
 	// PromotionGTID is recorded once replication on To was stopped.
 	PromotionGTID string `json:"promotionGTID,omitempty"`
+	// PublishedEpoch and PublishedTo are the view published right before
+	// To was made writable (its sidecar must hold a view naming it first).
+	PublishedEpoch uint64 `json:"publishedEpoch,omitempty"`
+	PublishedTo    string `json:"publishedTo,omitempty"`
 }
 
 // document is the whole persisted JSON: every group of the daemon.
