@@ -86,7 +86,7 @@ func TestBaseIsValidAndDefaulted(t *testing.T) {
 		{"failureThreshold", g.FailureThreshold, 2},
 		{"recoveryThreshold", g.RecoveryThreshold, 3},
 		{"detection", g.Detection, DetectionCorroborated},
-		{"fencing (no sidecar ships, although every candidate declares one)", g.FencingMode(), FencingConfirmed},
+		{"fencing (every candidate declares a sidecar)", g.FencingMode(), FencingSidecar},
 		{"escalation.maxFailovers", g.Escalation.MaxFailovers, 3},
 		{"escalation.window", g.Escalation.Window, time.Hour},
 		{"sites[0].role", g.Sites[0].Role, RolePrimaryCandidate},
@@ -157,8 +157,6 @@ func TestInvalidConfigsNameTheField(t *testing.T) {
 			group(m)["fencing"] = "sidecar"
 			delete(siteN(m, 0), "sidecar")
 		}, "groups[0].sites[0].sidecar.address", "fencing: sidecar"},
-		{"fencing sidecar while this build ships no sidecar", func(m map[string]any) { group(m)["fencing"] = "sidecar" },
-			"groups[0].fencing", "the sidecar is not running for site(s) east, west, dr and nothing would fence an isolated old primary; use fencing: confirmed"},
 		{"sidecar check interval too slow", func(m map[string]any) {
 			group(m)["sidecar"] = map[string]any{"leaseTimeout": "4s", "checkInterval": "3s"}
 		}, "groups[0].sidecar.checkInterval", "half of leaseTimeout"},
@@ -299,16 +297,7 @@ func TestFencingNoneWarns(t *testing.T) {
 	}
 }
 
-// withSidecarShipped sets SidecarShipped for one test.
-func withSidecarShipped(t *testing.T, shipped bool) {
-	t.Helper()
-	prev := SidecarShipped
-	SidecarShipped = shipped
-	t.Cleanup(func() { SidecarShipped = prev })
-}
-
-func TestSidecarFencingOnceTheSidecarShips(t *testing.T) {
-	withSidecarShipped(t, true)
+func TestSidecarFencing(t *testing.T) {
 	cfg, err := parseMap(t, base(), secrets(t))
 	if err != nil {
 		t.Fatalf("every candidate has a sidecar: %v", err)
@@ -384,7 +373,6 @@ func TestSemiSyncFencing(t *testing.T) {
 		t.Errorf("Warnings() = %q, want the semi-sync server settings spelled out", w)
 	}
 	// semisync+sidecar also needs a sidecar at every candidate.
-	withSidecarShipped(t, true)
 	m = base()
 	group(m)["fencing"] = "semisync+sidecar"
 	delete(siteN(m, 1), "sidecar")

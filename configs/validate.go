@@ -127,24 +127,13 @@ func SemiSyncSettings(engine string) string {
 		"rpl_semi_sync_source_wait_no_replica=ON, rpl_semi_sync_source_wait_point=AFTER_SYNC, skip_replica_start=ON"
 }
 
-// SidecarShipped says whether this build ships the self-fencing sidecar
-// (`failoverd sidecar`). While it is false, fencing: sidecar is a validation
-// error and FencingMode never defaults to it: the lease proof would promote a
-// new primary while nothing fences an isolated old one, which keeps taking
-// writes. Flip it to true when the sidecar package lands.
-var SidecarShipped = false
-
 // FencingMode is the effective fencing policy: the configured one, or
-// "sidecar" when the sidecar ships and every primary-candidate site has one,
-// else "confirmed".
+// "sidecar" when every primary-candidate site declares a sidecar, else
+// "confirmed". Whether a sidecar really runs is checked at run time: the
+// lease proof needs the daemon to have received its reports.
 func (g Group) FencingMode() string {
 	if g.Fencing != "" {
 		return g.Fencing
-	}
-	// Defaulting to sidecar without a running sidecar would trust a lease
-	// nobody enforces and promote beside a still-writable old primary.
-	if !SidecarShipped {
-		return FencingConfirmed
 	}
 	for _, s := range g.Sites {
 		if s.Role == RolePrimaryCandidate && s.Sidecar == nil {
@@ -287,12 +276,6 @@ func (v *validator) group(path string, g Group) {
 	if g.Fencing != "" {
 		v.oneOf(path+".fencing", g.Fencing, FencingConfirmed, FencingSemiSync, FencingSidecar, FencingSemiSyncSidecar, FencingNone)
 	}
-	if UsesSidecarProof(g.FencingMode()) && !SidecarShipped {
-		// A lease proof with no sidecar enforcing the lease would promote
-		// while an isolated old primary keeps accepting writes.
-		v.add(path+".fencing", "sidecar promotes once the old primary's sidecar lease expired, but this build ships no sidecar (failoverd sidecar), "+
-			"so the sidecar is not running for site(s) %s and nothing would fence an isolated old primary; use fencing: confirmed", candidateNames(g))
-	}
 	if g.FailoverCooldown < 0 {
 		v.add(path+".failoverCooldown", "%s is negative; write a positive duration such as 10m", g.FailoverCooldown)
 	}
@@ -382,20 +365,6 @@ func (v *validator) sites(path string, g Group) {
 			v.add(path+".splitBrain.preferSite", "site %q is not in this group; name one of its sites", p)
 		}
 	}
-}
-
-// candidateNames lists g's primary-candidate sites for messages.
-func candidateNames(g Group) string {
-	var names []string
-	for _, s := range g.Sites {
-		if s.Role == RolePrimaryCandidate {
-			names = append(names, s.Name)
-		}
-	}
-	if len(names) == 0 {
-		return "(none)"
-	}
-	return strings.Join(names, ", ")
 }
 
 func (v *validator) siteDNS(sp string, s Site, group *DNS) {

@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/failoverd/failoverd/sidecar"
 	"github.com/failoverd/failoverd/store"
 	"github.com/failoverd/failoverd/view"
 )
@@ -104,7 +105,7 @@ func (d *Daemon) handler() http.Handler {
 		_, _ = w.Write([]byte("ok\n")) // a failed write means the client left
 	})
 	mux.HandleFunc("GET /active-site", d.serveActiveSite)
-	mux.HandleFunc("POST /v1/sidecar/report", d.serveSidecarReport)
+	mux.HandleFunc("POST "+sidecar.ReportPath, d.serveSidecarReport)
 	mux.HandleFunc("GET /status", func(w http.ResponseWriter, _ *http.Request) {
 		out := make([]GroupStatus, 0, len(d.groups))
 		for _, g := range d.groups {
@@ -148,10 +149,6 @@ func (d *Daemon) serveActiveSite(w http.ResponseWriter, r *http.Request) {
 // maxReportBytes bounds a sidecar report body.
 const maxReportBytes = 64 << 10
 
-// SignatureHeader carries the hex HMAC-SHA256 of a sidecar report's body,
-// keyed with the view signing key.
-const SignatureHeader = "X-Failoverd-Signature"
-
 // serveSidecarReport records a sidecar's report (its lease renewal) and
 // answers the group's signed view.
 func (d *Daemon) serveSidecarReport(w http.ResponseWriter, r *http.Request) {
@@ -170,11 +167,11 @@ func (d *Daemon) serveSidecarReport(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// An unsigned report could claim a fence that never happened.
-	if !view.VerifyBytes(body, r.Header.Get(SignatureHeader), d.pub.key) {
-		writeError(w, http.StatusUnauthorized, "bad or missing "+SignatureHeader)
+	if !view.VerifyBytes(body, r.Header.Get(sidecar.SignatureHeader), d.pub.key) {
+		writeError(w, http.StatusUnauthorized, "bad or missing "+sidecar.SignatureHeader)
 		return
 	}
-	var rep sidecarReport
+	var rep sidecar.Report
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&rep); err != nil {

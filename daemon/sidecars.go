@@ -6,32 +6,9 @@ import (
 	"time"
 
 	"github.com/failoverd/failoverd/configs"
+	"github.com/failoverd/failoverd/sidecar"
 	"github.com/failoverd/failoverd/sitepair"
 )
-
-// sidecarReport is what a sidecar tells the daemon each time it renews its
-// lease (POST /v1/sidecar/report); see docs/design.md "The sidecar".
-type sidecarReport struct {
-	Group       string `json:"group"`
-	Site        string `json:"site"`
-	Epoch       uint64 `json:"epoch"`
-	MysqldUp    bool   `json:"mysqldUp"`
-	Writable    bool   `json:"writable"`
-	Fenced      bool   `json:"fenced"`
-	FencedEpoch uint64 `json:"fencedEpoch"`
-	Executed    string `json:"executed"`
-	CanKill     bool   `json:"canKill"`
-	// LeaseRemainingMs is informational (the sidecar's own clock).
-	LeaseRemainingMs int64 `json:"leaseRemainingMs"`
-	// Peers says, per peer site, when this sidecar last served it a view.
-	Peers map[string]servedPeer `json:"peers,omitempty"`
-}
-
-// servedPeer is the last view a sidecar served one peer.
-type servedPeer struct {
-	ServedEpoch uint64 `json:"servedEpoch"`
-	ServedAgoMs int64  `json:"servedAgoMs"`
-}
 
 // sidecars keeps the latest report of every sidecar of a group, stamped
 // with the daemon's clock at receipt (never the sidecar's).
@@ -57,9 +34,9 @@ func (s *sidecars) known(site string) bool {
 }
 
 // record stores r as received at at.
-func (s *sidecars) record(r sidecarReport, at time.Time) {
+func (s *sidecars) record(r sidecar.Report, at time.Time) {
 	o := sitepair.SidecarObservation{
-		Configured: true, LastReport: at, Epoch: r.Epoch, FencedEpoch: r.FencedEpoch, MysqldDown: !r.MysqldUp,
+		Configured: true, LastReport: at, Epoch: r.Epoch, FencedEpoch: r.FencedEpoch, MysqldDown: !r.MySQLdUp,
 	}
 	for peer, p := range r.Peers {
 		if o.Served == nil {

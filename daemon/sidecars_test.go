@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/failoverd/failoverd/configs"
+	"github.com/failoverd/failoverd/sidecar"
 	"github.com/failoverd/failoverd/view"
 )
 
@@ -33,9 +34,9 @@ func reportDaemon(t *testing.T, now time.Time) (*Daemon, *group, *httptest.Serve
 
 func postReport(t *testing.T, url string, body []byte, sig string) (int, string) {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodPost, url+"/v1/sidecar/report", bytes.NewReader(body))
+	req, _ := http.NewRequest(http.MethodPost, url+sidecar.ReportPath, bytes.NewReader(body))
 	if sig != "" {
-		req.Header.Set(SignatureHeader, sig)
+		req.Header.Set(sidecar.SignatureHeader, sig)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -50,8 +51,8 @@ func TestSidecarReport(t *testing.T) {
 	now := t0.Add(time.Hour)
 	d, g, srv := reportDaemon(t, now)
 	key := []byte("secret")
-	body, _ := json.Marshal(sidecarReport{Group: "g", Site: "b", Epoch: 7, MysqldUp: true,
-		Peers: map[string]servedPeer{"a": {ServedEpoch: 7, ServedAgoMs: 1500}}})
+	body, _ := json.Marshal(sidecar.Report{Group: "g", Site: "b", Epoch: 7, MySQLdUp: true,
+		Peers: map[string]sidecar.PeerServed{"a": {ServedEpoch: 7, ServedAgoMs: 1500}}})
 
 	if code, _ := postReport(t, srv.URL, body, view.SignBytes(body, key)); code != http.StatusServiceUnavailable {
 		t.Fatalf("follower answered %d, want 503 (a sidecar must not renew from a follower)", code)
