@@ -447,7 +447,7 @@ func newStandInDaemon(t *testing.T) *standInDaemon {
 			return
 		}
 		body, _ := io.ReadAll(r.Body)
-		if !VerifyBody(testKey, body, r.Header.Get(SignatureHeader)) {
+		if !view.VerifyBytes(body, r.Header.Get(SignatureHeader), testKey) {
 			d.mu.Lock()
 			d.badSigs++
 			d.mu.Unlock()

@@ -1,16 +1,11 @@
 package sidecar
 
-import (
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/hex"
-)
-
 // ReportPath is where a sidecar POSTs its Report on each daemon URL.
 const ReportPath = "/v1/sidecar/report"
 
 // SignatureHeader carries the hex HMAC-SHA256 of a report's exact body bytes,
-// keyed with daemon.viewSigningKeyFile.
+// keyed with daemon.viewSigningKeyFile: view.SignBytes(body, key), checked
+// with view.VerifyBytes.
 const SignatureHeader = "X-Failoverd-Signature"
 
 // Report is what a sidecar tells the daemon every round (JSON body of
@@ -50,26 +45,4 @@ type PeerServed struct {
 	// takes (its receipt time - ServedAgoMs) as an upper bound of the last
 	// time the peer could have renewed its lease through this sidecar.
 	ServedAgoMs int64 `json:"servedAgoMs"`
-}
-
-// SignBody returns the SignatureHeader value for body.
-func SignBody(key, body []byte) string {
-	m := hmac.New(sha256.New, key)
-	m.Write(body)
-	return hex.EncodeToString(m.Sum(nil))
-}
-
-// VerifyBody reports whether signature is SignBody(key, body), in constant
-// time. An empty key never verifies.
-func VerifyBody(key, body []byte, signature string) bool {
-	if len(key) == 0 {
-		return false
-	}
-	got, err := hex.DecodeString(signature)
-	if err != nil {
-		return false
-	}
-	m := hmac.New(sha256.New, key)
-	m.Write(body)
-	return hmac.Equal(got, m.Sum(nil))
 }

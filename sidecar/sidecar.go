@@ -221,7 +221,7 @@ func (s *Sidecar) round(ctx context.Context) {
 	if err != nil { // a Report always encodes; keep the guard going regardless
 		s.log.Error("sidecar.report_encode_failed", "err", err)
 	}
-	sig := SignBody(s.cfg.Key, body)
+	sig := view.SignBytes(body, s.cfg.Key)
 	results := make(chan contact, 1+len(s.cfg.Peers))
 	go func() {
 		sv, sent, err := s.daemon.Report(ctx, body, sig)

@@ -504,7 +504,7 @@ func TestReportsCarryServedPeerAgesAndAreSigned(t *testing.T) {
 	h.daemon.mu.Lock()
 	body, sig := h.daemon.bodies[len(h.daemon.bodies)-1], h.daemon.sigs[len(h.daemon.sigs)-1]
 	h.daemon.mu.Unlock()
-	if !VerifyBody(testKey, body, sig) || VerifyBody([]byte("other"), body, sig) || VerifyBody(testKey, append(body, ' '), sig) {
+	if !view.VerifyBytes(body, sig, testKey) || view.VerifyBytes(body, sig, []byte("other")) || view.VerifyBytes(append(body, ' '), sig, testKey) {
 		t.Error("report signature does not cover the exact body")
 	}
 	var raw map[string]any

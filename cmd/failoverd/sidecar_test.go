@@ -101,7 +101,7 @@ func TestSidecarServesReportsAndStopsOnSIGTERM(t *testing.T) {
 	var reports []sidecar.Report
 	daemon := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
-		if r.URL.Path != sidecar.ReportPath || !sidecar.VerifyBody([]byte(key), body, r.Header.Get(sidecar.SignatureHeader)) {
+		if r.URL.Path != sidecar.ReportPath || !view.VerifyBytes(body, r.Header.Get(sidecar.SignatureHeader), []byte(key)) {
 			http.Error(w, "bad report", http.StatusUnauthorized)
 			return
 		}
