@@ -21,6 +21,16 @@
 //     view (the daemon's or a peer's) whose epoch is the current one and which,
 //     like the current view, names this site.
 //
+// During a failover rounds come faster: while the newest view names no site
+// (the daemon revoked the primary and has not published the promotion yet),
+// and once right after a round that adopted a newer view, the next round
+// starts max(checkInterval/5, 50ms) (at most checkInterval) after the last
+// one ends instead of checkInterval. The daemon waits (at most 3 x
+// checkInterval) for the target's sidecar to report the promotion's epoch
+// before it makes the target writable; fast rounds let the sidecar fetch that
+// view and report it within two fast intervals. The rules and the lease are
+// the same in both paces.
+//
 // A separate guard goroutine enforces the rules, so a round stuck on a slow
 // daemon or peer never delays a fence:
 //

@@ -92,6 +92,18 @@ func (c *fakeClock) Advance(d time.Duration) {
 	}
 }
 
+// armedAt reports whether a timer is armed to fire at at.
+func (c *fakeClock) armedAt(at time.Time) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for t := range c.timers {
+		if t.at.Equal(at) {
+			return true
+		}
+	}
+	return false
+}
+
 // Timers is how many timers are armed.
 func (c *fakeClock) Timers() int {
 	c.mu.Lock()
@@ -268,6 +280,13 @@ func (d *fakeDaemon) down() {
 	d.mu.Lock()
 	d.err = errors.New("connection refused (fake)")
 	d.mu.Unlock()
+}
+
+// count is how many reports arrived.
+func (d *fakeDaemon) count() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return len(d.reports)
 }
 
 func (d *fakeDaemon) lastReport(t *testing.T) Report {

@@ -191,11 +191,12 @@ func (s *Sidecar) Run(ctx context.Context) error {
 	}
 }
 
-// rounds runs a round at once and then checkInterval after each one ends.
+// rounds runs a round at once and then, after each one ends, waits
+// nextRound before the next.
 func (s *Sidecar) rounds(ctx context.Context) {
 	for {
-		s.round(ctx)
-		t := s.clock.NewTimer(s.cfg.CheckInterval)
+		adopted := s.round(ctx)
+		t := s.clock.NewTimer(s.nextRound(adopted))
 		select {
 		case <-ctx.Done():
 			t.Stop()
@@ -203,6 +204,31 @@ func (s *Sidecar) rounds(ctx context.Context) {
 		case <-t.C():
 		}
 	}
+}
+
+// minFastRound is the floor of the fast round interval.
+const minFastRound = 50 * time.Millisecond
+
+// fastRound is the interval of rounds during a failover:
+// max(checkInterval/5, 50ms), never longer than checkInterval.
+func (c Config) fastRound() time.Duration {
+	return min(c.CheckInterval, max(c.CheckInterval/5, minFastRound))
+}
+
+// nextRound is how long to wait after a round: the fast interval while the
+// newest view names no site (a failover revoked the primary and the daemon
+// waits, at most 3 x checkInterval, for the target's sidecar to report the
+// next epoch before making the target writable) and right after a round
+// that adopted a view (so the next report tells the daemon at once);
+// checkInterval otherwise.
+func (s *Sidecar) nextRound(adopted bool) time.Duration {
+	s.mu.Lock()
+	revoked := s.v != nil && s.v.View.ActiveSite == ""
+	s.mu.Unlock()
+	if revoked || adopted {
+		return s.cfg.fastRound()
+	}
+	return s.cfg.CheckInterval
 }
 
 // contact is one answer (or failure) of the daemon or a peer.
@@ -214,8 +240,9 @@ type contact struct {
 }
 
 // round reads the local status, reports to the daemon and asks every peer at
-// the same time, and applies each answer as it arrives.
-func (s *Sidecar) round(ctx context.Context) {
+// the same time, and applies each answer as it arrives. It reports whether a
+// newer view was adopted.
+func (s *Sidecar) round(ctx context.Context) (adopted bool) {
 	s.readLocal(ctx)
 	body, err := json.Marshal(s.Report())
 	if err != nil { // a Report always encodes; keep the guard going regardless
@@ -236,10 +263,12 @@ func (s *Sidecar) round(ctx context.Context) {
 	for range 1 + len(s.cfg.Peers) {
 		c := <-results
 		if s.handle(c) {
+			adopted = true
 			s.kickGuard() // rule 1 right after a new view, not at the round's end
 		}
 	}
 	s.kickGuard() // rule 1 and 2 with this round's facts
+	return adopted
 }
 
 // handle applies one contact; it reports whether a new view was adopted.
