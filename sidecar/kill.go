@@ -27,13 +27,32 @@ type PIDFileKiller struct {
 	Names []string
 }
 
-// CanKill reports whether the pid file exists and holds a pid.
+// CanKill reports whether a kill could work now: the pid file names a
+// running mysqld (or mariadbd) that this process sees and may signal. It is
+// false when mysqld runs in another pid namespace (another container of the
+// pod without shareProcessNamespace: true: the pid names another process or
+// none), under another user without CAP_KILL, or not at all.
 func (k PIDFileKiller) CanKill() bool {
 	if k.Path == "" {
 		return false
 	}
-	_, err := k.pid()
-	return err == nil
+	pid, err := k.pid()
+	if err != nil {
+		return false
+	}
+	comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+	if err != nil || !slices.Contains(k.names(), strings.TrimSpace(string(comm))) {
+		return false
+	}
+	// Signal 0 checks that the process exists and that we may signal it.
+	return unix.Kill(pid, 0) == nil
+}
+
+func (k PIDFileKiller) names() []string {
+	if len(k.Names) == 0 {
+		return DefaultMySQLDNames
+	}
+	return k.Names
 }
 
 func (k PIDFileKiller) pid() (int, error) {
@@ -72,13 +91,9 @@ func (k PIDFileKiller) Kill(ctx context.Context) (int, error) {
 	if err != nil {
 		return pid, fmt.Errorf("kill mysqld %d: %w: %w", pid, ErrNoProcess, err)
 	}
-	names := k.Names
-	if len(names) == 0 {
-		names = DefaultMySQLDNames
-	}
 	// A stale pid file (mysqld crashed) may name a reused pid: never kill a
 	// process that is not mysqld.
-	if name := strings.TrimSpace(string(comm)); !slices.Contains(names, name) {
+	if name := strings.TrimSpace(string(comm)); !slices.Contains(k.names(), name) {
 		return pid, fmt.Errorf("kill mysqld %d: %w: %q", pid, ErrNotMySQLD, name)
 	}
 	if err := unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0); err != nil {

@@ -40,8 +40,11 @@ func killCtx(t *testing.T) context.Context {
 func TestPIDFileKillerRefusesAnotherProgram(t *testing.T) {
 	cmd, pidFile := startSleep(t)
 	k := PIDFileKiller{Path: pidFile}
-	if !k.CanKill() {
-		t.Fatal("CanKill false with a readable pid file")
+	if k.CanKill() {
+		t.Error("CanKill true for a pid file naming another program")
+	}
+	if !(PIDFileKiller{Path: pidFile, Names: []string{"sleep"}}).CanKill() {
+		t.Error("CanKill false for a running process of an accepted name")
 	}
 	if _, err := k.Kill(killCtx(t)); !errors.Is(err, ErrNotMySQLD) {
 		t.Fatalf("Kill of a sleep named by a stale pid file: %v", err)
@@ -68,6 +71,11 @@ func TestPIDFileKillerKillsAStoppedProcess(t *testing.T) {
 	}
 	if _, err := k.Kill(killCtx(t)); !errors.Is(err, ErrNoProcess) {
 		t.Fatalf("second Kill: %v", err)
+	}
+	// The pid file outlives the process (or names a pid of another pid
+	// namespace, where this pid is no process): nothing to kill.
+	if k.CanKill() {
+		t.Error("CanKill true for a pid file naming no running process")
 	}
 }
 
