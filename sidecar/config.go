@@ -1,8 +1,10 @@
 package sidecar
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
 	"time"
 
@@ -63,7 +65,8 @@ type Config struct {
 	DaemonURLs []string
 	// Peers are the other sites' sidecars.
 	Peers []Peer
-	// ListenAddr is sites[S].sidecar.address (unless Options.Listener is set).
+	// ListenAddr is the address to listen on: sites[S].sidecar.address or
+	// Overrides.Listen (unused when Options.Listener is set).
 	ListenAddr string
 }
 
@@ -117,11 +120,42 @@ func (c Config) fenceTimeout() time.Duration {
 	return min(maxFenceTimeout, c.LeaseTimeout/4)
 }
 
+// Overrides replace, for this sidecar only, addresses the configuration
+// holds as the other components dial them. Empty fields keep the
+// configuration's address.
+type Overrides struct {
+	// Listen is the address the sidecar binds (--listen) instead of
+	// sites[S].sidecar.address, which may be a Service DNS name its peers
+	// dial.
+	Listen string
+	// MySQLAddress is how the sidecar reaches its local server
+	// (--mysql-address) instead of sites[S].mysql.address, which may go
+	// through a proxy or a Service and so reach another server.
+	MySQLAddress string
+}
+
+func (o Overrides) validate() error {
+	var errs []error
+	for _, a := range []struct{ flag, addr string }{{"listen", o.Listen}, {"mysql-address", o.MySQLAddress}} {
+		if a.addr == "" {
+			continue
+		}
+		if _, _, err := net.SplitHostPort(a.addr); err != nil {
+			errs = append(errs, fmt.Errorf("%w: --%s %q: write host:port: %v", ErrInvalidConfig, a.flag, a.addr, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
 // FromConfig builds the sidecar Config of site in group from the daemon's
 // configuration (configs.Load), plus the mysqlctl options that reach the
 // site's MySQL as the group's admin account (password read from its file,
-// the group's TLS). DaemonURLs are left for the caller (--daemon-url).
-func FromConfig(c *configs.Config, group, site string) (Config, mysqlctl.Options, error) {
+// the group's TLS), with ov's addresses in place of the configured ones.
+// DaemonURLs are left for the caller (--daemon-url).
+func FromConfig(c *configs.Config, group, site string, ov Overrides) (Config, mysqlctl.Options, error) {
+	if err := ov.validate(); err != nil {
+		return Config{}, mysqlctl.Options{}, err
+	}
 	var g *configs.Group
 	for i := range c.Groups {
 		if c.Groups[i].Name == group {
@@ -159,6 +193,15 @@ func FromConfig(c *configs.Config, group, site string) (Config, mysqlctl.Options
 	if err != nil {
 		return Config{}, mysqlctl.Options{}, err
 	}
+	listen := cmp.Or(ov.Listen, me.Sidecar.Address)
+	mysqlAddr := cmp.Or(ov.MySQLAddress, me.MySQL.Address)
+	if tlsCfg != nil && ov.MySQLAddress != "" && tlsCfg.ServerName == "" && !tlsCfg.InsecureSkipVerify {
+		// The server's certificate names the configured address, not the
+		// local one dialled instead: verify that name, as the daemon does.
+		if host, _, err := net.SplitHostPort(me.MySQL.Address); err == nil {
+			tlsCfg.ServerName = host
+		}
+	}
 	cfg := Config{
 		Group:         group,
 		Site:          site,
@@ -166,10 +209,10 @@ func FromConfig(c *configs.Config, group, site string) (Config, mysqlctl.Options
 		LeaseTimeout:  g.Sidecar.LeaseTimeout,
 		CheckInterval: g.Sidecar.CheckInterval,
 		Peers:         peers,
-		ListenAddr:    me.Sidecar.Address,
+		ListenAddr:    listen,
 	}
 	opts := mysqlctl.Options{
-		Addr: me.MySQL.Address, User: g.Credentials.Admin.User, Password: pw, TLS: tlsCfg,
+		Addr: mysqlAddr, User: g.Credentials.Admin.User, Password: pw, TLS: tlsCfg,
 		// A dial to a hung server must end within one fence.
 		DialTimeout: cfg.fenceTimeout(), MaxOpenConns: 2,
 	}

@@ -47,7 +47,7 @@ groups:
 
 func TestFromConfig(t *testing.T) {
 	c := testConfigs(t)
-	cfg, opts, err := FromConfig(c, "orders", "east")
+	cfg, opts, err := FromConfig(c, "orders", "east", Overrides{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,8 +72,48 @@ func TestFromConfig(t *testing.T) {
 		{"orders", "south", ErrUnknownSite},
 		{"orders", "dr", ErrNoSidecarAddress},
 	} {
-		if _, _, err := FromConfig(c, tc.group, tc.site); !errors.Is(err, tc.want) {
+		if _, _, err := FromConfig(c, tc.group, tc.site, Overrides{}); !errors.Is(err, tc.want) {
 			t.Errorf("%s/%s: %v, want %v", tc.group, tc.site, err, tc.want)
 		}
+	}
+}
+
+func TestFromConfigOverrides(t *testing.T) {
+	c := testConfigs(t)
+	cfg, opts, err := FromConfig(c, "orders", "east", Overrides{Listen: "0.0.0.0:9300", MySQLAddress: "127.0.0.1:3306"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.ListenAddr != "0.0.0.0:9300" || opts.Addr != "127.0.0.1:3306" {
+		t.Errorf("listen %s, mysql %s: the overrides were not applied", cfg.ListenAddr, opts.Addr)
+	}
+	// Peers still dial the configured addresses.
+	if len(cfg.Peers) != 1 || cfg.Peers[0].URL != "http://10.0.0.2:9300" {
+		t.Errorf("peers %+v", cfg.Peers)
+	}
+	for _, ov := range []Overrides{{Listen: "9300"}, {MySQLAddress: "db.local"}} {
+		if _, _, err := FromConfig(c, "orders", "east", ov); !errors.Is(err, ErrInvalidConfig) {
+			t.Errorf("%+v: %v, want ErrInvalidConfig", ov, err)
+		}
+	}
+
+	// With TLS, the certificate is still checked against the configured
+	// host, not the local address dialled instead.
+	c.Groups[0].Sites[0].MySQL.Address = "east-db.orders.svc:3306"
+	c.Groups[0].TLS = configs.TLS{Enabled: true}
+	_, opts, err = FromConfig(c, "orders", "east", Overrides{MySQLAddress: "127.0.0.1:3306"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if opts.TLS == nil || opts.TLS.ServerName != "east-db.orders.svc" {
+		t.Errorf("TLS %+v, want ServerName east-db.orders.svc", opts.TLS)
+	}
+	c.Groups[0].TLS.ServerName = "mysql.example"
+	if _, opts, err = FromConfig(c, "orders", "east", Overrides{MySQLAddress: "127.0.0.1:3306"}); err != nil || opts.TLS.ServerName != "mysql.example" {
+		t.Errorf("configured tls.serverName not kept: %+v, %v", opts.TLS, err)
+	}
+	c.Groups[0].TLS.ServerName = ""
+	if _, opts, err = FromConfig(c, "orders", "east", Overrides{}); err != nil || opts.TLS.ServerName != "" {
+		t.Errorf("without an override the driver derives the name from the address: %+v, %v", opts.TLS, err)
 	}
 }

@@ -24,11 +24,28 @@ daemon: the view signing key, the group's admin account and TLS, the site's
 MySQL address and sidecar address (where it listens), and every other site's
 sidecar address (its peers).
 
-Every checkInterval it POSTs a signed report to the daemon (each --daemon-url
-until the leader answers) and asks each peer for its newest view. With
---mysqld-pid-file it SIGKILLs a mysqld that cannot be fenced in time (hung).
-The server must start read-only (read_only=ON in my.cnf); the sidecar lifts
-that only at its own start, and only when the daemon itself names the site.`,
+The configured addresses are how the other components dial: the site's
+sidecar.address may be a Service DNS name and its mysql.address may go
+through a proxy or a Service. --listen sets the address the sidecar binds
+instead (e.g. 0.0.0.0:9300), and --mysql-address the address of the LOCAL
+server it fences (e.g. 127.0.0.1:3306); peers and the daemon keep dialling the
+configured ones. With TLS and no tls.serverName, the local server's
+certificate is still checked against the host of the configured mysql.address.
+
+Every checkInterval (every max(checkInterval/5, 50ms) while a failover is in
+flight) it POSTs a signed report to the daemon (each --daemon-url until the
+leader answers) and asks each peer for its newest view.
+
+With --mysqld-pid-file it SIGKILLs a mysqld that cannot be fenced in time
+(hung). That needs mysqld in the sidecar's process namespace: the same host,
+or the same pod with shareProcessNamespace: true, and the right to signal it
+(same user, or CAP_KILL). Without that its reports say canKill=false.
+
+The server must start read-only: in my.cnf, read_only=ON (MySQL also
+super_read_only=ON). A starting sidecar holds no lease: it fences a writable
+server unless the daemon or a peer names its site, and it lifts the start-up
+read-only only then, once, when the daemon itself names the site and no
+replication runs.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			log, err := c.logger()
@@ -46,9 +63,11 @@ that only at its own start, and only when the daemon itself names the site.`,
 				return err
 			}
 			slog.SetDefault(log) // libraries logging to the default logger use our format
-			scfg, mysqlOpts, err := sidecar.FromConfig(cfg, group, site)
+			ov := sidecar.Overrides{Listen: c.v.GetString("listen"), MySQLAddress: c.v.GetString("mysql-address")}
+			scfg, mysqlOpts, err := sidecar.FromConfig(cfg, group, site, ov)
 			if err != nil {
-				if errors.Is(err, sidecar.ErrUnknownGroup) || errors.Is(err, sidecar.ErrUnknownSite) || errors.Is(err, sidecar.ErrNoSidecarAddress) {
+				if errors.Is(err, sidecar.ErrUnknownGroup) || errors.Is(err, sidecar.ErrUnknownSite) ||
+					errors.Is(err, sidecar.ErrNoSidecarAddress) || errors.Is(err, sidecar.ErrInvalidConfig) {
 					return &exitError{code: 2, err: err}
 				}
 				return &exitError{code: 1, err: err}
@@ -79,6 +98,10 @@ that only at its own start, and only when the daemon itself names the site.`,
 	f.String("site", "", "name of the site this sidecar guards")
 	f.StringArray("daemon-url", nil, "base URL of a daemon replica, e.g. http://failoverd:8080 (repeat for every replica; only the leader answers)")
 	f.String("mysqld-pid-file", "", "mysqld's pid file: SIGKILL a mysqld that cannot be fenced within the fence timeout (optional)")
-	_ = c.v.BindPFlags(f) // FAILOVERD_GROUP, FAILOVERD_SITE, FAILOVERD_DAEMON_URL, FAILOVERD_MYSQLD_PID_FILE
+	f.String("listen", "", "host:port the sidecar listens on (default: the site's sidecar.address from the configuration)")
+	f.String("mysql-address", "", "host:port of the LOCAL MySQL server the sidecar fences (default: the site's mysql.address from the configuration)")
+	// FAILOVERD_GROUP, FAILOVERD_SITE, FAILOVERD_DAEMON_URL, FAILOVERD_MYSQLD_PID_FILE,
+	// FAILOVERD_LISTEN, FAILOVERD_MYSQL_ADDRESS
+	_ = c.v.BindPFlags(f)
 	return cmd
 }

@@ -86,10 +86,53 @@ func freeAddr(t *testing.T) string {
 	return addr
 }
 
+// acceptCounter is a TCP listener standing for the local MySQL: it counts
+// connections and closes them (the sidecar sees a dead server).
+func acceptCounter(t *testing.T) (addr string, accepted func() int) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	n := 0
+	go func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			n++
+			mu.Unlock()
+			_ = conn.Close()
+		}
+	}()
+	t.Cleanup(func() { _ = ln.Close() })
+	return ln.Addr().String(), func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return n
+	}
+}
+
 // TestSidecarServesReportsAndStopsOnSIGTERM runs the whole subcommand
 // in-process against a STAND-IN daemon (httptest; the real report endpoint
-// belongs to package daemon) and a MySQL address where nothing listens.
+// belongs to package daemon). The configuration names addresses the sidecar
+// cannot use itself (a Service name to listen on, a proxy in front of
+// MySQL); --listen and --mysql-address (or their FAILOVERD_* variables)
+// give the local ones.
 func TestSidecarServesReportsAndStopsOnSIGTERM(t *testing.T) {
+	for _, viaEnv := range []bool{false, true} {
+		name := "flags"
+		if viaEnv {
+			name = "environment"
+		}
+		t.Run(name, func(t *testing.T) { runSidecarCmd(t, viaEnv) })
+	}
+}
+
+func runSidecarCmd(t *testing.T, viaEnv bool) {
 	dir := t.TempDir()
 	key := "sidecar-test-key"
 	for name, content := range map[string]string{"view.key": key, "admin.pw": "pw", "repl.pw": "pw"} {
@@ -115,6 +158,8 @@ func TestSidecarServesReportsAndStopsOnSIGTERM(t *testing.T) {
 	}))
 	defer daemon.Close()
 	listenAddr := freeAddr(t)
+	localMySQL, accepted := acceptCounter(t)
+	proxied, proxiedAccepted := acceptCounter(t) // the configured mysql.address: must stay unused
 	cfg := filepath.Join(dir, "failoverd.yaml")
 	yaml := `daemon:
   viewSigningKeyFile: view.key
@@ -127,8 +172,8 @@ groups:
     sidecar: {leaseTimeout: 2s, checkInterval: 100ms}
     sites:
       - name: east
-        mysql: {address: ` + freeAddr(t) + `}
-        sidecar: {address: ` + listenAddr + `}
+        mysql: {address: ` + proxied + `}
+        sidecar: {address: east-sidecar.orders.svc.invalid:9300}
       - name: west
         mysql: {address: ` + freeAddr(t) + `}
         sidecar: {address: ` + freeAddr(t) + `}
@@ -136,12 +181,17 @@ groups:
 	if err := os.WriteFile(cfg, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	args := []string{"sidecar", "-c", cfg, "--group", "orders", "--site", "east", "--daemon-url", daemon.URL,
+		"--mysqld-pid-file", filepath.Join(dir, "absent.pid")}
+	if viaEnv {
+		t.Setenv("FAILOVERD_LISTEN", listenAddr)
+		t.Setenv("FAILOVERD_MYSQL_ADDRESS", localMySQL)
+	} else {
+		args = append(args, "--listen", listenAddr, "--mysql-address", localMySQL)
+	}
 	var stdout, stderr syncBuffer
 	done := make(chan int, 1)
-	go func() {
-		done <- execute([]string{"sidecar", "-c", cfg, "--group", "orders", "--site", "east", "--daemon-url", daemon.URL,
-			"--mysqld-pid-file", filepath.Join(dir, "absent.pid")}, &stdout, &stderr)
-	}()
+	go func() { done <- execute(args, &stdout, &stderr) }()
 	get := func(path string) (string, bool) {
 		resp, err := http.Get("http://" + listenAddr + path)
 		if err != nil {
@@ -157,7 +207,7 @@ groups:
 		mu.Lock()
 		n := len(reports)
 		mu.Unlock()
-		if ok && strings.Contains(ping, `"epoch":5`) && n >= 2 {
+		if ok && strings.Contains(ping, `"epoch":5`) && n >= 2 && accepted() > 0 {
 			break
 		}
 		select {
@@ -166,9 +216,12 @@ groups:
 		default:
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("sidecar never served the view; stderr:\n%s", stderr.String())
+			t.Fatalf("sidecar never served the view on --listen or never dialled --mysql-address; stderr:\n%s", stderr.String())
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+	if n := proxiedAccepted(); n != 0 {
+		t.Errorf("the configured mysql.address was dialled %d times despite the override", n)
 	}
 	if body, _ := get("/metrics"); !strings.Contains(body, "failoverd_sidecar_view_epoch 5") {
 		t.Errorf("metrics:\n%s", body)
@@ -193,6 +246,20 @@ groups:
 	for _, key := range []string{`"msg":"sidecar.started"`, `"msg":"sidecar.view_adopted"`, `"msg":"sidecar.stopped"`} {
 		if !strings.Contains(stderr.String(), key) {
 			t.Errorf("logs lack %s:\n%s", key, stderr.String())
+		}
+	}
+	if !strings.Contains(stderr.String(), `"listen":"`+listenAddr+`"`) {
+		t.Errorf("sidecar.started does not log the --listen address:\n%s", stderr.String())
+	}
+}
+
+func TestSidecarRefusesMalformedOverrides(t *testing.T) {
+	f := "../../configs/examples/three-site-mariadb-k8s.yaml"
+	for _, tc := range []struct{ flag, value string }{{"--listen", "9300"}, {"--mysql-address", "db.local"}} {
+		code, _, errOut := runCLI(t, "sidecar", "-c", f, "--group", "payments", "--site", "east",
+			"--daemon-url", "http://127.0.0.1:1", tc.flag, tc.value)
+		if code != 2 || !strings.Contains(errOut, tc.flag+` "`+tc.value+`": write host:port`) {
+			t.Errorf("%s %s: exit %d, stderr:\n%s", tc.flag, tc.value, code, errOut)
 		}
 	}
 }
