@@ -54,16 +54,50 @@
 // there is nothing to fence or kill. The sidecar never lifts a fence itself
 // afterwards.
 //
+// # Deployment
+//
+// The server must start read-only. In my.cnf:
+//
+//	[mysqld]
+//	read_only=ON
+//	super_read_only=ON   # MySQL only; MariaDB has no super_read_only
+//
+// The SIGKILL escalation needs the sidecar to be able to signal mysqld: the
+// same host, or the same Kubernetes pod with shareProcessNamespace: true (a
+// container has its own pid namespace otherwise, where the pid in mysqld's pid
+// file names another process or none), and the same user or CAP_KILL, plus
+// --mysqld-pid-file pointing at mysqld's pid file (a shared volume in a pod).
+// Each report says canKill=true only while those hold: the pid file names a
+// running mysqld or mariadbd that the sidecar sees and may signal (probed with
+// signal 0); canKill=false otherwise (and after a kill, until mysqld runs
+// again). Without a kill a hung mysqld stays as it is; the sidecar retries the
+// fence every round and it takes effect once mysqld resumes.
+//
+// The sidecar listens on sites[S].sidecar.address and fences the server at
+// sites[S].mysql.address; the command's --listen and --mysql-address
+// (Overrides) replace them for this sidecar when the configured addresses are
+// how others dial (a Service name, a proxy).
+//
 // # Boot
 //
-// A server starts read-only (my.cnf read_only=ON, MySQL also
-// super_read_only=ON). The sidecar lifts that (Instance.Promote) only during
+// A (re)started sidecar holds no view and no lease: it cannot know when its
+// previous run last renewed. Its first round runs at once; if no trusted view
+// from that round (the daemon's or a peer's) names its site, the guard fences
+// a writable server (rule 1 when the view names another site or none, rule 2,
+// the expired lease, when there is no view at all). A read-only server stays
+// as it is.
+//
+// The sidecar lifts the start-up read-only (Instance.Promote) only during
 // its boot phase, only on a view obtained directly from the daemon (a peer may
 // still hold a revoked epoch) that is the newest view, names this site and
 // whose own lease is still running, and only when no replication runs. The
-// boot phase ends at the first such decision (or the first fence).
+// boot phase ends at the first such decision (unfenced; or skipped because
+// the daemon named another site, replication runs or the server is already
+// writable) or at the sidecar's first fence. While mysqld is not up yet the
+// decision waits. After the boot phase it never unfences: only the daemon's
+// promotion makes the server writable.
 //
-// # HTTP (sites[S].sidecar.address)
+// # HTTP (sites[S].sidecar.address, or --listen)
 //
 //	GET /healthz           200 "ok"
 //	GET /peer/ping         {"site":S,"epoch":E}
