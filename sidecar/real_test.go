@@ -128,10 +128,12 @@ func TestRealFenceWhenTheViewNamesAnotherSite(t *testing.T) {
 	if _, err := conn.ExecContext(ctx, "INSERT INTO t (v) VALUES (1)"); err == nil {
 		t.Fatal("the killed application session still wrote")
 	}
-	appWriteRefused(t, m)
+	// Counted once KillClientConnections returned: a session opened before
+	// that may still be killed, which is no read-only refusal.
 	waitFor(t, "the fence to be counted", func() bool {
 		return metric(t, s, `failoverd_sidecar_fences_total{reason="view-names-other"}`) == "1"
 	})
+	appWriteRefused(t, m)
 	waitFor(t, "a report of the fence", func() bool {
 		r, ok := d.lastReport()
 		return ok && r.Fenced && r.FencedEpoch == 2 && r.MySQLdUp && !r.Writable && r.Executed != ""
@@ -147,10 +149,12 @@ func TestRealFenceWhenCutOffForTheLease(t *testing.T) {
 
 	d.srv.Close() // daemon gone; the only peer never answered
 	waitFor(t, "the lease-expiry fence", func() bool { return readOnlyIs(t, m, true) })
-	appWriteRefused(t, m)
+	// read_only is on before KillClientConnections runs: write only once the
+	// whole fence is done, or the session may be killed mid-write.
 	waitFor(t, "the fence to be counted", func() bool {
 		return metric(t, s, `failoverd_sidecar_fences_total{reason="lease-expired"}`) == "1"
 	})
+	appWriteRefused(t, m)
 	if got := metric(t, s, `failoverd_sidecar_fences_total{reason="view-names-other"}`); got != "0" {
 		t.Errorf("fences{view-names-other} = %s", got)
 	}
