@@ -12,6 +12,7 @@ import (
 	"github.com/failoverd/failoverd/configs"
 	"github.com/failoverd/failoverd/statemachine"
 	"github.com/failoverd/failoverd/test/testenv"
+	"github.com/failoverd/failoverd/test/testenv/promote"
 )
 
 // detection is one run of statemachine.Detect after an observation.
@@ -53,11 +54,13 @@ func defaultGroup(t testenv.T) configs.Group {
 	}
 }
 
-// newLiveGroup starts n MariaDB sites (site0 primary) with a proxy in front
-// of each for the daemon's probes.
+// newLiveGroup starts n MariaDB sites (site0 primary, made writable
+// through mysqlctl: sites start read-only) with a proxy in front of each for
+// the daemon's probes.
 func newLiveGroup(t testenv.T, n int) *liveGroup {
 	t.Helper()
 	lg := &liveGroup{topo: testenv.StartTopology(t, n, testenv.TopologyOptions{}), group: defaultGroup(t)}
+	promote.Site(t, lg.topo.Sites[0])
 	for _, s := range lg.topo.Sites {
 		px := testenv.NewProxy(t, "daemon-to-"+s.Name, s.Addr())
 		lg.proxies = append(lg.proxies, px)

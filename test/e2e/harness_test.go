@@ -24,6 +24,7 @@ import (
 	"github.com/failoverd/failoverd/daemon"
 	"github.com/failoverd/failoverd/store"
 	"github.com/failoverd/failoverd/test/testenv"
+	"github.com/failoverd/failoverd/test/testenv/promote"
 )
 
 // binary is the failoverd built once for the whole package.
@@ -84,6 +85,9 @@ type groupOptions struct {
 func newGroup(t testing.TB, o groupOptions) *group {
 	t.Helper()
 	topo := testenv.StartTopology(t, o.sites, testenv.TopologyOptions{SemiSync: true})
+	// Sites start read-only; the daemon adopts the only writable site at
+	// first start, so site0 is made writable the way failoverd does it.
+	promote.Site(t, topo.Sites[0])
 	g := &group{t: t, topo: topo, dir: t.TempDir()}
 	for name, content := range map[string]string{"admin.pw": testenv.AdminPassword, "repl.pw": testenv.ReplPassword, "api.token": apiToken} {
 		if err := os.WriteFile(filepath.Join(g.dir, name), []byte(content+"\n"), 0o600); err != nil {

@@ -6,7 +6,10 @@
 //     AdminUser / ReplUser / AppUser accounts. The datadir is a copy of a
 //     template built once per machine (mariadb-install-db, accounts created
 //     through the unix socket) and cached in CacheDir(); an instance is
-//     ready in about 1 s.
+//     ready in about 1 s. Every site starts read-only, like a production
+//     site; the code under test makes one writable (package
+//     test/testenv/promote does it through mysqlctl for tests that need a
+//     writable primary up front).
 //   - Redis (StartRedis, StartRedisPair).
 //   - Kubernetes API servers with etcd (StartKube, StartKubes), with the
 //     external-dns DNSEndpoint CRD installed (DNSEndpointGVR).

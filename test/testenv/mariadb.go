@@ -38,7 +38,9 @@ type MariaDBOptions struct {
 	// SemiSync starts with rpl_semi_sync_master_enabled=ON and
 	// rpl_semi_sync_slave_enabled=ON (built into MariaDB).
 	SemiSync bool
-	// ExtraArgs are appended to the mariadbd command line (later flags win).
+	// ExtraArgs are appended to the mariadbd command line (later flags win),
+	// except that read_only cannot be changed: --read-only=ON always comes
+	// last (see StartMariaDB).
 	ExtraArgs []string
 }
 
@@ -79,8 +81,15 @@ func mariadbBaseArgs(datadir string) []string {
 
 // StartMariaDB starts a fresh MariaDB on a free 127.0.0.1 port: its own
 // datadir (copied from a cached template that already holds the accounts),
-// binlog + GTID strict mode, log_slave_updates, read_only=OFF,
-// slave_net_timeout=3. Everything is removed at t's cleanup.
+// binlog + GTID strict mode, log_slave_updates, slave_net_timeout=3.
+// Everything is removed at t's cleanup.
+//
+// The server starts read-only (--read-only=ON), on every start including
+// Restart, like a production site must (docs/design.md, "Start read-only"):
+// the code under test makes a site writable, never the harness. A test that
+// needs a writable site calls mysqlctl's Instance.Promote, e.g. through
+// package test/testenv/promote. AdminUser holds READ_ONLY ADMIN and can still
+// write; AppUser cannot until the site is promoted.
 func StartMariaDB(t T, opts MariaDBOptions) *MariaDB {
 	t.Helper()
 	m, err := startMariaDB(t, opts)
@@ -138,7 +147,6 @@ func startMariaDB(t T, opts MariaDBOptions) (*MariaDB, error) {
 			"--log-slave-updates=ON",
 			"--binlog-format=ROW",
 			"--gtid-strict-mode=ON",
-			"--read-only=OFF",
 			"--slave-net-timeout=3",
 			// Durable against a killed process (the OS keeps the writes), not
 			// against a machine crash, which these tests never simulate.
@@ -150,6 +158,9 @@ func startMariaDB(t T, opts MariaDBOptions) (*MariaDB, error) {
 			m.args = append(m.args, "--rpl-semi-sync-master-enabled=ON", "--rpl-semi-sync-slave-enabled=ON")
 		}
 		m.args = append(m.args, opts.ExtraArgs...)
+		// Last, so no ExtraArgs can start a site writable: a harness-made
+		// primary would hide a daemon that never promotes.
+		m.args = append(m.args, "--read-only=ON")
 		err = m.start(context.Background())
 		if err == nil {
 			return m, nil

@@ -19,17 +19,65 @@ func mysqlErrno(err error) uint16 {
 	return 0
 }
 
+// writableForTestenvTest makes m writable with a raw SET GLOBAL
+// read_only=OFF as the admin account. Only testenv's own tests use it, to
+// check the harness without depending on the code under test: every other
+// test makes a site writable through mysqlctl's Instance.Promote (package
+// test/testenv/promote), so a harness never hides a daemon that fails to
+// promote. Sites start read-only (TestMariaDBStartsReadOnly).
+func writableForTestenvTest(t *testing.T, m *MariaDB) {
+	t.Helper()
+	m.Exec(t, "SET GLOBAL read_only = OFF")
+}
+
+// TestMariaDBStartsReadOnly: a fresh server, one whose ExtraArgs ask for
+// read_only=OFF, and a restarted writable one all come up read-only, so the
+// application account cannot write until the code under test promotes.
+func TestMariaDBStartsReadOnly(t *testing.T) {
+	m := StartMariaDB(t, MariaDBOptions{Name: "ro", ExtraArgs: []string{"--read-only=OFF", "--read_only=0"}})
+	appWrite := func(id int) error {
+		_, err := m.AppDB(t).Exec("INSERT INTO ro (id) VALUES (?)", id)
+		return err
+	}
+	if ro := m.QueryString(t, "SELECT @@global.read_only"); ro != "1" {
+		t.Fatalf("fresh server read_only = %s, want 1", ro)
+	}
+	m.Exec(t, "CREATE TABLE app.ro (id INT PRIMARY KEY)") // the admin holds READ_ONLY ADMIN
+	if err := appWrite(1); mysqlErrno(err) != 1290 {
+		t.Fatalf("app write on a fresh server: err %v, want error 1290 (read-only)", err)
+	}
+	writableForTestenvTest(t, m)
+	if err := appWrite(2); err != nil {
+		t.Fatalf("app write after read_only=OFF: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := m.Restart(ctx); err != nil {
+		t.Fatalf("restart: %v", err)
+	}
+	if ro := m.QueryString(t, "SELECT @@global.read_only"); ro != "1" {
+		t.Fatalf("restarted server read_only = %s, want 1 (a crashed primary must come back fenced)", ro)
+	}
+	if err := appWrite(3); mysqlErrno(err) != 1290 {
+		t.Fatalf("app write after a restart: err %v, want error 1290 (read-only)", err)
+	}
+}
+
 // TestTopologyReplicatesAndDetectsKilledPrimary is acceptance test 1.
 func TestTopologyReplicatesAndDetectsKilledPrimary(t *testing.T) {
 	tp := StartTopology(t, 3, TopologyOptions{})
 	primary := tp.Sites[0]
+	for _, s := range tp.Sites {
+		if ro := s.QueryString(t, "SELECT @@global.read_only"); ro != "1" {
+			t.Fatalf("%s read_only = %s, want 1: every site starts read-only", s.Name, ro)
+		}
+	}
+	if got := tp.Primary(); got != nil {
+		t.Fatalf("Primary() before any promotion = %v, want nil", got)
+	}
+	writableForTestenvTest(t, primary)
 	if got := tp.Primary(); got != primary {
 		t.Fatalf("Primary() = %v, want site0", got)
-	}
-	for _, r := range tp.Sites[1:] {
-		if ro := r.QueryString(t, "SELECT @@global.read_only"); ro != "1" {
-			t.Fatalf("%s read_only = %s, want 1", r.Name, ro)
-		}
 	}
 
 	primary.Exec(t, "CREATE TABLE app.t (id INT PRIMARY KEY, v VARCHAR(20))")
@@ -82,6 +130,10 @@ func TestTopologyReplicatesAndDetectsKilledPrimary(t *testing.T) {
 	if v := primary.QueryString(t, "SELECT v FROM app.t WHERE id = 1"); v != "hello" {
 		t.Fatalf("after crash restart: v=%q, want hello", v)
 	}
+	if tp.Primary() != nil {
+		t.Fatalf("Primary() right after the crash restart: want nil (it comes back read-only)")
+	}
+	writableForTestenvTest(t, primary)
 	primary.Exec(t, "INSERT INTO app.t VALUES (3, 'after')")
 	tp.WaitReplicated(t, 20*time.Second)
 	if v := replica.QueryString(t, "SELECT v FROM app.t WHERE id = 3"); v != "after" {
@@ -95,13 +147,15 @@ func TestAccountsAndSignals(t *testing.T) {
 	m := sharedMariaDB(t)
 	m.Exec(t, "CREATE TABLE IF NOT EXISTS app.acct (id INT PRIMARY KEY)")
 	app := m.AppDB(t)
-	if _, err := app.Exec("REPLACE INTO acct VALUES (1)"); err != nil {
-		t.Fatalf("app write on writable server: %v", err)
-	}
-	// The admin account can flip read_only (it holds READ_ONLY ADMIN).
+	// The admin account can flip read_only (it holds READ_ONLY ADMIN); the
+	// shared server is left read-only, as it started.
+	writableForTestenvTest(t, m)
+	_, errWritable := app.Exec("REPLACE INTO acct VALUES (1)")
 	m.Exec(t, "SET GLOBAL read_only = ON")
+	if errWritable != nil {
+		t.Fatalf("app write on writable server: %v", errWritable)
+	}
 	_, err := app.Exec("REPLACE INTO acct VALUES (2)")
-	m.Exec(t, "SET GLOBAL read_only = OFF")
 	if mysqlErrno(err) != 1290 {
 		t.Fatalf("app write under read_only: err %v, want error 1290", err)
 	}
@@ -162,7 +216,8 @@ func grantsOf(t *testing.T, m *MariaDB, user, host string) string {
 // TestSemiSyncTopology checks that SemiSync sites really commit semi-synchronously.
 func TestSemiSyncTopology(t *testing.T) {
 	tp := StartTopology(t, 2, TopologyOptions{SemiSync: true})
-	p := tp.Primary()
+	p := tp.Sites[0]
+	writableForTestenvTest(t, p)
 	p.Exec(t, "CREATE TABLE app.s (id INT PRIMARY KEY)")
 	p.Exec(t, "INSERT INTO app.s VALUES (1)")
 	status := func(name string) string {

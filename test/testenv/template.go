@@ -126,12 +126,12 @@ func buildMariaDBTemplate() (string, error) {
 	socket := filepath.Join(run, "mysqld.sock")
 	errLog := filepath.Join(run, "mariadbd.err")
 	srv, err := startProcess("mariadbd (template)", filepath.Join(run, "mariadbd.out"), "mariadbd",
-		append(mariadbBaseArgs(data), "--skip-networking", "--skip-log-bin",
+		append(mariadbBaseArgs(data), "--skip-networking", "--skip-log-bin", "--read-only=ON",
 			"--socket="+socket, "--pid-file="+filepath.Join(run, "pid"), "--log-error="+errLog)...)
 	if err != nil {
 		return "", fmt.Errorf("build mariadb template: %w", err)
 	}
-	defer srv.cleanup()
+	started = append(started, srv)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	if err := waitSocketReady(ctx, srv, socket); err != nil {

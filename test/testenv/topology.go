@@ -69,14 +69,20 @@ type TopologyOptions struct {
 
 // Topology is a MariaDB failover group started by StartTopology.
 type Topology struct {
-	// Sites[0] starts as the writable primary, the others as its replicas.
+	// Sites[0] is the source the others replicate from. Every site starts
+	// read-only, Sites[0] included: the test makes the primary writable.
 	// Site i is named "site<i>".
 	Sites []*MariaDB
 }
 
-// StartTopology starts n sites in parallel: Sites[0] writable primary, the
-// others read-only GTID replicas of it (slave_net_timeout=3, heartbeat 0.5 s,
-// connect retry 1 s, so a dead primary is noticed fast).
+// StartTopology starts n sites in parallel: Sites[0] the source, the others
+// GTID replicas of it (slave_net_timeout=3, heartbeat 0.5 s, connect retry
+// 1 s, so a dead primary is noticed fast). Every site is read-only, as
+// production sites start (docs/design.md, "Start read-only"), so the group
+// has no writable primary yet: make Sites[0] writable with mysqlctl's
+// Instance.Promote — promote.Site in package test/testenv/promote — or let
+// the daemon under test do it. Primary and WaitReplicated need that writable
+// site.
 func StartTopology(t T, n int, opts TopologyOptions) *Topology {
 	t.Helper()
 	if n < 1 {
@@ -115,7 +121,8 @@ func startMariaDBs(t T, n int, opts func(i int) MariaDBOptions) ([]*MariaDB, err
 }
 
 // Primary returns the first running, not paused site with read_only=OFF, or
-// nil when there is none. After a failover this is the new primary.
+// nil when there is none (so right after StartTopology, before a site was
+// promoted). After a failover this is the new primary.
 func (tp *Topology) Primary() *MariaDB {
 	for _, s := range tp.Sites {
 		if !s.Running() || s.Paused() {
@@ -161,7 +168,7 @@ func (tp *Topology) WaitReplicated(t T, timeout time.Duration) {
 	t.Helper()
 	p := tp.Primary()
 	if p == nil {
-		t.Fatalf("testenv: WaitReplicated: no writable primary among %d sites", len(tp.Sites))
+		t.Fatalf("testenv: WaitReplicated: no writable primary among %d sites (sites start read-only: promote one with mysqlctl, e.g. promote.Site)", len(tp.Sites))
 	}
 	pos := p.QueryString(t, "SELECT @@global.gtid_binlog_pos")
 	deadline := time.Now().Add(timeout)

@@ -12,6 +12,7 @@ import (
 func TestWriteLoadFollowsWritableSiteAndLosesNothing(t *testing.T) {
 	tp := StartTopology(t, 2, TopologyOptions{})
 	oldP, newP := tp.Sites[0], tp.Sites[1]
+	writableForTestenvTest(t, oldP)
 	// The replica first: the load must find the writable site by itself.
 	wl := StartWriteLoad(t, AppDSNs(newP, oldP), WriteLoadOptions{Workers: 2})
 	wl.WaitForAcks(t, 50, 20*time.Second)
@@ -23,7 +24,7 @@ func TestWriteLoadFollowsWritableSiteAndLosesNothing(t *testing.T) {
 	oldP.Exec(t, "SET GLOBAL read_only = ON")
 	newP.WaitGTID(t, oldP.QueryString(t, "SELECT @@gtid_binlog_pos"), 10*time.Second)
 	newP.Exec(t, "STOP SLAVE")
-	newP.Exec(t, "SET GLOBAL read_only = OFF")
+	writableForTestenvTest(t, newP)
 	n := len(wl.Acked())
 	wl.WaitForAcks(t, n+50, 20*time.Second)
 	ReplicateFrom(t, oldP, newP)
