@@ -125,8 +125,10 @@ func siteObservation(index int, s configs.Site, v poller.SiteView, h history) si
 		o.ServerID = st.ServerUUID
 	}
 	// No replication channel: no IO thread runs (semi-sync fencing need not
-	// stop one).
+	// stop one) and nothing is left to apply (a target whose replication a
+	// promotion already reset, a former primary): lag 0 is known.
 	o.IOStopped = st.Replica == nil
+	o.LagKnown = st.Replica == nil
 	if rep := st.Replica; rep != nil {
 		o.Retrieved = rep.Retrieved
 		o.IOStopped = !rep.IOThread.Running()

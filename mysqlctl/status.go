@@ -111,6 +111,23 @@ type ReplicaStatus struct {
 	SSL                bool // Source_SSL_Allowed / Master_SSL_Allowed is Yes
 }
 
+// connectErrnos are client errors of an IO thread that could not reach its
+// source: they say where the source is not, not that replication is broken.
+var connectErrnos = map[int]bool{
+	2002: true, // CR_CONNECTION_ERROR
+	2003: true, // CR_CONN_HOST_ERROR (connection refused / unreachable)
+	2006: true, // CR_SERVER_GONE_ERROR
+	2013: true, // CR_SERVER_LOST
+}
+
+// IOError reports whether the IO (receiver) thread stopped on an error that
+// breaks replication (1236 purged binlogs, 1045 access denied...). An IO
+// thread stopped by someone keeps its last connection error (2003 while the
+// source was down): that is not broken replication.
+func (r *ReplicaStatus) IOError() bool {
+	return !r.IOThread.Running() && r.LastIOErrno != 0 && !connectErrnos[r.LastIOErrno]
+}
+
 // SQLError reports whether the SQL (applier) thread stopped with an error.
 func (r *ReplicaStatus) SQLError() bool { return !r.SQLThread.Running() && r.LastSQLErrno != 0 }
 

@@ -325,3 +325,26 @@ func TestStatusErrors(t *testing.T) {
 		})
 	}
 }
+
+// An IO thread stopped by the daemon keeps the connection error it had
+// while the source was down: that is not broken replication.
+func TestIOError(t *testing.T) {
+	for _, c := range []struct {
+		io    ThreadState
+		errno int
+		want  bool
+	}{
+		{ThreadNo, 0, false},
+		{ThreadNo, 2003, false},
+		{ThreadNo, 2013, false},
+		{ThreadNo, 1236, true},
+		{ThreadNo, 1045, true},
+		{ThreadConnecting, 1045, false},
+		{ThreadYes, 1236, false},
+	} {
+		r := &ReplicaStatus{IOThread: c.io, LastIOErrno: c.errno}
+		if got := r.IOError(); got != c.want {
+			t.Errorf("IO %s errno %d: IOError = %t, want %t", c.io, c.errno, got, c.want)
+		}
+	}
+}

@@ -361,7 +361,7 @@ func (s *siteLoop) finish(obs Observation, st mysqlctl.Status, err error) Observ
 		obs.SourceAddr = source
 		obs.Follows = s.book.lookup(r.SourceHost, r.SourcePort)
 		obs.IOConnected = r.IOThread == mysqlctl.ThreadYes
-		obs.ReplicationBroken = (!r.IOThread.Running() && r.LastIOErrno != 0) || r.SQLError()
+		obs.ReplicationBroken = r.IOError() || r.SQLError()
 	}
 	obs.SilenceKnown, obs.SilentFor = s.silence.observe(st.Replica, source, obs.At)
 	if obs.SilenceKnown {

@@ -662,7 +662,7 @@ func (v *view) inFlight() Decision {
 		reason = ReasonPromoteRetarget
 		msg += "; the in-flight target " + inf.To + " is no longer the best candidate"
 	}
-	return v.promote(t, proof, reason, msg, v.sites[t].Name, inf.Epoch+1, proof)
+	return v.promote(t, proof, reason, msg, v.sites[t].Name, v.promotionEpoch(v.sites[t].Name), proof)
 }
 
 // caughtUp checks that target t lacks nothing a reachable site (the fenced
@@ -729,16 +729,23 @@ func (v *view) abandon(from int, why string) Decision {
 	return d
 }
 
+// promotionEpoch is the epoch a promotion of target names: the revoked
+// epoch + 1, unless a view naming another target was already published at
+// it (sidecars never flip on an equal epoch).
+func (v *view) promotionEpoch(target string) uint64 {
+	inf := v.st.InFlight
+	if inf.PublishedTo != "" && inf.PublishedTo != target {
+		return inf.PublishedEpoch + 1
+	}
+	return inf.Epoch + 1
+}
+
 // promote builds the phase-2 decision for site t.
 func (v *view) promote(t int, proof FenceProof, r Reason, format string, args ...any) Decision {
 	inf := v.st.InFlight
 	d := v.decision(r, format, args...)
 	d.Target, d.From, d.Planned = v.sites[t].Name, inf.From, inf.Planned
-	d.Epoch = inf.Epoch + 1
-	if inf.PublishedTo != "" && inf.PublishedTo != d.Target {
-		// Sidecars already hold a view naming PublishedTo at PublishedEpoch.
-		d.Epoch = inf.PublishedEpoch + 1
-	}
+	d.Epoch = v.promotionEpoch(d.Target)
 	d.FenceProof = proof
 	d.PromotionGTID = v.have[t]
 	if proof != ProofFenceConfirmed {

@@ -179,10 +179,12 @@ func (in GroupInput) Witness(s SiteInput, src string, srcLastSeen time.Time) Wit
 	if s.IOStopped || s.ReplicationBroken {
 		return NoWitness
 	}
-	// A replica that lost the source long before the daemon did has a
-	// broken link of its own, not news about the source.
-	if in.CorroborationWindow > 0 && !srcLastSeen.IsZero() &&
-		(s.LastStreamingAt.IsZero() || s.LastStreamingAt.Before(srcLastSeen.Add(-in.CorroborationWindow))) {
+	// A replica seen streaming long before the daemon last reached the
+	// source has a broken link of its own, not news about the source. One
+	// never seen streaming (the daemon just started) is given the benefit:
+	// a daemon restarted during an outage must still fail over.
+	if in.CorroborationWindow > 0 && !srcLastSeen.IsZero() && !s.LastStreamingAt.IsZero() &&
+		s.LastStreamingAt.Before(srcLastSeen.Add(-in.CorroborationWindow)) {
 		return NoWitness
 	}
 	return WitnessLost

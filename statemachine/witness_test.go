@@ -25,7 +25,7 @@ func TestOnlyRunningIOThreadsThatLostThePrimaryRecentlyCorroborate(t *testing.T)
 		{"IO thread stopped on error 1236", site("b", ReadOnly, lostIO("a"), stopped, broken, streamedAt(seen)), PrimaryDownUncorroborated, NoWitness},
 		{"IO thread reconnecting after error 1045", site("b", ReadOnly, lostIO("a"), broken, streamedAt(seen)), PrimaryDownUncorroborated, NoWitness},
 		{"lost the primary an hour before the daemon did", site("b", ReadOnly, lostIO("a"), streamedAt(seen.Add(-time.Hour))), PrimaryDownUncorroborated, NoWitness},
-		{"never seen streaming while the primary was reachable", site("b", ReadOnly, lostIO("a")), PrimaryDownUncorroborated, NoWitness},
+		{"never seen streaming by this daemon (just started): benefit of the doubt", site("b", ReadOnly, lostIO("a")), PrimaryDown, WitnessLost},
 		{"still streaming", site("b", ReadOnly, follows("a"), streamedAt(seen)), UnreachablePrimary, WitnessStreaming},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

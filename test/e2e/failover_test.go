@@ -175,7 +175,7 @@ func TestSwitchoverToUnknownSiteIsRefused(t *testing.T) {
 // restarted must finish with exactly one writable site and the same epoch
 // history as an uninterrupted failover.
 func TestCrashAtEveryStepResumes(t *testing.T) {
-	steps := []string{daemon.StepRevoked, daemon.StepRelayDrained, daemon.StepReplicationReset, daemon.StepPromotionRecorded, daemon.StepWritable, daemon.StepPromoted, daemon.StepRepointed}
+	steps := []string{daemon.StepRevoked, daemon.StepRelayDrained, daemon.StepReplicationReset, daemon.StepPromotionRecorded, daemon.StepPublished, daemon.StepWritable, daemon.StepPromoted, daemon.StepRepointed}
 	for _, step := range steps {
 		t.Run(step, func(t *testing.T) {
 			g := newGroup(t, groupOptions{sites: 3})
