@@ -118,13 +118,18 @@ func UsesSemiSyncProof(mode string) bool {
 // SemiSyncSettings are the server settings the semi-sync proof needs, per
 // engine, as my.cnf lines.
 func SemiSyncSettings(engine string) string {
+	// The primary side stays off in my.cnf: failoverd turns it on on the
+	// primary it promotes and off on the replicas it repoints (a replica with
+	// it on makes its own applier wait for acknowledgements nobody sends).
 	if engine == EngineMariaDB {
-		return "rpl_semi_sync_master_enabled=ON, rpl_semi_sync_slave_enabled=ON, rpl_semi_sync_master_timeout=4294967295, " +
-			"rpl_semi_sync_master_wait_no_slave=ON, rpl_semi_sync_master_wait_point=AFTER_SYNC (recommended), skip_slave_start=ON"
+		return "rpl_semi_sync_slave_enabled=ON, rpl_semi_sync_master_timeout=4294967295, " +
+			"rpl_semi_sync_master_wait_no_slave=ON, rpl_semi_sync_master_wait_point=AFTER_SYNC (recommended), skip_slave_start=ON; " +
+			"rpl_semi_sync_master_enabled=ON on the primary only (failoverd moves it with the primary)"
 	}
-	return "plugin-load-add=semisync_source.so, plugin-load-add=semisync_replica.so, rpl_semi_sync_source_enabled=ON, " +
+	return "plugin-load-add=semisync_source.so, plugin-load-add=semisync_replica.so, " +
 		"rpl_semi_sync_replica_enabled=ON, rpl_semi_sync_source_timeout=4294967295, rpl_semi_sync_source_wait_for_replica_count=1, " +
-		"rpl_semi_sync_source_wait_no_replica=ON, rpl_semi_sync_source_wait_point=AFTER_SYNC, skip_replica_start=ON"
+		"rpl_semi_sync_source_wait_no_replica=ON, rpl_semi_sync_source_wait_point=AFTER_SYNC, skip_replica_start=ON; " +
+		"rpl_semi_sync_source_enabled=ON on the primary only (failoverd moves it with the primary)"
 }
 
 // FencingMode is the effective fencing policy: the configured one, or

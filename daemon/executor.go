@@ -158,14 +158,22 @@ func (e *executor) on(ctx context.Context, site string, timeout time.Duration, o
 // fence sets site read-only, reads it back and ends its client sessions.
 func (e *executor) fence(ctx context.Context, site string) error {
 	err := e.on(ctx, site, stepTimeout, func(ctx context.Context, in Instance) error {
-		if err := in.Fence(ctx); err != nil {
-			return err
-		}
-		n, err := in.KillClientConnections(ctx)
+		// Sessions first: setting read_only waits for commits in flight, and
+		// a commit waiting for a semi-sync acknowledgement nobody will send
+		// would block the fence forever. A killed session never gets its OK.
+		before, err := in.KillClientConnections(ctx)
 		if err != nil {
 			return err
 		}
-		e.log.Info("site.fenced", "site", site, "killed_connections", n)
+		if err := in.Fence(ctx); err != nil {
+			return err
+		}
+		// And whoever connected in between.
+		after, err := in.KillClientConnections(ctx)
+		if err != nil {
+			return err
+		}
+		e.log.Info("site.fenced", "site", site, "killed_connections", before+after)
 		return nil
 	})
 	if err != nil {
@@ -182,6 +190,9 @@ type drainResult struct {
 	// target has no replication any more (an earlier, interrupted run
 	// already detached it) or received nothing.
 	Retrieved gtid.Set
+	// Incomplete is the tail of Retrieved received only in part (the
+	// source died or hung mid-transaction): it can never be applied.
+	Incomplete gtid.Set
 	// TimedOut: the target had not applied all of Retrieved within
 	// relayDrainTimeout. With a nil error (onDrainTimeout=promote) the
 	// retrieved transactions it had not applied are lost by promoting it.
@@ -229,6 +240,12 @@ func (e *executor) drain(ctx context.Context, target string) (drainResult, error
 		if errors.Is(err, mysqlctl.ErrDrainTimeout) {
 			res.TimedOut, timeout = true, err
 			return nil // the connection is fine; decided below
+		}
+		// A trailing transaction received only in part: no replica could
+		// have acknowledged it; the caller checks no peer holds it whole.
+		if inc := (*mysqlctl.IncompleteError)(nil); errors.As(err, &inc) {
+			res.Incomplete = inc.Missing
+			return nil
 		}
 		return err
 	})
@@ -383,11 +400,14 @@ func (e *executor) semiSync(ctx context.Context, primary string, replicas []stri
 		if !ok {
 			continue
 		}
-		if rs.ReplicaEnabled {
+		if rs.ReplicaEnabled && !rs.PrimaryEnabled {
 			acks++
 			continue
 		}
-		err := e.on(ctx, r, stepTimeout, func(ctx context.Context, in Instance) error { return in.SetSemiSync(ctx, rs.PrimaryEnabled, true) })
+		// Replica side on; primary side off: on a replica it would make the
+		// applier wait for acknowledgements nobody sends (forever with the
+		// infinite timeout the semisync proof needs).
+		err := e.on(ctx, r, stepTimeout, func(ctx context.Context, in Instance) error { return in.SetSemiSync(ctx, false, true) })
 		if err != nil {
 			errs = append(errs, fmt.Errorf("semi-sync: replica side on %s: %w", r, err))
 			continue

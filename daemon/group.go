@@ -308,7 +308,7 @@ func (g *group) revoke(ctx context.Context, d sitepair.Decision) error {
 	g.mu.Unlock()
 	g.log.Warn("epoch.revoked", "epoch", d.Epoch, "from", d.From, "to", d.Target, "planned", d.Planned, "reason", string(d.Reason))
 	g.failpoint(StepRevoked)
-	if err := g.fenceSites(ctx, d.Fence); err != nil {
+	if err := g.bestEffortFence(ctx, d.Fence); err != nil {
 		// Best effort: the old primary may be down; phase 2 waits for a proof.
 		g.log.Info("fence.best_effort_failed", "err", err)
 	}
@@ -316,18 +316,32 @@ func (g *group) revoke(ctx context.Context, d sitepair.Decision) error {
 }
 
 // stopIO stops the IO thread of every site (semi-sync fencing: none of them
-// can acknowledge the old primary's commits any more).
+// can acknowledge the old primary's commits any more), all at once: a
+// replica whose source hangs takes seconds to stop its IO thread.
 func (g *group) stopIO(ctx context.Context, sites []string) error {
-	var errs []error
-	for _, s := range sites {
-		err := g.exec.on(ctx, s, stepTimeout, func(ctx context.Context, in Instance) error { return in.StopReplicaIO(ctx) })
-		if err != nil {
-			errs = append(errs, fmt.Errorf("stop IO thread of %s: %w", s, err))
-			continue
-		}
-		g.log.Info("site.io_stopped", "site", s)
+	errs := make([]error, len(sites))
+	var wg sync.WaitGroup
+	for i, s := range sites {
+		wg.Go(func() {
+			err := g.exec.on(ctx, s, stepTimeout, func(ctx context.Context, in Instance) error { return in.StopReplicaIO(ctx) })
+			if err != nil {
+				errs[i] = fmt.Errorf("stop IO thread of %s: %w", s, err)
+				return
+			}
+			g.log.Info("site.io_stopped", "site", s)
+		})
 	}
+	wg.Wait()
 	return errors.Join(errs...)
+}
+
+// bestEffortFence fences sites that may well be hung or gone, within a
+// couple of probe timeouts: the failover must not wait on them (a proof
+// that does not need them is, or will be, available).
+func (g *group) bestEffortFence(ctx context.Context, sites []string) error {
+	ctx, cancel := context.WithTimeout(ctx, max(2*g.cfg.ProbeTimeout, time.Second))
+	defer cancel()
+	return g.fenceSites(ctx, sites)
 }
 
 // fenceSites fences each site and records the epoch of each confirmed fence
@@ -359,13 +373,14 @@ func (g *group) promote(ctx context.Context, d sitepair.Decision) error {
 	}
 	if len(d.Fence) > 0 {
 		// Best effort only: the proof already holds (down or lease expired).
-		_ = g.fenceSites(ctx, d.Fence)
+		_ = g.bestEffortFence(ctx, d.Fence)
 	}
 	res, err := g.exec.drain(ctx, d.Target)
 	if err != nil {
 		return fmt.Errorf("promote %s: %w", d.Target, err)
 	}
-	if res.TimedOut {
+	if res.TimedOut || !res.Incomplete.IsEmpty() {
+		// Promoting without these is fine only if no peer holds them whole.
 		if err := g.refuseLoss(ctx, d); err != nil {
 			return fmt.Errorf("promote %s: %w", d.Target, err)
 		}
@@ -383,8 +398,9 @@ func (g *group) promote(ctx context.Context, d sitepair.Decision) error {
 	}
 	// The decision checked the target holds every other site's transactions;
 	// the set read after the drain must still cover that.
-	if !promo.Covers(d.PromotionGTID) && g.cfg.OnDrainTimeout != "promote" {
-		return fmt.Errorf("promote %s: %w: executed %s lacks %s", d.Target, ErrDrainAborted, promo.Compact(), promo.Uncovered(d.PromotionGTID).Compact())
+	// (Less a transaction it received only in part: nobody acknowledged it.)
+	if want := d.PromotionGTID.Subtract(res.Incomplete); !promo.Covers(want) && g.cfg.OnDrainTimeout != "promote" {
+		return fmt.Errorf("promote %s: %w: executed %s lacks %s", d.Target, ErrDrainAborted, promo.Compact(), promo.Uncovered(want).Compact())
 	}
 	// The last moment to notice a lost Lease or another daemon's write
 	// before a second site could become writable.

@@ -11,6 +11,7 @@ import (
 	"github.com/failoverd/failoverd/gtid"
 	"github.com/failoverd/failoverd/poller"
 	"github.com/failoverd/failoverd/sitepair"
+	"github.com/failoverd/failoverd/statemachine"
 )
 
 // polled is the production Observations: a poller feeding a tracker.
@@ -131,6 +132,11 @@ func siteObservation(index int, s configs.Site, v poller.SiteView, h history) si
 	o.LagKnown = st.Replica == nil
 	if rep := st.Replica; rep != nil {
 		o.Retrieved = rep.Retrieved
+		if rep.RelayExhausted() && !st.Executed.Covers(rep.Retrieved) {
+			// The unapplied tail was received only in part (the source
+			// died mid-transaction): it is not something this site has.
+			o.Retrieved = gtid.Set{}
+		}
 		o.IOStopped = !rep.IOThread.Running()
 		// The last KNOWN lag: Seconds_Behind_Master turns NULL once the
 		// source is gone, which is not "no lag".
@@ -144,10 +150,19 @@ func siteObservation(index int, s configs.Site, v poller.SiteView, h history) si
 }
 
 // Settled implements Observations.
+//
+// A site debounced unreachable whose latest probe failed is exempt: the
+// poller backs off from it, and waiting for its next probe would delay every
+// step of a failover by seconds. Nothing a decision concludes from "still
+// unreachable" needs a fresher probe (a site that came back is handled by
+// the next rounds: fenced, or found writable and fenced as split brain).
 func (p *polled) Settled(t time.Time) bool {
 	for _, s := range p.cfg.Sites {
 		v, ok := p.tracker.Site(s.Name)
-		if !ok || !v.HasLatest || v.Latest.Started.Before(t) {
+		if !ok || !v.HasLatest {
+			return false
+		}
+		if v.Latest.Started.Before(t) && !(v.State == statemachine.Unreachable && !v.Latest.Reachable) {
 			return false
 		}
 	}

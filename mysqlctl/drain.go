@@ -37,6 +37,7 @@ func (i *Instance) WaitRelayDrained(ctx context.Context, target gtid.Set, timeou
 	}
 	deadline := i.now().Add(timeout)
 	restarted := false
+	exhaustedAt := "" // executed position when the relay log was last seen exhausted
 	for {
 		rep, err := i.replicaStatus(ctx)
 		if err != nil {
@@ -69,6 +70,24 @@ func (i *Instance) WaitRelayDrained(ctx context.Context, target gtid.Set, timeou
 			}
 			restarted = true
 			i.log.Warn("mysqlctl: restarted stopped SQL thread", "addr", i.addr)
+		}
+		// A source that died mid-transaction leaves its GTID retrieved but
+		// the transaction unapplicable: seen exhausted twice with nothing
+		// applied in between, the wait is over.
+		if rep.RelayExhausted() {
+			if exhaustedAt != "" && exhaustedAt == rep.GTIDSlavePos+"|"+rep.SQLState {
+				st, err := i.Status(ctx)
+				if err != nil {
+					return i.fail(op, "read executed set", err)
+				}
+				if missing := st.Executed.Uncovered(rep.Retrieved.Union(target)); !missing.IsEmpty() {
+					i.log.Warn("mysqlctl: relay log exhausted short of the retrieved set", "addr", i.addr, "missing", missing.Compact())
+					return &IncompleteError{Missing: missing}
+				}
+			}
+			exhaustedAt = rep.GTIDSlavePos + "|" + rep.SQLState
+		} else {
+			exhaustedAt = ""
 		}
 		pos := i.d.waitPosition(rep.Retrieved.Union(target))
 		remaining := deadline.Sub(i.now())

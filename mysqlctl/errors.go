@@ -2,9 +2,12 @@ package mysqlctl
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 
 	"github.com/go-sql-driver/mysql"
+
+	"github.com/failoverd/failoverd/gtid"
 )
 
 // Sentinel errors for expected conditions. Operations wrap them with %w and
@@ -21,6 +24,12 @@ var (
 	ErrNotSupported = errors.New("mysqlctl: not supported")
 	// ErrDrainTimeout: the relay log was not applied before the timeout.
 	ErrDrainTimeout = errors.New("mysqlctl: relay log drain timed out")
+	// ErrIncompleteTransaction: the IO thread is stopped and the applier
+	// read all of the relay log, yet the retrieved set is not executed:
+	// its tail is a transaction received only in part (the source died
+	// or hung mid-transaction), which no replica could have acknowledged.
+	// Returned wrapped in an *IncompleteError.
+	ErrIncompleteTransaction = errors.New("mysqlctl: retrieved set ends in an incomplete transaction")
 	// ErrReplicationError: a replication thread stopped with an error.
 	ErrReplicationError = errors.New("mysqlctl: replication error")
 	// ErrApplierStopped: on MariaDB both replication threads are stopped,
@@ -96,3 +105,17 @@ func redact(err error, secrets ...string) error {
 	}
 	return &redactedError{msg: msg, number: errNumber(err)}
 }
+
+// IncompleteError is WaitRelayDrained's answer when the relay log is
+// exhausted short of the retrieved set (see ErrIncompleteTransaction).
+type IncompleteError struct {
+	// Missing is what was retrieved but can never be applied.
+	Missing gtid.Set
+}
+
+func (e *IncompleteError) Error() string {
+	return fmt.Sprintf("%v: %s never fully received", ErrIncompleteTransaction, e.Missing.Compact())
+}
+
+// Unwrap returns ErrIncompleteTransaction.
+func (e *IncompleteError) Unwrap() error { return ErrIncompleteTransaction }

@@ -128,6 +128,14 @@ func (r *ReplicaStatus) IOError() bool {
 	return !r.IOThread.Running() && r.LastIOErrno != 0 && !connectErrnos[r.LastIOErrno]
 }
 
+// RelayExhausted reports whether nothing more can be applied: the IO thread
+// is stopped (the relay log no longer grows) and the running applier waits
+// for more of it. Whatever retrieved transaction is still not executed then
+// was received only in part.
+func (r *ReplicaStatus) RelayExhausted() bool {
+	return !r.IOThread.Running() && r.SQLThread.Running() && strings.Contains(strings.ToLower(r.SQLState), "read all relay log")
+}
+
 // SQLError reports whether the SQL (applier) thread stopped with an error.
 func (r *ReplicaStatus) SQLError() bool { return !r.SQLThread.Running() && r.LastSQLErrno != 0 }
 

@@ -62,6 +62,13 @@ type group struct {
 	proxies []*testenv.Proxy
 	// caches[i] is site i's Redis when built with a cache.
 	caches []*testenv.Redis
+	// replProxies[i] stands between the replicas and site i (isolatable).
+	replProxies []*testenv.Proxy
+	// sidecarAddrs[i] is where site i's sidecar listens (with sidecars);
+	// sidecars and links are set by startSidecars.
+	sidecarAddrs []string
+	sidecars     []*sidecarProc
+	links        [][]*testenv.Proxy
 
 	mu     sync.Mutex
 	cmd    *exec.Cmd
@@ -80,6 +87,18 @@ type groupOptions struct {
 	// cache starts one Redis per site (site0's the primary) that follows
 	// the MySQL primary.
 	cache bool
+	// fencing is the group's fencing mode; default confirmed.
+	fencing string
+	// semiSyncTimeoutMs, when set, is every server's
+	// rpl_semi_sync_master_timeout (as an operator's my.cnf would set it).
+	semiSyncTimeoutMs uint64
+	// isolatable puts fault proxies on every link of site0: the daemon's
+	// (as proxied does) and the replicas' replication links to it.
+	isolatable bool
+	// sidecars declares a sidecar per site (start them with startSidecars);
+	// lease is the sidecar lease (default 3s, checked every 300ms).
+	sidecars bool
+	lease    string
 }
 
 func newGroup(t testing.TB, o groupOptions) *group {
@@ -89,6 +108,31 @@ func newGroup(t testing.TB, o groupOptions) *group {
 	// first start, so site0 is made writable the way failoverd does it.
 	promote.Site(t, topo.Sites[0])
 	g := &group{t: t, topo: topo, dir: t.TempDir()}
+	if o.semiSyncTimeoutMs > 0 {
+		// As configs.SemiSyncSettings says: the timeout everywhere, the
+		// primary side on the primary only.
+		for i, m := range topo.Sites {
+			m.Exec(t, fmt.Sprintf("SET GLOBAL rpl_semi_sync_master_timeout = %d", o.semiSyncTimeoutMs))
+			if i > 0 {
+				m.Exec(t, "SET GLOBAL rpl_semi_sync_master_enabled = OFF")
+			}
+		}
+	}
+	if o.isolatable {
+		o.proxied = true
+		// The replicas reach site0 through one proxy, which isolate cuts.
+		p := testenv.NewProxy(t, "repl-site0", topo.Sites[0].Addr())
+		g.replProxies = []*testenv.Proxy{p}
+		for _, r := range topo.Sites[1:] {
+			testenv.ReplicateFromAddr(t, r, p.Host(), p.Port())
+		}
+	}
+	if o.fencing == "" {
+		o.fencing = "confirmed"
+	}
+	if o.lease == "" {
+		o.lease = "3s"
+	}
 	for name, content := range map[string]string{"admin.pw": testenv.AdminPassword, "repl.pw": testenv.ReplPassword, "api.token": apiToken} {
 		if err := os.WriteFile(filepath.Join(g.dir, name), []byte(content+"\n"), 0o600); err != nil {
 			t.Fatal(err)
@@ -120,7 +164,15 @@ func newGroup(t testing.TB, o groupOptions) *group {
 		if i < len(o.priorities) {
 			prio = o.priorities[i]
 		}
-		fmt.Fprintf(&sites, "      - name: site%d\n        priority: %d\n        mysql:\n          address: %s\n          replicationAddress: %s\n", i, prio, addr, m.Addr())
+		repl := m.Addr()
+		if i < len(g.replProxies) {
+			repl = g.replProxies[i].Addr()
+		}
+		fmt.Fprintf(&sites, "      - name: site%d\n        priority: %d\n        mysql:\n          address: %s\n          replicationAddress: %s\n", i, prio, addr, repl)
+		if o.sidecars {
+			g.sidecarAddrs = append(g.sidecarAddrs, freeAddr(t))
+			fmt.Fprintf(&sites, "        sidecar:\n          address: %s\n", g.sidecarAddrs[i])
+		}
 		if o.cache {
 			fmt.Fprintf(&sites, "        cache:\n          address: %s\n", g.caches[i].Addr())
 		}
@@ -142,6 +194,13 @@ func newGroup(t testing.TB, o groupOptions) *group {
 			"    leaseDuration: 3s\n    renewDeadline: 2s\n    retryPeriod: 500ms\n"
 		clusters = fmt.Sprintf("clusters:\n  - name: test\n    kubeconfig: %s\n    context: %s\n", o.kube.Kubeconfig, o.kube.Context)
 	}
+	if o.sidecars {
+		if err := os.WriteFile(filepath.Join(g.dir, "view.key"), []byte("e2e-view-signing-key\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		daemonCfg += "  viewSigningKeyFile: view.key\n"
+		o.extraConfig += fmt.Sprintf("    sidecar:\n      leaseTimeout: %s\n      checkInterval: 300ms\n", o.lease)
+	}
 	cfg := fmt.Sprintf(`daemon:
   listen: %s
   apiTokenFile: api.token
@@ -150,7 +209,7 @@ func newGroup(t testing.TB, o groupOptions) *group {
     engine: mariadb
     pollInterval: 500ms
     probeTimeout: 400ms
-    fencing: confirmed
+    fencing: %s
     failoverCooldown: %s
     relayDrainTimeout: 20s
     credentials:
@@ -161,7 +220,7 @@ func newGroup(t testing.TB, o groupOptions) *group {
         user: %s
         passwordFile: repl.pw
 %s    sites:
-%s`, g.listen, daemonCfg, clusters, o.cooldown, testenv.AdminUser, testenv.ReplUser, o.extraConfig, sites.String())
+%s`, g.listen, daemonCfg, clusters, o.fencing, o.cooldown, testenv.AdminUser, testenv.ReplUser, o.extraConfig, sites.String())
 	g.config = filepath.Join(g.dir, "failoverd.yaml")
 	if err := os.WriteFile(g.config, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
@@ -357,7 +416,7 @@ func (g *group) stateFile() store.GroupState {
 func (g *group) writable() []string {
 	var out []string
 	for i, m := range g.topo.Sites {
-		if !m.Running() {
+		if !m.Running() || m.Paused() {
 			continue
 		}
 		if m.QueryString(g.t, "SELECT @@global.read_only") == "0" {

@@ -245,6 +245,10 @@ func (m *MariaDB) cleanup() {
 // Addr returns "127.0.0.1:PORT".
 func (m *MariaDB) Addr() string { return fmt.Sprintf("%s:%d", m.Host, m.Port) }
 
+// PidFile is the server's pid file (what a sidecar's --mysqld-pid-file
+// names to SIGKILL a hung server).
+func (m *MariaDB) PidFile() string { return filepath.Join(m.dir, "mariadbd.pid") }
+
 // ErrorLog returns the path of mariadbd's error log.
 func (m *MariaDB) ErrorLog() string { return m.errLog }
 

@@ -1,0 +1,349 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/failoverd/failoverd/test/testenv"
+)
+
+// Automatic failover of a hung (SIGSTOP) or isolated primary, with the two
+// proofs that make it safe: semi-sync fencing and the self-fencing sidecar
+// (issue 12). Every scenario runs a write load that logs each acknowledged
+// write with the site that acknowledged it, and checks that none is lost and
+// that the old primary acknowledged nothing after the new one's first ack.
+
+// infiniteSemiSync is the semi-sync timeout the semisync proof needs (ms).
+const infiniteSemiSync = 4294967295
+
+// sidecarProc is one `failoverd sidecar` process.
+type sidecarProc struct {
+	cmd    *exec.Cmd
+	logs   *strings.Builder
+	exited chan struct{}
+}
+
+// startSidecars starts `failoverd sidecar` beside every site. Sidecar i
+// reaches the daemon and every peer j through its own fault proxies
+// (links[i][j], j == len(sites) for the daemon), so one site's links can be
+// cut without touching the others'.
+func (g *group) startSidecars() {
+	g.t.Helper()
+	n := len(g.topo.Sites)
+	g.links = make([][]*testenv.Proxy, n)
+	for i := range n {
+		g.links[i] = make([]*testenv.Proxy, n+1)
+		for j := range n {
+			if j != i {
+				g.links[i][j] = testenv.NewProxy(g.t, fmt.Sprintf("sidecar%d-to-sidecar%d", i, j), g.sidecarAddrs[j])
+			}
+		}
+		g.links[i][n] = testenv.NewProxy(g.t, fmt.Sprintf("sidecar%d-to-daemon", i), g.listen)
+	}
+	base, err := os.ReadFile(g.config)
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	for i, m := range g.topo.Sites {
+		// Sidecar i's own view of the addresses: its peers through its links.
+		cfg := string(base)
+		for j := range n {
+			if j != i {
+				cfg = strings.Replace(cfg, "address: "+g.sidecarAddrs[j]+"\n", "address: "+g.links[i][j].Addr()+"\n", 1)
+			}
+		}
+		path := filepath.Join(g.dir, fmt.Sprintf("sidecar%d.yaml", i))
+		if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+			g.t.Fatal(err)
+		}
+		p := &sidecarProc{logs: &strings.Builder{}, exited: make(chan struct{})}
+		p.cmd = exec.Command(binary, "sidecar", "-c", path, "--group", "orders", "--site", fmt.Sprintf("site%d", i),
+			"--listen", g.sidecarAddrs[i], "--mysql-address", m.Addr(), "--mysqld-pid-file", m.PidFile(),
+			"--daemon-url", "http://"+g.links[i][n].Addr(), "--log-format", "json")
+		p.cmd.Stdout, p.cmd.Stderr = &lockedWriter{w: p.logs}, &lockedWriter{w: p.logs}
+		p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+		if err := p.cmd.Start(); err != nil {
+			g.t.Fatalf("start sidecar %d: %v", i, err)
+		}
+		go func() { _ = p.cmd.Wait(); close(p.exited) }()
+		g.sidecars = append(g.sidecars, p)
+		g.t.Cleanup(func() {
+			_ = p.cmd.Process.Signal(syscall.SIGTERM)
+			select {
+			case <-p.exited:
+			case <-time.After(10 * time.Second):
+				_ = p.cmd.Process.Kill()
+				<-p.exited
+			}
+			if g.t.Failed() {
+				g.t.Logf("sidecar %d output:\n%s", i, tail(p.logs.String(), 40))
+			}
+		})
+		g.waitFor(fmt.Sprintf("sidecar%d answers /healthz", i), 15*time.Second, func() bool {
+			resp, err := http.Get("http://" + g.sidecarAddrs[i] + "/healthz")
+			if err != nil {
+				return false
+			}
+			resp.Body.Close()
+			return resp.StatusCode == http.StatusOK
+		})
+	}
+}
+
+// isolate cuts every link of site i: the daemon's to its MySQL, the
+// replicas' replication links to it, and (with sidecars) its sidecar's links
+// to the daemon and its peers and theirs to it. Clients still reach it.
+func (g *group) isolate(i int) {
+	g.t.Helper()
+	g.eachLink(i, (*testenv.Proxy).Cut)
+}
+
+// reconnect restores every link isolate cut.
+func (g *group) reconnect(i int) {
+	g.t.Helper()
+	g.eachLink(i, (*testenv.Proxy).Restore)
+}
+
+func (g *group) eachLink(i int, fn func(*testenv.Proxy)) {
+	if i < len(g.proxies) {
+		fn(g.proxies[i])
+	}
+	if i < len(g.replProxies) && g.replProxies[i] != nil {
+		fn(g.replProxies[i])
+	}
+	for a := range g.links {
+		for b, p := range g.links[a] {
+			if p != nil && (a == i || b == i) {
+				fn(p)
+			}
+		}
+	}
+}
+
+// pause SIGSTOPs site i's mysqld (a hung server or host).
+func (g *group) pause(i int) {
+	g.t.Helper()
+	if err := g.topo.Sites[i].Pause(); err != nil {
+		g.t.Fatalf("pause site%d: %v", i, err)
+	}
+}
+
+// checkNoOverlap checks that every acknowledged write is on the new primary
+// and that the old one acknowledged nothing after the new one's first ack.
+func checkNoOverlap(t *testing.T, g *group, load *testenv.WriteLoad, oldIdx, newIdx int) {
+	t.Helper()
+	acks := load.Acks()
+	var firstNew time.Time
+	for _, a := range acks {
+		if a.Target == newIdx && (firstNew.IsZero() || a.At.Before(firstNew)) {
+			firstNew = a.At
+		}
+	}
+	if firstNew.IsZero() {
+		t.Fatalf("no write acknowledged by site%d", newIdx)
+	}
+	for _, a := range acks {
+		if a.Target == oldIdx && a.At.After(firstNew) {
+			t.Errorf("site%d acknowledged write %d at %s, after site%d's first ack at %s", oldIdx, a.ID, a.At.Format(time.RFC3339Nano), newIdx, firstNew.Format(time.RFC3339Nano))
+		}
+	}
+	if missing := load.Missing(t, g.topo.Sites[newIdx].AppDB(t)); len(missing) > 0 {
+		t.Fatalf("%d acknowledged writes missing on site%d: %v", len(missing), newIdx, missing[:min(len(missing), 10)])
+	}
+	t.Logf("writes resumed on site%d %v after the last ack on site%d; %d acks, none lost", newIdx, firstNew.Sub(lastAck(acks, oldIdx)), oldIdx, len(acks))
+}
+
+func lastAck(acks []testenv.Ack, target int) time.Time {
+	var last time.Time
+	for _, a := range acks {
+		if a.Target == target && a.At.After(last) {
+			last = a.At
+		}
+	}
+	return last
+}
+
+// lostPrimary is the acceptance scenario: the primary hangs (SIGSTOP) or is
+// isolated under write load; another site takes over with no acknowledged
+// write lost and no overlap; once it returns, the old primary is fenced.
+func lostPrimary(t *testing.T, o groupOptions, hang bool) {
+	o.sites = 3
+	if !hang {
+		o.isolatable = true
+	}
+	g := newGroup(t, o)
+	g.startDaemon()
+	if o.sidecars {
+		g.startSidecars()
+	}
+	g.waitHealthy("site0", 30*time.Second)
+	load := testenv.StartWriteLoad(t, testenv.AppDSNs(g.topo.Sites...), testenv.WriteLoadOptions{Workers: 2, Timeout: 2 * time.Second})
+	load.WaitForAcks(t, 50, 20*time.Second)
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, r := range g.topo.Sites[1:] {
+				t.Logf("%s executed %s, replica status %v", r.Name, r.QueryString(t, "SELECT @@gtid_current_pos"), r.ReplicaStatus(t))
+			}
+		}
+	})
+	if hang {
+		g.pause(0)
+	} else {
+		g.isolate(0)
+	}
+	st := g.waitActive("site1", failoverTimeout)
+	before := len(load.Acked())
+	load.WaitForAcks(t, before+50, 30*time.Second)
+	if st.LastFailover == nil || st.LastFailover.To != "site1" {
+		t.Fatalf("last failover %+v, want to site1", st.LastFailover)
+	}
+	t.Logf("failover done: %s", st.Message)
+	// The old primary returns: it must end fenced (or down), never a second
+	// writable site.
+	if hang {
+		if err := g.topo.Sites[0].Resume(); err != nil {
+			t.Fatal(err)
+		}
+	} else {
+		g.reconnect(0)
+	}
+	g.waitFor("old primary fenced or down", failoverTimeout, func() bool {
+		return !slices.Contains(g.writable(), "site0")
+	})
+	load.Stop()
+	checkNoOverlap(t, g, load, 0, 1)
+}
+
+func TestHungPrimarySemiSync(t *testing.T) {
+	lostPrimary(t, groupOptions{fencing: "semisync", semiSyncTimeoutMs: infiniteSemiSync}, true)
+}
+
+func TestIsolatedPrimarySemiSync(t *testing.T) {
+	lostPrimary(t, groupOptions{fencing: "semisync", semiSyncTimeoutMs: infiniteSemiSync}, false)
+}
+
+func TestHungPrimarySidecar(t *testing.T) {
+	lostPrimary(t, groupOptions{fencing: "sidecar", sidecars: true}, true)
+}
+
+func TestIsolatedPrimarySidecar(t *testing.T) {
+	lostPrimary(t, groupOptions{fencing: "sidecar", sidecars: true}, false)
+}
+
+// A semisync group whose primary keeps the default 10 s timeout is reported
+// and does not use the semisync proof: a hung primary is not failed over.
+func TestSemiSyncDefaultTimeoutIsReportedAndNotUsed(t *testing.T) {
+	g := newGroup(t, groupOptions{sites: 3, fencing: "semisync"})
+	g.startDaemon()
+	g.waitFor("semisync-settings-unsafe reported", 30*time.Second, func() bool {
+		st, err := g.status()
+		return err == nil && st.ActiveSite == "site0" && st.Reason == "semisync-settings-unsafe"
+	})
+	g.pause(0)
+	g.waitFor("failover blocked on a fence confirmation", failoverTimeout, func() bool {
+		st, err := g.status()
+		return err == nil && st.InFlight != nil && st.Reason == "await-fence-confirmation"
+	})
+	time.Sleep(3 * time.Second) // well past detection + 1 s: nothing is promoted
+	if st, _ := g.status(); st.ActiveSite != "" || !slices.Contains([]string{"await-fence-confirmation"}, st.Reason) {
+		t.Fatalf("status %+v: want the group revoked and waiting", st)
+	}
+	if w := g.writable(); len(w) != 0 {
+		t.Fatalf("writable sites %v while the hung primary is not proven fenced", w)
+	}
+}
+
+// A primary the daemon cannot reach but a peer sidecar can is fenced by
+// gossip as soon as that peer adopts the revoking epoch, long before its
+// lease would run out.
+func TestPeerGossipFencesAPrimaryTheDaemonCannotReach(t *testing.T) {
+	g := newGroup(t, groupOptions{sites: 3, fencing: "sidecar", sidecars: true, proxied: true, lease: "8s"})
+	g.startDaemon()
+	g.startSidecars()
+	g.waitHealthy("site0", 30*time.Second)
+	n := len(g.topo.Sites)
+	g.proxies[0].Cut()  // daemon → site0's MySQL
+	g.links[0][n].Cut() // site0's sidecar → daemon
+	start := time.Now()
+	g.waitFor("partition seen", 20*time.Second, func() bool {
+		st, err := g.status()
+		return err == nil && st.Detection == "UnreachablePrimary"
+	})
+	if code, body := g.post("/v1/groups/orders/switchover?target=site1"); code != http.StatusAccepted {
+		t.Fatalf("switchover: %d %s", code, body)
+	}
+	g.waitFor("site0 fenced by its sidecar", 6*time.Second, func() bool {
+		return g.topo.Sites[0].QueryString(t, "SELECT @@global.read_only") == "1"
+	})
+	t.Logf("site0 fenced %v after its daemon links were cut (lease 8s)", time.Since(start))
+	g.expectSolePrimary("site1")
+}
+
+// With the daemon down for two leases, sidecars keep renewing each other:
+// no fence, writes go on.
+func TestDaemonDownDoesNotFenceAHealthyGroup(t *testing.T) {
+	g := newGroup(t, groupOptions{sites: 3, fencing: "sidecar", sidecars: true, lease: "3s"})
+	g.startDaemon()
+	g.startSidecars()
+	g.waitHealthy("site0", 30*time.Second)
+	load := testenv.StartWriteLoad(t, testenv.AppDSNs(g.topo.Sites...), testenv.WriteLoadOptions{Workers: 1})
+	load.WaitForAcks(t, 20, 20*time.Second)
+	g.stopDaemon()
+	time.Sleep(6 * time.Second) // 2 × leaseTimeout
+	before := len(load.Acked())
+	load.WaitForAcks(t, before+20, 10*time.Second)
+	if w := g.writable(); !slices.Equal(w, []string{"site0"}) {
+		t.Fatalf("writable sites %v with the daemon down, want [site0]", w)
+	}
+	load.Stop()
+}
+
+// A site that restarts while another is active comes up fenced and stays
+// fenced: its sidecar only lifts the fence for a view naming its own site.
+func TestRestartedOldPrimaryStaysFenced(t *testing.T) {
+	g := newGroup(t, groupOptions{sites: 3, fencing: "sidecar", sidecars: true})
+	g.startDaemon()
+	g.startSidecars()
+	g.waitHealthy("site0", 30*time.Second)
+	g.kill(0)
+	g.expectSolePrimary("site1")
+	ctx, cancel := contextWithTimeout(30 * time.Second)
+	defer cancel()
+	if err := g.topo.Sites[0].Restart(ctx); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(8 * time.Second)
+	for time.Now().Before(deadline) {
+		if ro := g.topo.Sites[0].QueryString(t, "SELECT @@global.read_only"); ro != "1" {
+			t.Fatalf("restarted old primary is writable (read_only=%s) while site1 is active", ro)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	g.expectSolePrimary("site1")
+}
+
+// lockedWriter serialises the writes of a process's stdout and stderr.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  *strings.Builder
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+func contextWithTimeout(d time.Duration) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), d)
+}
