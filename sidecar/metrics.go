@@ -17,6 +17,7 @@ const (
 	WhyOtherGroup      = "other-group"
 	WhyOlderEpoch      = "older-epoch"
 	WhyConflictingView = "conflicting-epoch" // same epoch, another active site
+	WhyEpochZero       = "epoch-zero"        // the daemon has adopted no primary yet
 	WhyMalformed       = "malformed"
 )
 
@@ -53,7 +54,7 @@ func newMetrics(s *Sidecar) *metrics {
 	for _, r := range []string{ReasonViewNamesOther, ReasonLeaseExpired, ReasonKilledMySQLD} {
 		m.fences.WithLabelValues(r)
 	}
-	for _, w := range []string{WhyBadSignature, WhyOtherGroup, WhyOlderEpoch, WhyConflictingView, WhyMalformed} {
+	for _, w := range []string{WhyBadSignature, WhyOtherGroup, WhyOlderEpoch, WhyConflictingView, WhyEpochZero, WhyMalformed} {
 		m.rejected.WithLabelValues(w)
 	}
 	return m

@@ -308,6 +308,14 @@ func (s *Sidecar) consider(sv view.Signed, sent time.Time, src source) bool {
 		s.reject(WhyOtherGroup, v, src, slog.LevelWarn)
 		return false
 	}
+	if v.Epoch == 0 {
+		// Epoch 0 is a group the daemon has not adopted a primary for yet:
+		// "no active site" there is no revocation, and fencing on it would
+		// fence the running primary of a group whose sidecars were just
+		// installed. The lease (rule 2) still applies.
+		s.reject(WhyEpochZero, v, src, slog.LevelDebug)
+		return false
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	adopted := false

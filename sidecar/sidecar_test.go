@@ -590,3 +590,22 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		t.Errorf("fence timeout %s", got)
 	}
 }
+
+// Epoch 0 is a group the daemon has not adopted a primary for yet: its "no
+// active site" is no revocation (rule 1 does not fire on it; only the lease,
+// which starts expired, does).
+func TestEpochZeroIsNotARevocation(t *testing.T) {
+	h := newHarness(t, nil)
+	h.mysql.set(func(f *fakeMySQL) { f.readOnly = false })
+	h.daemon.answer(sign(t, 0, ""))
+	h.step(t)
+	if got := metric(t, h.s, `failoverd_sidecar_fences_total{reason="view-names-other"}`); got != "0" {
+		t.Fatalf("fences{view-names-other} = %s on an epoch-0 view", got)
+	}
+	if _, ok := h.s.View(); ok {
+		t.Fatal("an epoch-0 view was adopted")
+	}
+	if got := metric(t, h.s, `failoverd_sidecar_rejected_views_total{why="epoch-zero"}`); got != "1" {
+		t.Errorf("rejected{epoch-zero} = %s", got)
+	}
+}

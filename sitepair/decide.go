@@ -537,12 +537,17 @@ func (v *view) leaseDeadline() (deadline time.Time, ok bool) {
 	if !sc.Configured || sc.LastReport.IsZero() {
 		return time.Time{}, false
 	}
-	// One silent for a whole lease before the revoke may be dead, not
-	// fencing: nothing says its lease loop still runs.
-	if sc.LastReport.Add(v.pol.LeaseTimeout).Before(inf.RevokedAt) {
+	// One silent long before the failure may be dead, not fencing:
+	// nothing says its lease loop still runs. (An isolated one goes
+	// silent when the failure starts, detection plus a report interval
+	// before the revoke.)
+	if sc.LastReport.Add(SidecarSilenceLimit(v.pol.LeaseTimeout)).Before(inf.RevokedAt) {
 		return time.Time{}, false
 	}
-	last := later(later(sc.LastReport, v.obs.ServingSince), inf.RevokedAt)
+	// Every renewal this daemon gave was a report it received: LastReport
+	// bounds them (the revoke time is not needed, and would only add the
+	// detection time to the wait).
+	last := later(sc.LastReport, v.obs.ServingSince)
 	for _, s := range v.sites {
 		if s.Name == from.Name || !s.Sidecar.Configured {
 			continue

@@ -311,6 +311,14 @@ func DefaultPolicy() Policy {
 	}
 }
 
+// SidecarSilenceLimit is how long before a revoke a sidecar may have gone
+// silent and still back the lease proof: 2 × leaseTimeout, at least 10 s
+// more than one lease (detection of the failure plus a report interval).
+// A sidecar silent for longer may have died rather than fenced.
+func SidecarSilenceLimit(lease time.Duration) time.Duration {
+	return max(2*lease, lease+10*time.Second)
+}
+
 // LeaseDeadline is the first instant (daemon clock) at which a sidecar
 // whose lease was last renewed no later than lastRenewal has provably
 // fenced: lastRenewal + LeaseTimeout + LeaseMargin. It relies on the

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
@@ -100,12 +101,37 @@ func (g *group) startSidecars() {
 	}
 }
 
-// isolate cuts every link of site i: the daemon's to its MySQL, the
+// waitSidecarsRenewed waits until every sidecar holds the daemon's view and
+// the primary is still writable.
+func (g *group) waitSidecarsRenewed() {
+	g.t.Helper()
+	g.waitFor("sidecars hold the view", 20*time.Second, func() bool {
+		for _, a := range g.sidecarAddrs {
+			resp, err := http.Get("http://" + a + "/peer/ping")
+			if err != nil {
+				return false
+			}
+			var ping struct{ Epoch uint64 }
+			err = json.NewDecoder(resp.Body).Decode(&ping)
+			resp.Body.Close()
+			if err != nil || ping.Epoch == 0 {
+				return false
+			}
+		}
+		return true
+	})
+	if w := g.writable(); !slices.Equal(w, []string{"site0"}) {
+		g.t.Fatalf("writable sites %v once the sidecars run, want [site0]", w)
+	}
+}
+
+// isolate black-holes every link of site i, as a lost site looks from
+// outside (hangs, never a refusal): the daemon's to its MySQL, the
 // replicas' replication links to it, and (with sidecars) its sidecar's links
 // to the daemon and its peers and theirs to it. Clients still reach it.
 func (g *group) isolate(i int) {
 	g.t.Helper()
-	g.eachLink(i, (*testenv.Proxy).Cut)
+	g.eachLink(i, (*testenv.Proxy).Blackhole)
 }
 
 // reconnect restores every link isolate cut.
@@ -183,10 +209,13 @@ func lostPrimary(t *testing.T, o groupOptions, hang bool) {
 	}
 	g := newGroup(t, o)
 	g.startDaemon()
+	// Sidecars join a group whose primary the daemon adopted (one started
+	// earlier holds no view naming its site, and its lease starts expired).
+	g.waitHealthy("site0", 30*time.Second)
 	if o.sidecars {
 		g.startSidecars()
+		g.waitSidecarsRenewed()
 	}
-	g.waitHealthy("site0", 30*time.Second)
 	load := testenv.StartWriteLoad(t, testenv.AppDSNs(g.topo.Sites...), testenv.WriteLoadOptions{Workers: 2, Timeout: 2 * time.Second})
 	load.WaitForAcks(t, 50, 20*time.Second)
 	t.Cleanup(func() {
@@ -211,8 +240,18 @@ func lostPrimary(t *testing.T, o groupOptions, hang bool) {
 	// The old primary returns: it must end fenced (or down), never a second
 	// writable site.
 	if hang {
-		if err := g.topo.Sites[0].Resume(); err != nil {
-			t.Fatal(err)
+		// Resumed, or restarted if its sidecar SIGKILLed it.
+		m := g.topo.Sites[0]
+		if m.Running() {
+			if err := m.Resume(); err != nil {
+				t.Fatal(err)
+			}
+		} else {
+			ctx, cancel := contextWithTimeout(30 * time.Second)
+			defer cancel()
+			if err := m.Restart(ctx); err != nil {
+				t.Fatal(err)
+			}
 		}
 	} else {
 		g.reconnect(0)
@@ -269,8 +308,9 @@ func TestSemiSyncDefaultTimeoutIsReportedAndNotUsed(t *testing.T) {
 func TestPeerGossipFencesAPrimaryTheDaemonCannotReach(t *testing.T) {
 	g := newGroup(t, groupOptions{sites: 3, fencing: "sidecar", sidecars: true, proxied: true, lease: "8s"})
 	g.startDaemon()
-	g.startSidecars()
 	g.waitHealthy("site0", 30*time.Second)
+	g.startSidecars()
+	g.waitSidecarsRenewed()
 	n := len(g.topo.Sites)
 	g.proxies[0].Cut()  // daemon → site0's MySQL
 	g.links[0][n].Cut() // site0's sidecar → daemon
@@ -294,8 +334,9 @@ func TestPeerGossipFencesAPrimaryTheDaemonCannotReach(t *testing.T) {
 func TestDaemonDownDoesNotFenceAHealthyGroup(t *testing.T) {
 	g := newGroup(t, groupOptions{sites: 3, fencing: "sidecar", sidecars: true, lease: "3s"})
 	g.startDaemon()
-	g.startSidecars()
 	g.waitHealthy("site0", 30*time.Second)
+	g.startSidecars()
+	g.waitSidecarsRenewed()
 	load := testenv.StartWriteLoad(t, testenv.AppDSNs(g.topo.Sites...), testenv.WriteLoadOptions{Workers: 1})
 	load.WaitForAcks(t, 20, 20*time.Second)
 	g.stopDaemon()
@@ -313,8 +354,9 @@ func TestDaemonDownDoesNotFenceAHealthyGroup(t *testing.T) {
 func TestRestartedOldPrimaryStaysFenced(t *testing.T) {
 	g := newGroup(t, groupOptions{sites: 3, fencing: "sidecar", sidecars: true})
 	g.startDaemon()
-	g.startSidecars()
 	g.waitHealthy("site0", 30*time.Second)
+	g.startSidecars()
+	g.waitSidecarsRenewed()
 	g.kill(0)
 	g.expectSolePrimary("site1")
 	ctx, cancel := contextWithTimeout(30 * time.Second)
