@@ -36,18 +36,21 @@ func (s *sidecars) known(site string) bool {
 // record stores r as received at at.
 func (s *sidecars) record(r sidecar.Report, at time.Time) {
 	o := sitepair.SidecarObservation{
-		Configured: true, LastReport: at, Epoch: r.Epoch, FencedEpoch: r.FencedEpoch, MysqldDown: !r.MySQLdUp,
+		Configured: true, LastReport: at, Epoch: r.Epoch, EpochSince: at, FencedEpoch: r.FencedEpoch, MysqldDown: !r.MySQLdUp,
 	}
 	for peer, p := range r.Peers {
 		if o.Served == nil {
-			o.Served = map[string]time.Time{}
+			o.Served = map[string]sitepair.Served{}
 		}
 		// The serving happened at least ServedAgoMs before the report was
 		// sent, which is before it arrived: an upper bound on our clock.
-		o.Served[peer] = at.Add(-time.Duration(max(p.ServedAgoMs, 0)) * time.Millisecond)
+		o.Served[peer] = sitepair.Served{At: at.Add(-time.Duration(max(p.ServedAgoMs, 0)) * time.Millisecond), Epoch: p.ServedEpoch}
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if prev, ok := s.latest[r.Site]; ok && prev.Epoch == r.Epoch {
+		o.EpochSince = prev.EpochSince
+	}
 	s.latest[r.Site] = o
 }
 

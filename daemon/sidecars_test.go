@@ -14,6 +14,7 @@ import (
 
 	"github.com/failoverd/failoverd/configs"
 	"github.com/failoverd/failoverd/sidecar"
+	"github.com/failoverd/failoverd/sitepair"
 	"github.com/failoverd/failoverd/view"
 )
 
@@ -82,7 +83,7 @@ func TestSidecarReport(t *testing.T) {
 	if !o.Configured || !o.LastReport.Equal(now) || o.Epoch != 7 || o.MysqldDown {
 		t.Fatalf("recorded %+v", o)
 	}
-	if got, want := o.Served["a"], now.Add(-1500*time.Millisecond); !got.Equal(want) {
+	if got, want := o.Served["a"], (sitepair.Served{At: now.Add(-1500 * time.Millisecond), Epoch: 7}); got != want {
 		t.Fatalf("served a at %v, want receipt minus age %v", got, want)
 	}
 	for name, c := range map[string]struct {

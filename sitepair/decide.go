@@ -557,7 +557,13 @@ func (v *view) leaseDeadline() (deadline time.Time, ok bool) {
 		if s.Sidecar.LastReport.IsZero() || s.Sidecar.Epoch < inf.Epoch {
 			return time.Time{}, false
 		}
-		last = later(last, s.Sidecar.Served[from.Name])
+		// A view served at the revoked epoch or later revokes rather than
+		// renews: the old one was served before the peer adopted the new.
+		if sv := s.Sidecar.Served[from.Name]; sv.Epoch >= inf.Epoch {
+			last = later(last, s.Sidecar.EpochSince)
+		} else {
+			last = later(last, sv.At)
+		}
 	}
 	return v.pol.LeaseDeadline(last), true
 }

@@ -51,8 +51,10 @@ func TestHardeningDecisions(t *testing.T) {
 			st: long, pol: &sidecarOnly, want: want{action: Promote, reason: ReasonPromote, target: "b", fence: []string{"a"}, proof: ProofLeaseExpired}},
 		{name: "lease: a peer sidecar still holding the old epoch can renew it", obs: group(site("a", UR, sidecar(seen)), site("b", RO, lost("a"), sidecar(SidecarObservation{Configured: true, LastReport: now, Epoch: 1}))),
 			st: long, pol: &sidecarOnly, want: want{action: Alert, reason: ReasonAwaitFenceConfirmation}},
-		{name: "lease: a peer served it the old view recently: wait", obs: group(site("a", UR, sidecar(seen)), site("b", RO, lost("a"), sidecar(SidecarObservation{Configured: true, LastReport: now, Epoch: 2, Served: map[string]time.Time{"a": now.Add(-5 * time.Second)}}))),
+		{name: "lease: a peer served it the old view recently: wait", obs: group(site("a", UR, sidecar(seen)), site("b", RO, lost("a"), sidecar(SidecarObservation{Configured: true, LastReport: now, Epoch: 2, Served: map[string]Served{"a": {At: now.Add(-5 * time.Second), Epoch: 1}}}))),
 			st: long, pol: &sidecarOnly, want: want{action: None, reason: ReasonAwaitLeaseExpiry}},
+		{name: "lease: a peer keeps serving it the revoking view: it does not renew", obs: group(site("a", UR, sidecar(seen)), site("b", RO, lost("a"), sidecar(SidecarObservation{Configured: true, LastReport: now, Epoch: 2, EpochSince: revokedAt, Served: map[string]Served{"a": {At: now, Epoch: 2}}}))),
+			st: long, pol: &sidecarOnly, want: want{action: Promote, reason: ReasonPromote, target: "b", fence: []string{"a"}, proof: ProofLeaseExpired}},
 		{name: "lease: this daemon serves views only since recently: wait", obs: func() Observed {
 			o := group(site("a", UR, sidecar(seen)), site("b", RO, lost("a"), sidecar(acked)))
 			o.ServingSince = now.Add(-5 * time.Second)

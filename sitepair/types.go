@@ -109,17 +109,26 @@ type SidecarObservation struct {
 	// LastReport is when its latest report arrived; zero when this daemon
 	// never received one (since it started or became leader).
 	LastReport time.Time
-	// Epoch is the view epoch the sidecar held in its latest report.
-	Epoch uint64
+	// Epoch is the view epoch the sidecar held in its latest report, and
+	// EpochSince when a report first held it.
+	Epoch      uint64
+	EpochSince time.Time
 	// FencedEpoch is the epoch under which the sidecar last fenced its
 	// MySQL (read back) or killed it; 0 = never.
 	FencedEpoch uint64
 	// MysqldDown: the latest report said the local mysqld is down.
 	MysqldDown bool
-	// Served bounds, per peer site, the last time this sidecar served that
-	// peer a view (receipt time minus the age it reported): until then the
-	// peer could renew its lease through this sidecar.
-	Served map[string]time.Time
+	// Served is, per peer site, the last view this sidecar served that
+	// peer: until then the peer could renew its lease through it.
+	Served map[string]Served
+}
+
+// Served is the last view a sidecar served one peer.
+type Served struct {
+	// At bounds when (receipt of the report minus the age it stated).
+	At time.Time
+	// Epoch is the epoch of the view served.
+	Epoch uint64
 }
 
 // Observed is one round of observations of a group.
