@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,6 +18,7 @@ import (
 	"time"
 
 	"github.com/failoverd/failoverd/test/testenv"
+	"github.com/failoverd/failoverd/view"
 )
 
 // Automatic failover of a hung (SIGSTOP) or isolated primary, with the two
@@ -23,6 +26,9 @@ import (
 // (issue 12). Every scenario runs a write load that logs each acknowledged
 // write with the site that acknowledged it, and checks that none is lost and
 // that the old primary acknowledged nothing after the new one's first ack.
+
+// viewKey is the view signing key the harness configures.
+const viewKey = "e2e-view-signing-key"
 
 // infiniteSemiSync is the semi-sync timeout the semisync proof needs (ms).
 const infiniteSemiSync = 4294967295
@@ -314,18 +320,20 @@ func TestPeerGossipFencesAPrimaryTheDaemonCannotReach(t *testing.T) {
 	n := len(g.topo.Sites)
 	g.proxies[0].Cut()  // daemon → site0's MySQL
 	g.links[0][n].Cut() // site0's sidecar → daemon
-	start := time.Now()
 	g.waitFor("partition seen", 20*time.Second, func() bool {
 		st, err := g.status()
 		return err == nil && st.Detection == "UnreachablePrimary"
 	})
+	revoked := time.Now()
 	if code, body := g.post("/v1/groups/orders/switchover?target=site1"); code != http.StatusAccepted {
 		t.Fatalf("switchover: %d %s", code, body)
 	}
-	g.waitFor("site0 fenced by its sidecar", 6*time.Second, func() bool {
-		return g.topo.Sites[0].QueryString(t, "SELECT @@global.read_only") == "1"
+	// Peers poll the daemon every checkInterval (300ms) and site0's sidecar
+	// polls its peers as often: gossip, not the 8 s lease, must fence it.
+	g.waitFor("site0 fenced by its sidecar", 4*time.Second, func() bool {
+		return readOnly(t, g.topo.Sites[0]) == "1"
 	})
-	t.Logf("site0 fenced %v after its daemon links were cut (lease 8s)", time.Since(start))
+	t.Logf("site0 fenced %v after the revoke, its daemon links cut (lease 8s)", time.Since(revoked))
 	g.expectSolePrimary("site1")
 }
 
@@ -366,7 +374,7 @@ func TestRestartedOldPrimaryStaysFenced(t *testing.T) {
 	}
 	deadline := time.Now().Add(8 * time.Second)
 	for time.Now().Before(deadline) {
-		if ro := g.topo.Sites[0].QueryString(t, "SELECT @@global.read_only"); ro != "1" {
+		if ro := readOnly(t, g.topo.Sites[0]); ro != "1" {
 			t.Fatalf("restarted old primary is writable (read_only=%s) while site1 is active", ro)
 		}
 		time.Sleep(200 * time.Millisecond)
@@ -388,4 +396,60 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 
 func contextWithTimeout(d time.Duration) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.Background(), d)
+}
+
+// A forged view (bad signature, or signed with another key) reaching a
+// sidecar through a peer changes nothing: the healthy primary stays
+// writable.
+func TestForgedViewChangesNothing(t *testing.T) {
+	// why is the rejection the sidecar must count.
+	forged := map[string]struct{ body, why string }{
+		"bad-signature": {`{"view":{"group":"orders","epoch":99,"activeSite":"site2","issuedAt":"2026-01-01T00:00:00Z"},"signature":"00"}`, "bad-signature"},
+		"other-key":     {signedWith(t, "not-the-key", 99, "site2"), "bad-signature"},
+		// Validly signed, but at the epoch the sidecar holds, naming another
+		// site: equal epochs never flip.
+		"equal-epoch-other-site": {signedWith(t, viewKey, 1, "site2"), "conflicting-epoch"},
+	}
+	for name, f := range forged {
+		t.Run(name, func(t *testing.T) {
+			forger := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+				w.Header().Set("Content-Type", "application/json")
+				_, _ = w.Write([]byte(f.body))
+			}))
+			defer forger.Close()
+			g := newGroup(t, groupOptions{sites: 3, fencing: "sidecar", sidecars: true})
+			g.startDaemon()
+			g.waitHealthy("site0", 30*time.Second)
+			g.startSidecars()
+			g.waitSidecarsRenewed()
+			// site0's sidecar now asks the forger instead of site1's sidecar.
+			g.links[0][1].Retarget(strings.TrimPrefix(forger.URL, "http://"))
+			time.Sleep(2 * time.Second) // several rounds
+			if w := g.writable(); !slices.Equal(w, []string{"site0"}) {
+				t.Fatalf("writable sites %v after a forged view, want [site0]", w)
+			}
+			resp, err := http.Get("http://" + g.sidecarAddrs[0] + "/metrics")
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if !strings.Contains(string(b), `failoverd_sidecar_rejected_views_total{why="`+f.why+`"}`) {
+				t.Fatalf("no %s rejection counted:\n%s", f.why, b)
+			}
+		})
+	}
+}
+
+func signedWith(t *testing.T, key string, epoch uint64, active string) string {
+	t.Helper()
+	s, err := view.Sign(view.View{Group: "orders", Epoch: epoch, ActiveSite: active, IssuedAt: time.Now()}, []byte(key))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := json.Marshal(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }

@@ -195,7 +195,7 @@ func newGroup(t testing.TB, o groupOptions) *group {
 		clusters = fmt.Sprintf("clusters:\n  - name: test\n    kubeconfig: %s\n    context: %s\n", o.kube.Kubeconfig, o.kube.Context)
 	}
 	if o.sidecars {
-		if err := os.WriteFile(filepath.Join(g.dir, "view.key"), []byte("e2e-view-signing-key\n"), 0o600); err != nil {
+		if err := os.WriteFile(filepath.Join(g.dir, "view.key"), []byte(viewKey+"\n"), 0o600); err != nil {
 			t.Fatal(err)
 		}
 		daemonCfg += "  viewSigningKeyFile: view.key\n"
@@ -419,11 +419,27 @@ func (g *group) writable() []string {
 		if !m.Running() || m.Paused() {
 			continue
 		}
-		if m.QueryString(g.t, "SELECT @@global.read_only") == "0" {
+		if readOnly(g.t, m) == "0" {
 			out = append(out, fmt.Sprintf("site%d", i))
 		}
 	}
 	return out
+}
+
+// readOnly reads @@global.read_only, retrying on a broken pooled
+// connection (a fence kills every client session, the harness's too).
+func readOnly(t testing.TB, m *testenv.MariaDB) string {
+	t.Helper()
+	var v string
+	var err error
+	for range 5 {
+		if err = m.AdminDB(t).QueryRow("SELECT @@global.read_only").Scan(&v); err == nil {
+			return v
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("read read_only of %s: %v", m.Name, err)
+	return ""
 }
 
 // follows reports whether replica replicates from source with both threads

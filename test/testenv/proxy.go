@@ -51,6 +51,24 @@ func NewProxy(t T, name, upstream string) *Proxy {
 	return px
 }
 
+// Retarget makes the proxy forward new connections to upstream instead,
+// on the same address (existing connections are dropped): a test points a
+// client at an impostor without reconfiguring it.
+func (p *Proxy) Retarget(upstream string) {
+	p.t.Helper()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.proxy.Stop()
+	p.proxy.Upstream = upstream
+	p.Upstream = upstream
+	if p.cut {
+		return
+	}
+	if err := p.proxy.Start(); err != nil {
+		p.t.Fatalf("testenv: retarget proxy %s on %s to %s: %v", p.Name, p.addr, upstream, err)
+	}
+}
+
 // Addr returns the proxy's "127.0.0.1:PORT".
 func (p *Proxy) Addr() string { return p.addr }
 
