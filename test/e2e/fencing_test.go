@@ -96,14 +96,7 @@ func (g *group) startSidecars() {
 				g.t.Logf("sidecar %d output:\n%s", i, tail(p.logs.String(), 40))
 			}
 		})
-		g.waitFor(fmt.Sprintf("sidecar%d answers /healthz", i), 15*time.Second, func() bool {
-			resp, err := http.Get("http://" + g.sidecarAddrs[i] + "/healthz")
-			if err != nil {
-				return false
-			}
-			resp.Body.Close()
-			return resp.StatusCode == http.StatusOK
-		})
+		g.waitFor(fmt.Sprintf("sidecar%d answers /healthz", i), 15*time.Second, answersHealthz(g.sidecarAddrs[i]))
 	}
 }
 
@@ -175,24 +168,33 @@ func (g *group) pause(i int) {
 func checkNoOverlap(t *testing.T, g *group, load *testenv.WriteLoad, oldIdx, newIdx int) {
 	t.Helper()
 	acks := load.Acks()
-	var firstNew time.Time
-	for _, a := range acks {
-		if a.Target == newIdx && (firstNew.IsZero() || a.At.Before(firstNew)) {
-			firstNew = a.At
-		}
-	}
+	firstNew, overlap := overlapping(acks, oldIdx, newIdx)
 	if firstNew.IsZero() {
 		t.Fatalf("no write acknowledged by site%d", newIdx)
 	}
-	for _, a := range acks {
-		if a.Target == oldIdx && a.At.After(firstNew) {
-			t.Errorf("site%d acknowledged write %d at %s, after site%d's first ack at %s", oldIdx, a.ID, a.At.Format(time.RFC3339Nano), newIdx, firstNew.Format(time.RFC3339Nano))
-		}
+	for _, a := range overlap {
+		t.Errorf("site%d acknowledged write %d at %s, after site%d's first ack at %s", oldIdx, a.ID, a.At.Format(time.RFC3339Nano), newIdx, firstNew.Format(time.RFC3339Nano))
 	}
 	if missing := load.Missing(t, g.topo.Sites[newIdx].AppDB(t)); len(missing) > 0 {
 		t.Fatalf("%d acknowledged writes missing on site%d: %v", len(missing), newIdx, missing[:min(len(missing), 10)])
 	}
 	t.Logf("writes resumed on site%d %v after the last ack on site%d; %d acks, none lost", newIdx, firstNew.Sub(lastAck(acks, oldIdx)), oldIdx, len(acks))
+}
+
+// overlapping returns the new primary's first ack and the old primary's
+// acks after it (which must not exist).
+func overlapping(acks []testenv.Ack, oldIdx, newIdx int) (firstNew time.Time, overlap []testenv.Ack) {
+	for _, a := range acks {
+		if a.Target == newIdx && (firstNew.IsZero() || a.At.Before(firstNew)) {
+			firstNew = a.At
+		}
+	}
+	for _, a := range acks {
+		if !firstNew.IsZero() && a.Target == oldIdx && a.At.After(firstNew) {
+			overlap = append(overlap, a)
+		}
+	}
+	return firstNew, overlap
 }
 
 func lastAck(acks []testenv.Ack, target int) time.Time {

@@ -274,14 +274,19 @@ func (g *group) startDaemon(env ...string) {
 	exited := make(chan struct{})
 	g.exited = exited
 	go func() { _ = cmd.Wait(); close(exited) }()
-	g.waitFor("daemon answers /healthz", 15*time.Second, func() bool {
-		resp, err := http.Get("http://" + g.listen + "/healthz")
+	g.waitFor("daemon answers /healthz", 15*time.Second, answersHealthz(g.listen))
+}
+
+// answersHealthz reports whether the server at addr answers GET /healthz.
+func answersHealthz(addr string) func() bool {
+	return func() bool {
+		resp, err := http.Get("http://" + addr + "/healthz")
 		if err != nil {
 			return false
 		}
 		resp.Body.Close()
 		return resp.StatusCode == http.StatusOK
-	})
+	}
 }
 
 // stopDaemon ends the daemon (SIGTERM, then SIGKILL) and logs its output on

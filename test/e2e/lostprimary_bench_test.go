@@ -156,22 +156,16 @@ func lostOnce(b *testing.B, c lostCase) lostRun {
 	load.WaitForAcks(b, len(load.Acked())+20, 30*time.Second)
 	load.Stop()
 	acks := load.Acks()
-	var lastBefore, firstNew time.Time
+	var lastBefore time.Time
 	for _, a := range acks {
 		if a.At.Before(start) && a.At.After(lastBefore) {
 			lastBefore = a.At
 		}
-		if a.Target == 1 && (firstNew.IsZero() || a.At.Before(firstNew)) {
-			firstNew = a.At
-		}
 	}
+	firstNew, overlap := overlapping(acks, 0, 1)
 	run.gap = firstNew.Sub(lastBefore)
 	run.lost = len(load.Missing(b, g.topo.Sites[1].AppDB(b)))
-	for _, a := range acks {
-		if a.Target == 0 && a.At.After(firstNew) {
-			run.overlap++
-		}
-	}
+	run.overlap = len(overlap)
 	if c.hang && g.topo.Sites[0].Running() {
 		_ = g.topo.Sites[0].Resume() // let cleanup stop it
 	}
