@@ -207,15 +207,13 @@ func lastAck(acks []testenv.Ack, target int) time.Time {
 	return last
 }
 
-// lostPrimary is the acceptance scenario: the primary hangs (SIGSTOP) or is
-// isolated under write load; another site takes over with no acknowledged
-// write lost and no overlap; once it returns, the old primary is fenced.
-func lostPrimary(t *testing.T, o groupOptions, hang bool) {
+// startUnderLoad starts a 3-site group (site0's links on fault proxies
+// unless hang), its daemon and sidecars, and a write load that acknowledged
+// a few writes.
+func startUnderLoad(tb testing.TB, o groupOptions, hang bool) (*group, *testenv.WriteLoad) {
 	o.sites = 3
-	if !hang {
-		o.isolatable = true
-	}
-	g := newGroup(t, o)
+	o.isolatable = !hang
+	g := newGroup(tb, o)
 	g.startDaemon()
 	// Sidecars join a group whose primary the daemon adopted (one started
 	// earlier holds no view naming its site, and its lease starts expired).
@@ -224,8 +222,16 @@ func lostPrimary(t *testing.T, o groupOptions, hang bool) {
 		g.startSidecars()
 		g.waitSidecarsRenewed()
 	}
-	load := testenv.StartWriteLoad(t, testenv.AppDSNs(g.topo.Sites...), testenv.WriteLoadOptions{Workers: 2, Timeout: 2 * time.Second})
-	load.WaitForAcks(t, 50, 20*time.Second)
+	load := testenv.StartWriteLoad(tb, testenv.AppDSNs(g.topo.Sites...), testenv.WriteLoadOptions{Workers: 2, Timeout: 2 * time.Second})
+	load.WaitForAcks(tb, 50, 20*time.Second)
+	return g, load
+}
+
+// lostPrimary is the acceptance scenario: the primary hangs (SIGSTOP) or is
+// isolated under write load; another site takes over with no acknowledged
+// write lost and no overlap; once it returns, the old primary is fenced.
+func lostPrimary(t *testing.T, o groupOptions, hang bool) {
+	g, load := startUnderLoad(t, o, hang)
 	t.Cleanup(func() {
 		if t.Failed() {
 			for _, r := range g.topo.Sites[1:] {

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/failoverd/failoverd/test/benchdoc"
-	"github.com/failoverd/failoverd/test/testenv"
 )
 
 // lostCase is one way of losing the primary with one fencing mode.
@@ -122,18 +121,7 @@ Reproduce: `+"`FAILOVERD_BENCH_WRITE=1 go test -run '^$' -bench BenchmarkLostPri
 
 // lostOnce runs one case on a fresh group.
 func lostOnce(b *testing.B, c lostCase) lostRun {
-	o := c.opts
-	o.sites = 3
-	o.isolatable = !c.hang
-	g := newGroup(b, o)
-	g.startDaemon()
-	g.waitHealthy("site0", 30*time.Second)
-	if o.sidecars {
-		g.startSidecars()
-		g.waitSidecarsRenewed()
-	}
-	load := testenv.StartWriteLoad(b, testenv.AppDSNs(g.topo.Sites...), testenv.WriteLoadOptions{Workers: 2, Timeout: 2 * time.Second})
-	load.WaitForAcks(b, 50, 20*time.Second)
+	g, load := startUnderLoad(b, c.opts, c.hang)
 	time.Sleep(time.Duration(rand.Int64N(int64(500 * time.Millisecond))))
 	start := time.Now()
 	if c.hang {
