@@ -308,10 +308,24 @@ func (g *group) revoke(ctx context.Context, d sitepair.Decision) error {
 	g.mu.Unlock()
 	g.log.Warn("epoch.revoked", "epoch", d.Epoch, "from", d.From, "to", d.Target, "planned", d.Planned, "reason", string(d.Reason))
 	g.failpoint(StepRevoked)
-	if err := g.bestEffortFence(ctx, d.Fence); err != nil {
-		// Best effort: the old primary may be down; phase 2 waits for a proof.
-		g.log.Info("fence.best_effort_failed", "err", err)
+	// Both at once: a hung old primary makes the fence attempt and the IO
+	// threads reading from it slow.
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		if err := g.bestEffortFence(ctx, d.Fence); err != nil {
+			// Best effort: the old primary may be down; phase 2 waits for a proof.
+			g.log.Info("fence.best_effort_failed", "err", err)
+		}
+	})
+	if len(d.Detach) > 0 {
+		wg.Go(func() {
+			if err := g.stopIO(ctx, d.Detach); err != nil {
+				// The next decision sees which IO threads still run and retries.
+				g.log.Warn("semisync.detach_failed", "err", err)
+			}
+		})
 	}
+	wg.Wait()
 	return nil
 }
 

@@ -466,7 +466,8 @@ type Decision struct {
 	Fence []string
 	// Repoint lists the sites to replicate from Target (Promote, Rejoin).
 	Repoint []string
-	// Detach lists the sites whose IO thread to stop (StopReplicaIO).
+	// Detach lists the sites whose IO thread to stop (StopReplicaIO; with
+	// RevokeEpoch under semi-sync fencing, right after the revoke).
 	Detach []string
 	// Diverged lists the divergences to record (MarkDiverged).
 	Diverged []Divergence
