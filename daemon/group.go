@@ -11,6 +11,7 @@ import (
 	"github.com/failoverd/failoverd/configs"
 	"github.com/failoverd/failoverd/gtid"
 	"github.com/failoverd/failoverd/sitepair"
+	"github.com/failoverd/failoverd/statemachine"
 	"github.com/failoverd/failoverd/store"
 	"github.com/failoverd/failoverd/view"
 )
@@ -349,6 +350,24 @@ func (g *group) stopIO(ctx context.Context, sites []string) error {
 	return errors.Join(errs...)
 }
 
+// reachable keeps the sites not debounced unreachable: a best-effort fence
+// of a lost site only spends the promotion's time.
+func (g *group) reachable(sites []string) []string {
+	if len(sites) == 0 {
+		return nil
+	}
+	var out []string
+	obs := g.obs.Observed()
+	for _, s := range sites {
+		for _, o := range obs.Sites {
+			if o.Name == s && o.State != statemachine.Unreachable {
+				out = append(out, s)
+			}
+		}
+	}
+	return out
+}
+
 // bestEffortFence fences sites that may well be hung or gone, within a
 // couple of probe timeouts: the failover must not wait on them (a proof
 // that does not need them is, or will be, available).
@@ -385,9 +404,9 @@ func (g *group) promote(ctx context.Context, d sitepair.Decision) error {
 	if err := g.retarget(ctx, d.Target); err != nil {
 		return fmt.Errorf("promote %s: %w", d.Target, err)
 	}
-	if len(d.Fence) > 0 {
+	if fence := g.reachable(d.Fence); len(fence) > 0 {
 		// Best effort only: the proof already holds (down or lease expired).
-		_ = g.bestEffortFence(ctx, d.Fence)
+		_ = g.bestEffortFence(ctx, fence)
 	}
 	res, err := g.exec.drain(ctx, d.Target)
 	if err != nil {

@@ -94,7 +94,12 @@ func (i *Instance) WaitRelayDrained(ctx context.Context, target gtid.Set, timeou
 		if remaining <= 0 {
 			return i.fail(op, "wait", fmt.Errorf("%w after %v: SQL thread %s, waiting for %q", ErrDrainTimeout, timeout, rep.SQLThread, pos))
 		}
-		q, err := i.d.waitQuery(pos, min(remaining, drainSlice))
+		slice := drainSlice
+		if rep.RelayExhausted() {
+			// Confirming an exhausted relay log needs a second look soon.
+			slice = drainSlice / 5
+		}
+		q, err := i.d.waitQuery(pos, min(remaining, slice))
 		if err != nil {
 			return i.fail(op, "build wait", err)
 		}

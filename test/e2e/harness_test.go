@@ -108,14 +108,15 @@ func newGroup(t testing.TB, o groupOptions) *group {
 	// first start, so site0 is made writable the way failoverd does it.
 	promote.Site(t, topo.Sites[0])
 	g := &group{t: t, topo: topo, dir: t.TempDir()}
-	if o.semiSyncTimeoutMs > 0 {
-		// As configs.SemiSyncSettings says: the timeout everywhere, the
-		// primary side on the primary only.
-		for i, m := range topo.Sites {
+	// As configs.SemiSyncSettings says: the primary side on the primary
+	// only (on a replica it makes the applier wait for acknowledgements),
+	// and the timeout everywhere.
+	for i, m := range topo.Sites {
+		if i > 0 {
+			m.Exec(t, "SET GLOBAL rpl_semi_sync_master_enabled = OFF")
+		}
+		if o.semiSyncTimeoutMs > 0 {
 			m.Exec(t, fmt.Sprintf("SET GLOBAL rpl_semi_sync_master_timeout = %d", o.semiSyncTimeoutMs))
-			if i > 0 {
-				m.Exec(t, "SET GLOBAL rpl_semi_sync_master_enabled = OFF")
-			}
 		}
 	}
 	if o.isolatable {
@@ -304,7 +305,7 @@ func (g *group) stopDaemon() {
 		_ = g.cmd.Process.Kill()
 		<-g.exited
 	}
-	if g.t.Failed() {
+	if g.t.Failed() || os.Getenv("FAILOVERD_E2E_LOGS") == "1" {
 		g.t.Logf("failoverd output:\n%s", tail(g.logs.String(), 80))
 	}
 	g.cmd = nil
