@@ -401,12 +401,13 @@ func (v *view) failover() Decision {
 	d.Epoch = st.Epoch + 1
 	d.Target, d.From = target, st.ActiveSite
 	d.Fence = []string{st.ActiveSite}
-	// Detach the replicas from the lost primary with the revoke itself:
-	// the promotion stops the target's IO thread anyway (before reading
-	// what it retrieved), semi-sync fencing needs every one stopped, and
-	// stopping an IO thread whose source hangs takes MariaDB seconds, which
-	// this overlaps with the wait for a fence proof.
-	d.Detach, _ = v.semiSyncDetach(v.sites[v.index(st.ActiveSite)])
+	// Semi-sync fencing: detach the replicas with the revoke itself rather
+	// than one decision round later (stopping an IO thread whose source
+	// hangs takes MariaDB seconds). Not in other modes: the primary-down
+	// proof needs the replicas' running IO threads as witnesses.
+	if from := v.sites[v.index(st.ActiveSite)]; pol.Fencing.UsesSemiSync() && pol.SemiSyncReady(from.SemiSync) == "" {
+		d.Detach, _ = v.semiSyncDetach(from)
+	}
 	return d
 }
 

@@ -219,3 +219,17 @@ func TestPublishedViewIsOutranked(t *testing.T) {
 		t.Fatalf("after %s: %+v", d, next)
 	}
 }
+
+// The revoke detaches the replicas only under semi-sync fencing: elsewhere
+// their running IO threads are the witnesses the primary-down proof needs.
+func TestRevokeDetachesOnlyUnderSemiSync(t *testing.T) {
+	obs := group(site("a", UR, semiSync(safeSemiSync)), site("b", RO, lost("a")), site("c", RO, lost("a")))
+	semi := polWith(func(p *Policy) { p.Fencing = FencingSemiSync })
+	if d := Decide(obs, active("a"), semi, now); d.Action != RevokeEpoch || len(d.Detach) != 2 {
+		t.Fatalf("semisync: %s detach %v, want a revoke detaching b and c", d, d.Detach)
+	}
+	conf := polWith(func(p *Policy) { p.Fencing = FencingConfirmed })
+	if d := Decide(obs, active("a"), conf, now); d.Action != RevokeEpoch || len(d.Detach) != 0 {
+		t.Fatalf("confirmed: %s detach %v, want a revoke detaching nothing", d, d.Detach)
+	}
+}
