@@ -58,6 +58,9 @@ type dialect struct {
 	semiTimeoutVars, semiWaitNoReplicaVars, semiWaitPointVars []string
 
 	processListQuery string
+	// ioThreadsQuery lists the replication receiver threads' ids (column
+	// id); "" when StopReplicaIO need not kill them first.
+	ioThreadsQuery string
 
 	changeSource func(src Source) (string, error)
 	// waitPosition turns a GTID set into waitQuery's argument.
@@ -308,6 +311,9 @@ func mariadbDialect(Flavor) dialect {
 		notReplicaErrnos: []uint16{errBadReplica, errMasterInfo},
 		// Every replica ReplicateFrom configures uses GTID (MASTER_USE_GTID).
 		startPurgesRelayLog: true,
+		// STOP SLAVE IO_THREAD waits about 2 s for a receiver blocked on a
+		// hung source; KILL interrupts it at once.
+		ioThreadsQuery: "SELECT ID AS id FROM information_schema.PROCESSLIST WHERE COMMAND = 'Slave_IO'",
 
 		semiPrimaryVars: primaryVars, semiReplicaVars: replicaVars,
 		semiPrimaryStatus: primaryStatus, semiReplicaStatus: replicaStatus,

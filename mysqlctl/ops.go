@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
 	"time"
 )
 
@@ -147,6 +148,22 @@ func (i *Instance) StopReplicaIO(ctx context.Context) error {
 			return i.fail(op, "start SQL thread", err)
 		}
 		i.log.Warn("mysqlctl: started stopped SQL thread before stopping the IO thread", "addr", i.addr)
+	}
+	if i.d.ioThreadsQuery != "" && rep.IOThread.Running() {
+		// A receiver blocked on a hung source makes STOP wait seconds, the
+		// failover's time: interrupt it first (STOP then finds it gone).
+		rs, err := i.q.query(ctx, i.d.ioThreadsQuery)
+		if err != nil {
+			return i.fail(op, "list receiver threads", err)
+		}
+		for n := range rs.rows {
+			id, err := strconv.ParseUint(rs.row(n).str("id"), 10, 64)
+			if err != nil {
+				continue
+			}
+			// Already gone is fine: STOP below settles it either way.
+			_ = i.q.exec(ctx, i.d.kill(id))
+		}
 	}
 	err = i.q.exec(ctx, i.d.stopIOThread)
 	if err != nil && !slices.Contains(i.d.notReplicaErrnos, errNumber(err)) {

@@ -242,10 +242,15 @@ func TestReplicaIOThreadSQL(t *testing.T) {
 			wantErr: ErrNotReplica},
 		{name: "mariadb stop", flavor: mariadb, run: stopIO,
 			setup: func(db *fakeDB) { db.on("SHOW ALL SLAVES STATUS", mariaRunning) },
-			want:  []string{"SHOW ALL SLAVES STATUS", "STOP SLAVE IO_THREAD"}},
+			want:  []string{"SHOW ALL SLAVES STATUS", "SELECT ID AS id FROM information_schema.PROCESSLIST WHERE COMMAND = 'Slave_IO'", "STOP SLAVE IO_THREAD"}},
+		{name: "mariadb stop kills the receiver first (STOP waits seconds for one blocked on a hung source)", flavor: mariadb, run: stopIO,
+			setup: func(db *fakeDB) {
+				db.on("SHOW ALL SLAVES STATUS", mariaRunning).on("SELECT ID AS id FROM information_schema.PROCESSLIST", table("id").row("42").ok())
+			},
+			want: []string{"SHOW ALL SLAVES STATUS", "SELECT ID AS id FROM information_schema.PROCESSLIST WHERE COMMAND = 'Slave_IO'", "KILL CONNECTION 42", "STOP SLAVE IO_THREAD"}},
 		{name: "mariadb stop starts a stopped applier while the IO thread runs", flavor: mariadb, run: stopIO,
 			setup: func(db *fakeDB) { db.on("SHOW ALL SLAVES STATUS", mariaReplica("Yes", "No", "0-1-17", "0", "")) },
-			want:  []string{"SHOW ALL SLAVES STATUS", "START SLAVE SQL_THREAD", "STOP SLAVE IO_THREAD"}},
+			want:  []string{"SHOW ALL SLAVES STATUS", "START SLAVE SQL_THREAD", "SELECT ID AS id FROM information_schema.PROCESSLIST WHERE COMMAND = 'Slave_IO'", "STOP SLAVE IO_THREAD"}},
 		{name: "mariadb stop with both threads stopped starts nothing", flavor: mariadb, run: stopIO,
 			setup: func(db *fakeDB) { db.on("SHOW ALL SLAVES STATUS", mariaReplica("No", "No", "0-1-17", "0", "")) },
 			want:  []string{"SHOW ALL SLAVES STATUS", "STOP SLAVE IO_THREAD"}},
@@ -254,7 +259,7 @@ func TestReplicaIOThreadSQL(t *testing.T) {
 			setup: func(db *fakeDB) {
 				db.on("SHOW ALL SLAVES STATUS", mariaRunning).on("STOP SLAVE IO_THREAD", fails(serverErr(1617, "There is no master connection ''")))
 			},
-			want: []string{"SHOW ALL SLAVES STATUS", "STOP SLAVE IO_THREAD"}},
+			want: []string{"SHOW ALL SLAVES STATUS", "SELECT ID AS id FROM information_schema.PROCESSLIST WHERE COMMAND = 'Slave_IO'", "STOP SLAVE IO_THREAD"}},
 		{name: "mariadb start", flavor: mariadb, run: startIO,
 			setup: func(db *fakeDB) { db.on("SHOW ALL SLAVES STATUS", mariaReplica("No", "Yes", "0-1-17", "0", "")) },
 			want:  []string{"SHOW ALL SLAVES STATUS", "START SLAVE IO_THREAD"}},
