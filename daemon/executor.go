@@ -88,17 +88,26 @@ func newConnections(dial Dialer, sites []configs.Site) *connections {
 
 func (c *connections) get(ctx context.Context, site string) (Instance, error) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	if in, ok := c.conns[site]; ok {
+	in, ok := c.conns[site]
+	s, known := c.sites[site]
+	c.mu.Unlock()
+	if ok {
 		return in, nil
 	}
-	s, ok := c.sites[site]
-	if !ok {
+	if !known {
 		return nil, fmt.Errorf("site %q is not configured", site)
 	}
+	// Dial without the lock: a hung site must not hold up the others
+	// (a failover fences one and detaches the rest at the same time).
 	in, err := c.dial(ctx, s)
 	if err != nil {
 		return nil, fmt.Errorf("connect to %s: %w", site, err)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if cur, ok := c.conns[site]; ok {
+		_ = in.Close() // lost a race with another dial: keep one
+		return cur, nil
 	}
 	c.conns[site] = in
 	return in, nil
