@@ -312,12 +312,14 @@ func (g *group) revoke(ctx context.Context, d sitepair.Decision) error {
 	// Both at once: a hung old primary makes the fence attempt and the IO
 	// threads reading from it slow.
 	var wg sync.WaitGroup
-	wg.Go(func() {
-		if err := g.bestEffortFence(ctx, d.Fence); err != nil {
-			// Best effort: the old primary may be down; phase 2 waits for a proof.
-			g.log.Info("fence.best_effort_failed", "err", err)
-		}
-	})
+	if fence := g.reachable(d.Fence); len(fence) > 0 {
+		wg.Go(func() {
+			if err := g.bestEffortFence(ctx, fence); err != nil {
+				// Best effort: the old primary may be down; phase 2 waits for a proof.
+				g.log.Info("fence.best_effort_failed", "err", err)
+			}
+		})
+	}
 	if len(d.Detach) > 0 {
 		wg.Go(func() {
 			if err := g.stopIO(ctx, d.Detach); err != nil {

@@ -266,6 +266,9 @@ func TestRevokeTimeIsTakenAfterTheDurableWrite(t *testing.T) {
 		return nil, errors.New("unreachable")
 	}, cfg.Sites), log: g.log}
 	g.state = sitepair.Persisted{Epoch: 1, ActiveSite: "a"}
+	g.obs = fixedObs{sitepair.Observed{Sites: []sitepair.SiteObservation{
+		{Name: "a", State: statemachine.ReadOnly}, {Name: "b", Index: 1, State: statemachine.ReadOnly},
+	}}}
 	var savedAt time.Time
 	ms.onSave = func(store.GroupState) { savedAt = clock() }
 	d := sitepair.Decision{Action: sitepair.RevokeEpoch, Reason: sitepair.ReasonFailoverRevoke, From: "a", Target: "b", Epoch: 2, Fence: []string{"a"}}

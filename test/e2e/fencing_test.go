@@ -240,6 +240,7 @@ func lostPrimary(t *testing.T, o groupOptions, hang bool) {
 			}
 		}
 	})
+	t.Logf("fault at %s", time.Now().Format(time.RFC3339Nano))
 	if hang {
 		g.pause(0)
 	} else {
