@@ -175,15 +175,14 @@ func (d *Daemon) newGroup(gc configs.Group) (*group, error) {
 // policyOf maps a group's configuration onto the decision policy.
 func policyOf(gc configs.Group) sitepair.Policy {
 	return sitepair.Policy{
-		Fencing:              sitepair.FencingMode(gc.FencingMode()),
-		LeaseTimeout:         gc.Sidecar.LeaseTimeout,
-		SidecarCheckInterval: gc.Sidecar.CheckInterval,
-		FailoverCooldown:     gc.FailoverCooldown,
-		EscalationCount:      gc.Escalation.MaxFailovers,
-		EscalationWindow:     gc.Escalation.Window,
-		MaxLag:               gc.MaxCandidateLag,
-		PreferSite:           gc.SplitBrain.PreferSite,
-		Detection:            statemachine.Detection(gc.Detection),
+		Fencing:          sitepair.FencingMode(gc.FencingMode()),
+		LeaseTimeout:     gc.Sidecar.LeaseTimeout,
+		FailoverCooldown: gc.FailoverCooldown,
+		EscalationCount:  gc.Escalation.MaxFailovers,
+		EscalationWindow: gc.Escalation.Window,
+		MaxLag:           gc.MaxCandidateLag,
+		PreferSite:       gc.SplitBrain.PreferSite,
+		Detection:        statemachine.Detection(gc.Detection),
 		// A replica that lost the primary well before the daemon did has a
 		// link problem of its own; a few failure windows is "at the same time".
 		CorroborationWindow: max(10*time.Second, 4*time.Duration(gc.FailureThreshold)*gc.PollInterval),

@@ -264,9 +264,6 @@ type Policy struct {
 	// LeaseTimeout is the sidecar's self-fence lease: how long it keeps its
 	// site writable without a fresh view saying the site is active.
 	LeaseTimeout time.Duration
-	// SidecarCheckInterval is how often a sidecar checks its lease; the
-	// fence may start up to one interval after the lease ran out.
-	SidecarCheckInterval time.Duration
 	// FailoverCooldown is the minimum time between the last failover or
 	// switchover and a new automatic failover.
 	FailoverCooldown time.Duration
@@ -303,20 +300,19 @@ type Policy struct {
 }
 
 // DefaultPolicy returns the defaults of the configuration: sidecar fencing
-// with a 10 s lease checked every second, 10 min cooldown, 3 failovers per
+// with a 10 s lease, 10 min cooldown, 3 failovers per
 // hour, 30 s max lag, corroborated detection.
 func DefaultPolicy() Policy {
 	return Policy{
-		Fencing:              FencingSidecar,
-		LeaseTimeout:         10 * time.Second,
-		SidecarCheckInterval: time.Second,
-		FailoverCooldown:     10 * time.Minute,
-		EscalationCount:      3,
-		EscalationWindow:     time.Hour,
-		MaxLag:               30 * time.Second,
-		Detection:            statemachine.Corroborated,
-		RefusedProbes:        2,
-		CatchUpTimeout:       30 * time.Second,
+		Fencing:          FencingSidecar,
+		LeaseTimeout:     10 * time.Second,
+		FailoverCooldown: 10 * time.Minute,
+		EscalationCount:  3,
+		EscalationWindow: time.Hour,
+		MaxLag:           30 * time.Second,
+		Detection:        statemachine.Corroborated,
+		RefusedProbes:    2,
+		CatchUpTimeout:   30 * time.Second,
 	}
 }
 
@@ -357,7 +353,7 @@ func (p Policy) Validate() error {
 	if p.Fencing.UsesSidecar() && p.LeaseTimeout <= 0 {
 		return fmt.Errorf("lease timeout %v must be positive with sidecar fencing: %w", p.LeaseTimeout, ErrInvalidPolicy)
 	}
-	if p.LeaseTimeout < 0 || p.SidecarCheckInterval < 0 || p.FailoverCooldown < 0 || p.EscalationWindow < 0 || p.MaxLag < 0 || p.SilenceAfter < 0 || p.CorroborationWindow < 0 {
+	if p.LeaseTimeout < 0 || p.FailoverCooldown < 0 || p.EscalationWindow < 0 || p.MaxLag < 0 || p.SilenceAfter < 0 || p.CorroborationWindow < 0 {
 		return fmt.Errorf("durations must not be negative: %w", ErrInvalidPolicy)
 	}
 	if p.RefusedProbes < 1 {
