@@ -286,10 +286,10 @@ func (d *Daemon) Run(ctx context.Context) error {
 }
 
 // Load retries when a new leader cannot read the persisted state.
-const (
-	leaderLoadAttempts = 5
-	leaderLoadRetry    = time.Second
-)
+const leaderLoadAttempts = 5
+
+// leaderLoadRetry is the pause between load attempts (a variable for tests).
+var leaderLoadRetry = time.Second
 
 // elect runs leader election on a Lease until ctx ends. Only the leader acts;
 // a leader that loses the lease stops acting at once: every action's context
@@ -313,19 +313,7 @@ func (d *Daemon) elect(ctx context.Context) error {
 			Lock: lock, LeaseDuration: le.LeaseDuration, RenewDeadline: le.RenewDeadline, RetryPeriod: le.RetryPeriod,
 			ReleaseOnCancel: true, Name: "failoverd",
 			Callbacks: leaderelection.LeaderCallbacks{
-				OnStartedLeading: func(lctx context.Context) {
-					since := d.opts.Clock()
-					// A new leader re-reads what the previous one persisted
-					// before acting on anything (no restart amnesia); one
-					// that cannot must not sit on the Lease doing nothing.
-					if err := d.loadAll(lctx); err != nil {
-						d.log.Error("leader.resigned", "identity", d.opts.Identity, "err", err)
-						resign()
-						return
-					}
-					d.lead.begin(lctx, since)
-					d.log.Info("leader.elected", "identity", d.opts.Identity)
-				},
+				OnStartedLeading: func(lctx context.Context) { d.startTerm(lctx, resign) },
 				OnStoppedLeading: func() {
 					d.lead.end()
 					d.log.Warn("leader.lost", "identity", d.opts.Identity)
@@ -349,6 +337,21 @@ func (d *Daemon) elect(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// startTerm begins a leadership term bound to lctx. A new leader re-reads
+// what the previous one persisted before acting on anything (no restart
+// amnesia); one that cannot must not sit on the Lease doing nothing, so it
+// resigns.
+func (d *Daemon) startTerm(lctx context.Context, resign func()) {
+	since := d.opts.Clock()
+	if err := d.loadAll(lctx); err != nil {
+		d.log.Error("leader.resigned", "identity", d.opts.Identity, "err", err)
+		resign()
+		return
+	}
+	d.lead.begin(lctx, since)
+	d.log.Info("leader.elected", "identity", d.opts.Identity)
 }
 
 // loadAll re-reads every group's persisted state, retrying a few times.
