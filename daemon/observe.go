@@ -4,7 +4,6 @@ import (
 	"context"
 	"log/slog"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/failoverd/failoverd/configs"
@@ -18,45 +17,6 @@ import (
 type polled struct {
 	cfg     configs.Group
 	tracker *poller.Tracker
-
-	mu    sync.Mutex
-	sites map[string]*history
-}
-
-// history is what the daemon remembers of a site across probes beyond the
-// tracker's latest ones.
-type history struct {
-	refused         int       // consecutive refused probes, newest last
-	streamingFrom   string    // the source it was last seen streaming from
-	lastStreamingAt time.Time // when (daemon clock)
-}
-
-// note updates the site's history with one probe.
-func (p *polled) note(o poller.Observation) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	h := p.sites[o.Site]
-	if h == nil {
-		h = &history{}
-		p.sites[o.Site] = h
-	}
-	if !o.Reachable && o.Class == poller.ClassRefused {
-		h.refused++
-	} else {
-		h.refused = 0
-	}
-	if o.Reachable && o.Follows != "" && o.IOConnected && !o.SourceSilent {
-		h.streamingFrom, h.lastStreamingAt = o.Follows, o.At
-	}
-}
-
-func (p *polled) history(site string) history {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if h := p.sites[site]; h != nil {
-		return *h
-	}
-	return history{}
 }
 
 // pollerObservations starts polling every site of g until ctx ends.
@@ -69,10 +29,9 @@ func pollerObservations(ctx context.Context, g configs.Group, log *slog.Logger) 
 	if err != nil {
 		return nil, err
 	}
-	pl := &polled{cfg: g, tracker: tr, sites: map[string]*history{}}
+	pl := &polled{cfg: g, tracker: tr}
 	go func() {
 		err := p.Run(ctx, func(o poller.Observation) {
-			pl.note(o)
 			if ev, changed, err := tr.Observe(o); err != nil {
 				log.Error("observe.failed", "site", o.Site, "err", err)
 			} else if changed {
@@ -91,16 +50,16 @@ func (p *polled) Observed() sitepair.Observed {
 	out := sitepair.Observed{Sites: make([]sitepair.SiteObservation, 0, len(p.cfg.Sites))}
 	for i, s := range p.cfg.Sites {
 		v, _ := p.tracker.Site(s.Name)
-		out.Sites = append(out.Sites, siteObservation(i, s, v, p.history(s.Name)))
+		out.Sites = append(out.Sites, siteObservation(i, s, v))
 	}
 	return out
 }
 
 // siteObservation turns the poller's view of one site into decision input.
-func siteObservation(index int, s configs.Site, v poller.SiteView, h history) sitepair.SiteObservation {
+func siteObservation(index int, s configs.Site, v poller.SiteView) sitepair.SiteObservation {
 	o := sitepair.SiteObservation{
 		Name: s.Name, Role: sitepair.Role(s.Role), Priority: s.Priority, Index: index,
-		State: v.State, Debouncing: v.Debouncing, RefusedProbes: h.refused,
+		State: v.State, Debouncing: v.Debouncing, RefusedProbes: v.RefusedInARow,
 	}
 	if !v.HasReachable {
 		return o
@@ -117,8 +76,8 @@ func siteObservation(index int, s configs.Site, v poller.SiteView, h history) si
 		o.SemiSync = sitepair.SemiSyncObservation{Known: true, Enabled: ss.PrimaryEnabled, Active: ss.PrimaryActive,
 			Timeout: ss.Timeout, WaitNoReplica: ss.WaitNoReplica, WaitPoint: ss.WaitPoint}
 	}
-	if h.streamingFrom != "" && h.streamingFrom == r.Follows {
-		o.LastStreamingAt = h.lastStreamingAt
+	if v.StreamingFrom != "" && v.StreamingFrom == r.Follows {
+		o.LastStreamingAt = v.StreamingAt
 	}
 	if st.Executed.Flavor() == gtid.MariaDB {
 		o.ServerID = strconv.FormatUint(uint64(st.ServerID), 10)

@@ -45,6 +45,12 @@ type tracked struct {
 	latest  Observation // zero Seq: none yet
 	lastOK  Observation // last reachable one; zero Seq: none yet
 	lag     knownLag
+	// refused counts the consecutive latest probes refused; streamingFrom
+	// and streamingAt are the source and time of the last probe that saw
+	// the site streaming from it.
+	refused       int
+	streamingFrom string
+	streamingAt   time.Time
 }
 
 // knownLag is a replica's last known Seconds_Behind_Source/Master.
@@ -138,6 +144,14 @@ func (t *Tracker) Observe(o Observation) (statemachine.Event, bool, error) {
 		s.lastOK = o
 	}
 	s.lag.observe(o)
+	if !o.Reachable && o.Class == ClassRefused {
+		s.refused++
+	} else {
+		s.refused = 0
+	}
+	if o.Reachable && o.Follows != "" && o.IOConnected && !o.SourceSilent {
+		s.streamingFrom, s.streamingAt = o.Follows, o.At
+	}
 	ev, changed := s.machine.Observe(o.Probe())
 	return ev, changed, nil
 }
@@ -167,6 +181,14 @@ type SiteView struct {
 	Lag      time.Duration
 	LagKnown bool
 	LagAt    time.Time
+	// RefusedInARow counts the consecutive latest probes refused (TCP
+	// connection refused); 0 after any other outcome.
+	RefusedInARow int
+	// StreamingFrom and StreamingAt are the source and completion time of
+	// the last probe that saw the site streaming (IO connected, source not
+	// silent); zero when never.
+	StreamingFrom string
+	StreamingAt   time.Time
 }
 
 // Sites returns every site's view, in configuration order.
@@ -210,6 +232,9 @@ func (t *Tracker) view(name string) SiteView {
 		Lag:           s.lag.lag,
 		LagKnown:      s.lag.known,
 		LagAt:         s.lag.at,
+		RefusedInARow: s.refused,
+		StreamingFrom: s.streamingFrom,
+		StreamingAt:   s.streamingAt,
 	}
 }
 

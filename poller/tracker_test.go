@@ -243,3 +243,29 @@ func TestTrackerKeepsLastKnownLag(t *testing.T) {
 		t.Errorf("Sites() view of a non-replica has a known lag: %+v", views[0])
 	}
 }
+
+// The tracker keeps what the decision layer needs beyond the latest probe:
+// consecutive refusals (a single one proves nothing) and when a replica was
+// last seen streaming from its source (corroboration window).
+func TestTrackerRefusalsAndStreaming(t *testing.T) {
+	tr, err := NewTracker(TrackerConfig{Sites: []string{"a", "b"}, FailureThreshold: 2, RecoveryThreshold: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, k := range "FFWF" {
+		if _, _, err := tr.Observe(obsOf("a", i+1, byte(k))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if v, _ := tr.Site("a"); v.RefusedInARow != 1 {
+		t.Errorf("refused in a row %d after F F W F, want 1", v.RefusedInARow)
+	}
+	for i, k := range "RRLS" {
+		if _, _, err := tr.Observe(obsOf("b", i+1, byte(k))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if v, _ := tr.Site("b"); v.StreamingFrom != "a" || !v.StreamingAt.Equal(t0.Add(2*time.Second)) {
+		t.Errorf("streaming from %q at %v, want a at step 2", v.StreamingFrom, v.StreamingAt)
+	}
+}
