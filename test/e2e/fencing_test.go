@@ -107,14 +107,7 @@ func (g *group) waitSidecarsRenewed() {
 	g.t.Helper()
 	g.waitFor("sidecars hold the view", 20*time.Second, func() bool {
 		for _, a := range g.sidecarAddrs {
-			resp, err := http.Get("http://" + a + "/peer/ping")
-			if err != nil {
-				return false
-			}
-			var ping struct{ Epoch uint64 }
-			err = json.NewDecoder(resp.Body).Decode(&ping)
-			resp.Body.Close()
-			if err != nil || ping.Epoch == 0 {
+			if sidecarEpoch(a) == 0 {
 				return false
 			}
 		}
@@ -344,13 +337,42 @@ func TestPeerGossipFencesAPrimaryTheDaemonCannotReach(t *testing.T) {
 	if code, body := g.post("/v1/groups/orders/switchover?target=site1"); code != http.StatusAccepted {
 		t.Fatalf("switchover: %d %s", code, body)
 	}
-	// Peers poll the daemon every checkInterval (300ms) and site0's sidecar
-	// polls its peers as often: gossip, not the 8 s lease, must fence it.
-	g.waitFor("site0 fenced by its sidecar", 4*time.Second, func() bool {
-		return readOnly(t, g.topo.Sites[0]) == "1"
-	})
-	t.Logf("site0 fenced %v after the revoke, its daemon links cut (lease 8s)", time.Since(revoked))
+	// site0's sidecar asks its peers every checkInterval (300ms): it must
+	// fence within about one interval of a peer adopting the revoking epoch,
+	// through gossip, long before its 8 s lease would run out.
+	var adopted, fenced time.Time
+	for deadline := time.Now().Add(8 * time.Second); (adopted.IsZero() || fenced.IsZero()) && time.Now().Before(deadline); {
+		if adopted.IsZero() && (sidecarEpoch(g.sidecarAddrs[1]) >= 2 || sidecarEpoch(g.sidecarAddrs[2]) >= 2) {
+			adopted = time.Now()
+		}
+		if fenced.IsZero() && readOnly(t, g.topo.Sites[0]) == "1" {
+			fenced = time.Now()
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if adopted.IsZero() || fenced.IsZero() {
+		t.Fatalf("after 8 s: peer adopted at %v, site0 fenced at %v", adopted, fenced)
+	}
+	const checkInterval, slack = 300 * time.Millisecond, 200 * time.Millisecond
+	if lag := fenced.Sub(adopted); lag > checkInterval+slack {
+		t.Fatalf("site0 fenced %v after a peer adopted the revoking epoch, want within one checkInterval (%v, + %v polling slack)", lag, checkInterval, slack)
+	}
+	t.Logf("site0 fenced %v after the revoke, %v after a peer adopted it (lease 8s)", fenced.Sub(revoked), fenced.Sub(adopted))
 	g.expectSolePrimary("site1")
+}
+
+// sidecarEpoch is the view epoch the sidecar at addr holds (0 if unknown).
+func sidecarEpoch(addr string) uint64 {
+	resp, err := http.Get("http://" + addr + "/peer/ping")
+	if err != nil {
+		return 0
+	}
+	defer resp.Body.Close()
+	var ping struct{ Epoch uint64 }
+	if json.NewDecoder(resp.Body).Decode(&ping) != nil {
+		return 0
+	}
+	return ping.Epoch
 }
 
 // With the daemon down for two leases, sidecars keep renewing each other:
@@ -418,13 +440,20 @@ func contextWithTimeout(d time.Duration) (context.Context, context.CancelFunc) {
 // sidecar through a peer changes nothing: the healthy primary stays
 // writable.
 func TestForgedViewChangesNothing(t *testing.T) {
-	// why is the rejection the sidecar must count.
-	forged := map[string]struct{ body, why string }{
-		"bad-signature": {`{"view":{"group":"orders","epoch":99,"activeSite":"site2","issuedAt":"2026-01-01T00:00:00Z"},"signature":"00"}`, "bad-signature"},
-		"other-key":     {signedWith(t, "not-the-key", 99, "site2"), "bad-signature"},
+	// why is the rejection the sidecar must count; switchFirst moves the
+	// primary to site1 (epoch 3) before the forger speaks to its sidecar.
+	forged := map[string]struct {
+		body, why   string
+		switchFirst bool
+	}{
+		"bad-signature": {`{"view":{"group":"orders","epoch":99,"activeSite":"site2","issuedAt":"2026-01-01T00:00:00Z"},"signature":"00"}`, "bad-signature", false},
+		"other-key":     {signedWith(t, "not-the-key", 99, "site2"), "bad-signature", false},
 		// Validly signed, but at the epoch the sidecar holds, naming another
 		// site: equal epochs never flip.
-		"equal-epoch-other-site": {signedWith(t, viewKey, 1, "site2"), "conflicting-epoch"},
+		"equal-epoch-other-site": {signedWith(t, viewKey, 1, "site2"), "conflicting-epoch", false},
+		// A genuine old view (epoch 1 named site0) replayed to the new
+		// primary's sidecar at epoch 3.
+		"older-epoch": {signedWith(t, viewKey, 1, "site0"), "older-epoch", true},
 	}
 	for name, f := range forged {
 		t.Run(name, func(t *testing.T) {
@@ -438,13 +467,22 @@ func TestForgedViewChangesNothing(t *testing.T) {
 			g.waitHealthy("site0", 30*time.Second)
 			g.startSidecars()
 			g.waitSidecarsRenewed()
-			// site0's sidecar now asks the forger instead of site1's sidecar.
-			g.links[0][1].Retarget(strings.TrimPrefix(forger.URL, "http://"))
-			time.Sleep(2 * time.Second) // several rounds
-			if w := g.writable(); !slices.Equal(w, []string{"site0"}) {
-				t.Fatalf("writable sites %v after a forged view, want [site0]", w)
+			p := 0
+			if f.switchFirst {
+				if code, body := g.post("/v1/groups/orders/switchover?target=site1"); code != http.StatusAccepted {
+					t.Fatalf("switchover: %d %s", code, body)
+				}
+				g.expectSolePrimary("site1")
+				p = 1
 			}
-			resp, err := http.Get("http://" + g.sidecarAddrs[0] + "/metrics")
+			primary := fmt.Sprintf("site%d", p)
+			// The primary's sidecar now asks the forger instead of site2's.
+			g.links[p][2].Retarget(strings.TrimPrefix(forger.URL, "http://"))
+			time.Sleep(2 * time.Second) // several rounds
+			if w := g.writable(); !slices.Equal(w, []string{primary}) {
+				t.Fatalf("writable sites %v after a forged view, want [%s]", w, primary)
+			}
+			resp, err := http.Get("http://" + g.sidecarAddrs[p] + "/metrics")
 			if err != nil {
 				t.Fatal(err)
 			}
