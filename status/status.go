@@ -1,0 +1,220 @@
+// Package status holds the snapshot the daemon publishes of itself and its
+// groups: what the HTTP API serves (GET /v1/groups), what `failoverd status`
+// prints and what the Prometheus metrics are computed from at scrape time.
+// It is plain data with JSON tags, so every reader sees the same facts and
+// none of them reaches into the daemon's loop.
+package status
+
+import "time"
+
+// Snapshot is the daemon and every group it runs, as of At.
+type Snapshot struct {
+	// At is when the snapshot was taken (daemon clock).
+	At     time.Time `json:"at"`
+	Daemon Daemon    `json:"daemon"`
+	Groups []Group   `json:"groups"`
+}
+
+// Group returns the group named name, if any.
+func (s Snapshot) Group(name string) (Group, bool) {
+	for _, g := range s.Groups {
+		if g.Name == name {
+			return g, true
+		}
+	}
+	return Group{}, false
+}
+
+// Daemon describes the process answering.
+type Daemon struct {
+	// Identity names this daemon in leader election.
+	Identity string `json:"identity"`
+	// Version and Commit identify the build.
+	Version string `json:"version"`
+	Commit  string `json:"commit"`
+	// StartedAt is when the process started.
+	StartedAt time.Time `json:"startedAt"`
+	// LeaderElection tells whether several daemons elect a leader; without
+	// it this daemon always leads.
+	LeaderElection bool `json:"leaderElection"`
+	// Leader: this daemon acts and serves views now.
+	Leader bool `json:"leader"`
+	// LeaderSince is when its current term began (zero when not leading).
+	LeaderSince time.Time `json:"leaderSince,omitzero"`
+	// Store describes the state store ("file /var/lib/...").
+	Store string `json:"store"`
+	// Ready is /readyz: state loaded, leadership known and first probes of
+	// every site done. NotReady says what is missing when it is false.
+	Ready    bool   `json:"ready"`
+	NotReady string `json:"notReady,omitempty"`
+}
+
+// Decision classes (Group.Class): what a decision means for an operator.
+const (
+	ClassHealthy       = "healthy"        // nothing to do
+	ClassDegraded      = "degraded"       // the primary serves; a replica needs attention
+	ClassWaiting       = "waiting"        // transient: probes, debouncing, a lease, catch-up
+	ClassActing        = "acting"         // a failover, switchover, fence or rejoin is being carried out
+	ClassSplitBrain    = "split-brain"    // more than one site may accept writes
+	ClassNoPrimary     = "no-primary"     // no site accepts writes and none can be promoted yet
+	ClassBlocked       = "blocked"        // a failover is needed but a rule refuses it
+	ClassAwaitingHuman = "awaiting-human" // only an operator can move the group on
+	ClassInvalid       = "invalid"        // configuration or state inconsistent
+)
+
+// Group is one failover group.
+type Group struct {
+	Name    string `json:"name"`
+	Engine  string `json:"engine"`
+	Fencing string `json:"fencing"`
+	// Epoch only grows; ActiveSite is the site allowed to accept writes
+	// ("" while a failover is in flight or before one was adopted).
+	Epoch      uint64 `json:"epoch"`
+	ActiveSite string `json:"activeSite"`
+	// Action, Reason and Message are the latest decision; Class sorts its
+	// reason into one of the Class* constants; Detection is the group
+	// detection code it rested on.
+	Action    string `json:"action"`
+	Reason    string `json:"reason"`
+	Class     string `json:"class"`
+	Message   string `json:"message"`
+	Detection string `json:"detection"`
+	// DecidedAt is when the latest decision was made (zero before the first).
+	DecidedAt time.Time `json:"decidedAt,omitzero"`
+	// CooldownRemaining is how long automatic failover stays refused after
+	// the last one (0 when none).
+	CooldownRemainingSeconds float64 `json:"cooldownRemainingSeconds"`
+	// EscalationHalted: automatic failover is stopped until acknowledged.
+	EscalationHalted bool `json:"escalationHalted"`
+	// LastFailover is the latest completed failover or switchover.
+	LastFailover *Failover `json:"lastFailover,omitempty"`
+	// InFlight is the failover or switchover under way.
+	InFlight *InFlight `json:"inFlight,omitempty"`
+	// Diverged lists sites known to hold transactions the primary lacks.
+	Diverged []Divergence `json:"diverged,omitempty"`
+	// OperatorFenced lists sites an operator excluded from promotion.
+	OperatorFenced []string `json:"operatorFenced,omitempty"`
+	// Sites lists every site in declaration order.
+	Sites []Site `json:"sites"`
+	// Routing is each follower (Service selector, taints, DNS, cache).
+	Routing []Follower `json:"routing,omitempty"`
+	// LastError is the latest action's error ("" when it succeeded).
+	LastError string `json:"lastError,omitempty"`
+}
+
+// Site returns the site named name, if any.
+func (g Group) Site(name string) (Site, bool) {
+	for _, s := range g.Sites {
+		if s.Name == name {
+			return s, true
+		}
+	}
+	return Site{}, false
+}
+
+// Failover is a completed failover or switchover.
+type Failover struct {
+	Kind  string    `json:"kind"` // "failover" or "switchover"
+	From  string    `json:"from"`
+	To    string    `json:"to"`
+	At    time.Time `json:"at"`
+	Epoch uint64    `json:"epoch"`
+	// PromotionGTID is To's executed set right before it became writable.
+	PromotionGTID string `json:"promotionGTID,omitempty"`
+	// Proof is the fence proof the promotion rested on.
+	Proof string `json:"proof,omitempty"`
+}
+
+// InFlight is a failover or switchover under way.
+type InFlight struct {
+	ID        string    `json:"id"`
+	Kind      string    `json:"kind"`
+	From      string    `json:"from"`
+	To        string    `json:"to"`
+	Step      string    `json:"step"`
+	StepDone  bool      `json:"stepDone"`
+	StartedAt time.Time `json:"startedAt"`
+}
+
+// Divergence is a site holding transactions the primary lacks.
+type Divergence struct {
+	Site string `json:"site"`
+	GTID string `json:"gtid"`
+	// Transactions counts them (an upper bound for MariaDB).
+	Transactions uint64 `json:"transactions"`
+}
+
+// Site states (Site.State), as debounced by the state machine.
+const (
+	StateUnknown     = "unknown"
+	StateWritable    = "writable"
+	StateReadOnly    = "read-only"
+	StateUnreachable = "unreachable"
+)
+
+// Site is one site of a group.
+type Site struct {
+	Name string `json:"name"`
+	// Role is "primary-candidate" or "dr-only".
+	Role string `json:"role"`
+	// State is one of the State* constants.
+	State string `json:"state"`
+	// Active: the group's recorded primary.
+	Active bool `json:"active"`
+	// Executed is the executed GTID set; Retrieved the received one.
+	Executed  string `json:"executed,omitempty"`
+	Retrieved string `json:"retrieved,omitempty"`
+	// ReplicatingFrom names the site this one replicates from.
+	ReplicatingFrom string `json:"replicatingFrom,omitempty"`
+	// Replica threads: nil when the site has no replication channel.
+	Replication *Replication `json:"replication,omitempty"`
+	// LastProbeAt is when the latest probe finished; LastReachableAt when
+	// one last reached the server; ProbeError the latest failure.
+	LastProbeAt     time.Time `json:"lastProbeAt,omitzero"`
+	LastReachableAt time.Time `json:"lastReachableAt,omitzero"`
+	ProbeError      string    `json:"probeError,omitempty"`
+	// Diverged is the GTID set it holds that the primary lacks.
+	Diverged string `json:"diverged,omitempty"`
+	// Sidecar is what its sidecar last reported; nil without one.
+	Sidecar *Sidecar `json:"sidecar,omitempty"`
+	// CacheRole is "master", "replica" or "" (no cache or unknown).
+	CacheRole string `json:"cacheRole,omitempty"`
+}
+
+// Replication is a replica's channel as last observed.
+type Replication struct {
+	IORunning  bool `json:"ioRunning"`
+	SQLRunning bool `json:"sqlRunning"`
+	// Broken: a thread stopped on an error, LastError says which.
+	Broken    bool   `json:"broken"`
+	LastError string `json:"lastError,omitempty"`
+	// LagSeconds is meaningful only with LagKnown (NULL lag is unknown,
+	// never 0).
+	LagSeconds float64 `json:"lagSeconds"`
+	LagKnown   bool    `json:"lagKnown"`
+}
+
+// Sidecar is a site's sidecar as last reported.
+type Sidecar struct {
+	// LastReportAt is when its latest report arrived (daemon clock); zero
+	// when none arrived since this daemon started leading.
+	LastReportAt time.Time `json:"lastReportAt,omitzero"`
+	// LeaseAgeSeconds is the time since that report (-1 when never).
+	LeaseAgeSeconds float64 `json:"leaseAgeSeconds"`
+	// Epoch is the view epoch it holds; FencedEpoch the epoch under which
+	// it last fenced its MySQL (0 = never).
+	Epoch       uint64 `json:"epoch"`
+	FencedEpoch uint64 `json:"fencedEpoch,omitempty"`
+	MysqldDown  bool   `json:"mysqldDown,omitempty"`
+}
+
+// Follower is one thing that follows the primary.
+type Follower struct {
+	// Name is "kube", "dns", "cache", ...
+	Name string `json:"name"`
+	// InSync: it points at the active site of the newest view.
+	InSync bool `json:"inSync"`
+	// State is "ok", "pending" or "error"; Error the last error.
+	State string `json:"state"`
+	Error string `json:"error,omitempty"`
+}
