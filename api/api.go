@@ -1,0 +1,110 @@
+// Package api is failoverd's HTTP API: health and readiness, the Prometheus
+// metrics, the signed view sidecars renew their lease on, the status of
+// every group and the operator's commands (switchover, acknowledge,
+// confirm-fence). It reads the status.Snapshot the daemon publishes and
+// hands commands to a Control; it owns no state of its own.
+//
+//	GET  /healthz                            the process answers
+//	GET  /readyz                             state loaded, leader known, first probes done
+//	GET  /metrics                            Prometheus metrics
+//	GET  /active-site?group=G                signed view (503 on a follower)
+//	POST /v1/sidecar/report                  a sidecar's signed report
+//	GET  /v1/groups                          the daemon and every group
+//	GET  /v1/groups/{g}                      one group
+//	POST /v1/groups/{g}/switchover           {"target": "SITE"}         (bearer token)
+//	POST /v1/groups/{g}/acknowledge          {}                         (bearer token)
+//	POST /v1/groups/{g}/confirm-fence        {"site": "OLD-PRIMARY"}    (bearer token)
+//	GET  /status                             alias of /v1/groups (deprecated)
+package api
+
+import (
+	"context"
+	"errors"
+
+	"github.com/failoverd/failoverd/status"
+	"github.com/failoverd/failoverd/view"
+)
+
+// Errors a Control returns, each mapped onto one HTTP status. Wrap them
+// with %w and a message that says why: the message is the JSON reason.
+var (
+	// ErrNotFound: unknown group or site (404).
+	ErrNotFound = errors.New("not found")
+	// ErrRefused: the group refuses the command in its current state (409).
+	ErrRefused = errors.New("refused")
+	// ErrNotLeader: this daemon does not lead; ask the leader (503).
+	ErrNotLeader = errors.New("not the leader")
+	// ErrUnavailable: not yet able to answer, e.g. no view yet (503).
+	ErrUnavailable = errors.New("unavailable")
+	// ErrUnauthorized: a signature or credential does not verify (401).
+	ErrUnauthorized = errors.New("unauthorized")
+	// ErrForbidden: the daemon is not configured to allow this (403).
+	ErrForbidden = errors.New("forbidden")
+	// ErrBadRequest: the request is malformed (400).
+	ErrBadRequest = errors.New("bad request")
+)
+
+// Control is what the API asks of the daemon. Every method returns one of
+// the errors above (wrapped) or another error (500).
+type Control interface {
+	// Snapshot is the daemon's latest published status.
+	Snapshot() status.Snapshot
+	// ActiveSite is the group's signed view ("" picks the only group).
+	ActiveSite(group string) (view.Signed, error)
+	// SidecarReport records a sidecar's report (body, signed with sig)
+	// and answers the group's signed view.
+	SidecarReport(body []byte, sig string) (view.Signed, error)
+	// Switchover starts a planned switchover to target.
+	Switchover(ctx context.Context, group, target string, by Actor) error
+	// Acknowledge clears an escalation halt.
+	Acknowledge(ctx context.Context, group string, by Actor) error
+	// ConfirmFence records an operator's assertion that site, the old
+	// primary of the failover in flight, can no longer accept writes.
+	ConfirmFence(ctx context.Context, group, site string, by Actor) error
+}
+
+// Actor says who asked for a command, for the history.
+type Actor struct {
+	// Name is what the client says of itself (the CLI sends user@host);
+	// free text, never trusted for authorization.
+	Name string `json:"name"`
+	// Remote is the client's network address as the server saw it.
+	Remote string `json:"remote"`
+}
+
+func (a Actor) String() string {
+	if a.Name == "" {
+		return a.Remote
+	}
+	return a.Name + " from " + a.Remote
+}
+
+// SwitchoverRequest is the body of POST /v1/groups/{g}/switchover.
+type SwitchoverRequest struct {
+	Target string `json:"target"`
+	// By names the operator (recorded in the history).
+	By string `json:"by,omitempty"`
+}
+
+// AcknowledgeRequest is the body of POST /v1/groups/{g}/acknowledge.
+type AcknowledgeRequest struct {
+	By string `json:"by,omitempty"`
+}
+
+// ConfirmFenceRequest is the body of POST /v1/groups/{g}/confirm-fence.
+type ConfirmFenceRequest struct {
+	// Site is the old primary the operator asserts is dead or fenced.
+	Site string `json:"site"`
+	By   string `json:"by,omitempty"`
+}
+
+// Result is the body of a successful command.
+type Result struct {
+	Result string `json:"result"`
+	Group  string `json:"group"`
+}
+
+// ErrorBody is the body of every error answer.
+type ErrorBody struct {
+	Error string `json:"error"`
+}

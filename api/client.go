@@ -1,0 +1,115 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/failoverd/failoverd/status"
+)
+
+// ErrDaemonUnreachable: no answer from the daemon at all (not running,
+// wrong address, network).
+var ErrDaemonUnreachable = errors.New("daemon unreachable")
+
+// Client talks to a daemon's API (the CLI uses it).
+type Client struct {
+	// Server is the base URL, e.g. http://127.0.0.1:8080.
+	Server string
+	// Token is the bearer token for commands.
+	Token string
+	// HTTP is the client to use; default http.DefaultClient.
+	HTTP *http.Client
+}
+
+// HTTPError is an answer with a non-2xx status.
+type HTTPError struct {
+	Code    int
+	Message string
+}
+
+func (e *HTTPError) Error() string {
+	return fmt.Sprintf("%d %s: %s", e.Code, http.StatusText(e.Code), e.Message)
+}
+
+// Status returns the daemon and every group.
+func (c *Client) Status(ctx context.Context) (status.Snapshot, error) {
+	var s status.Snapshot
+	err := c.do(ctx, http.MethodGet, "/v1/groups", nil, &s)
+	return s, err
+}
+
+// Group returns one group.
+func (c *Client) Group(ctx context.Context, name string) (status.Group, error) {
+	var g status.Group
+	err := c.do(ctx, http.MethodGet, "/v1/groups/"+url.PathEscape(name), nil, &g)
+	return g, err
+}
+
+// Switchover asks for a planned switchover of group to target.
+func (c *Client) Switchover(ctx context.Context, group, target, by string) error {
+	return c.do(ctx, http.MethodPost, "/v1/groups/"+url.PathEscape(group)+"/switchover", SwitchoverRequest{Target: target, By: by}, nil)
+}
+
+// Acknowledge clears group's escalation halt.
+func (c *Client) Acknowledge(ctx context.Context, group, by string) error {
+	return c.do(ctx, http.MethodPost, "/v1/groups/"+url.PathEscape(group)+"/acknowledge", AcknowledgeRequest{By: by}, nil)
+}
+
+// ConfirmFence asserts site, group's old primary, can no longer accept writes.
+func (c *Client) ConfirmFence(ctx context.Context, group, site, by string) error {
+	return c.do(ctx, http.MethodPost, "/v1/groups/"+url.PathEscape(group)+"/confirm-fence", ConfirmFenceRequest{Site: site, By: by}, nil)
+}
+
+func (c *Client) do(ctx context.Context, method, path string, in, out any) error {
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return fmt.Errorf("encode request: %w", err)
+		}
+		body = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, strings.TrimRight(c.Server, "/")+path, body)
+	if err != nil {
+		return fmt.Errorf("request %s: %w", path, err)
+	}
+	if in != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if c.Token != "" && method != http.MethodGet {
+		req.Header.Set("Authorization", "Bearer "+c.Token)
+	}
+	hc := c.HTTP
+	if hc == nil {
+		hc = http.DefaultClient
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return fmt.Errorf("%w at %s: %w", ErrDaemonUnreachable, c.Server, err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	if err != nil {
+		return fmt.Errorf("read answer of %s: %w", path, err)
+	}
+	if resp.StatusCode/100 != 2 {
+		var e ErrorBody
+		if json.Unmarshal(data, &e) != nil || e.Error == "" {
+			e.Error = strings.TrimSpace(string(data))
+		}
+		return &HTTPError{Code: resp.StatusCode, Message: e.Error}
+	}
+	if out != nil {
+		if err := json.Unmarshal(data, out); err != nil {
+			return fmt.Errorf("decode answer of %s: %w", path, err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,278 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/failoverd/failoverd/sidecar"
+	"github.com/failoverd/failoverd/status"
+	"github.com/failoverd/failoverd/view"
+)
+
+// fakeControl is a daemon with one group "orders" (sites a, b) whose
+// commands answer err and are recorded.
+type fakeControl struct {
+	ready  bool
+	leader bool
+	err    error
+	calls  []string
+}
+
+func (f *fakeControl) Snapshot() status.Snapshot {
+	return status.Snapshot{
+		Daemon: status.Daemon{Identity: "d1", Leader: f.leader, Ready: f.ready, NotReady: "first probes pending"},
+		Groups: []status.Group{{Name: "orders", Epoch: 4, ActiveSite: "a", Reason: "healthy", Class: status.ClassHealthy,
+			Sites: []status.Site{{Name: "a", State: status.StateWritable, Active: true}, {Name: "b", State: status.StateReadOnly}}}},
+	}
+}
+
+func (f *fakeControl) ActiveSite(group string) (view.Signed, error) {
+	switch {
+	case !f.leader:
+		return view.Signed{}, fmt.Errorf("%w: follower", ErrNotLeader)
+	case group != "orders" && group != "":
+		return view.Signed{}, fmt.Errorf("%w: unknown group %s", ErrNotFound, group)
+	}
+	return view.Signed{View: view.View{Group: "orders", Epoch: 4, ActiveSite: "a"}}, nil
+}
+
+func (f *fakeControl) SidecarReport(body []byte, sig string) (view.Signed, error) {
+	if sig != "good" {
+		return view.Signed{}, fmt.Errorf("%w: bad signature", ErrUnauthorized)
+	}
+	f.calls = append(f.calls, "report "+string(body))
+	return view.Signed{View: view.View{Group: "orders", Epoch: 4, ActiveSite: "a"}}, nil
+}
+
+func (f *fakeControl) Switchover(_ context.Context, group, target string, by Actor) error {
+	f.calls = append(f.calls, fmt.Sprintf("switchover %s %s by %s", group, target, by.Name))
+	return f.err
+}
+
+func (f *fakeControl) Acknowledge(_ context.Context, group string, by Actor) error {
+	f.calls = append(f.calls, fmt.Sprintf("acknowledge %s by %s", group, by.Name))
+	return f.err
+}
+
+func (f *fakeControl) ConfirmFence(_ context.Context, group, site string, by Actor) error {
+	f.calls = append(f.calls, fmt.Sprintf("confirm-fence %s %s by %s", group, site, by.Name))
+	return f.err
+}
+
+const token = "s3cret"
+
+func serve(t *testing.T, f *fakeControl, tok string) *httptest.Server {
+	t.Helper()
+	metrics := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "failoverd_up 1\n") })
+	srv := httptest.NewServer(Handler(Options{Control: f, Token: tok, Metrics: metrics,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+type call struct {
+	method, path, auth, body string
+	header                   map[string]string
+}
+
+func do(t *testing.T, srv *httptest.Server, c call) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(c.method, srv.URL+c.path, strings.NewReader(c.body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.auth != "" {
+		req.Header.Set("Authorization", c.auth)
+	}
+	for k, v := range c.header {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func TestReadEndpoints(t *testing.T) {
+	f := &fakeControl{ready: true, leader: true}
+	srv := serve(t, f, token)
+	for _, tc := range []struct {
+		name, path string
+		code       int
+		contains   string
+	}{
+		{"healthz", "/healthz", 200, "ok"},
+		{"readyz", "/readyz", 200, "ready"},
+		{"metrics", "/metrics", 200, "failoverd_up 1"},
+		{"active-site", "/active-site?group=orders", 200, `"activeSite":"a"`},
+		{"active-site only group", "/active-site", 200, `"activeSite":"a"`},
+		{"active-site unknown group", "/active-site?group=nope", 404, "unknown group nope"},
+		{"groups", "/v1/groups", 200, `"name":"orders"`},
+		{"group", "/v1/groups/orders", 200, `"activeSite":"a"`},
+		{"unknown group", "/v1/groups/nope", 404, "unknown group nope"},
+		{"status alias", "/status", 200, `"name":"orders"`},
+		{"unknown path", "/v2/nothing", 404, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, body := do(t, srv, call{method: "GET", path: tc.path})
+			if code != tc.code || !strings.Contains(body, tc.contains) {
+				t.Fatalf("GET %s = %d %q, want %d containing %q", tc.path, code, body, tc.code, tc.contains)
+			}
+		})
+	}
+}
+
+func TestNotReadyAndFollower(t *testing.T) {
+	f := &fakeControl{}
+	srv := serve(t, f, token)
+	if code, body := do(t, srv, call{method: "GET", path: "/readyz"}); code != 503 || !strings.Contains(body, "first probes pending") {
+		t.Fatalf("readyz on a daemon not ready: %d %s", code, body)
+	}
+	if code, body := do(t, srv, call{method: "GET", path: "/active-site?group=orders"}); code != 503 || !strings.Contains(body, "not the leader") {
+		t.Fatalf("active-site on a follower: %d %s", code, body)
+	}
+	if code, _ := do(t, srv, call{method: "GET", path: "/healthz"}); code != 200 {
+		t.Fatalf("healthz must answer whatever the state: %d", code)
+	}
+}
+
+func TestSidecarReport(t *testing.T) {
+	f := &fakeControl{leader: true}
+	srv := serve(t, f, token)
+	good := map[string]string{sidecar.SignatureHeader: "good"}
+	if code, _ := do(t, srv, call{method: "POST", path: sidecar.ReportPath, body: `{"group":"orders"}`, header: good}); code != 200 {
+		t.Fatalf("signed report: %d", code)
+	}
+	if code, _ := do(t, srv, call{method: "POST", path: sidecar.ReportPath, body: `{}`}); code != 401 {
+		t.Fatalf("unsigned report: %d, want 401", code)
+	}
+	big := strings.Repeat("x", maxReportBytes+1)
+	if code, _ := do(t, srv, call{method: "POST", path: sidecar.ReportPath, body: big, header: good}); code != 413 {
+		t.Fatalf("oversized report: %d, want 413", code)
+	}
+}
+
+func TestCommands(t *testing.T) {
+	bearer := "Bearer " + token
+	for _, tc := range []struct {
+		name     string
+		token    string // the daemon's
+		err      error  // what the control answers
+		c        call
+		code     int
+		contains string
+		called   string // the control call expected, "" for none
+	}{
+		{name: "switchover", token: token, c: call{path: "switchover", auth: bearer, body: `{"target":"b","by":"ann@host"}`},
+			code: 202, contains: "accepted", called: "switchover orders b by ann@host"},
+		{name: "switchover query form", token: token, c: call{path: "switchover?target=b", auth: bearer},
+			code: 202, called: "switchover orders b by "},
+		{name: "acknowledge empty body", token: token, c: call{path: "acknowledge", auth: bearer},
+			code: 202, called: "acknowledge orders by "},
+		{name: "confirm-fence", token: token, c: call{path: "confirm-fence", auth: bearer, body: `{"site":"a","by":"ann"}`},
+			code: 202, called: "confirm-fence orders a by ann"},
+		{name: "API disabled", token: "", c: call{path: "switchover", auth: bearer, body: `{"target":"b"}`},
+			code: 403, contains: "apiTokenFile"},
+		{name: "no token", token: token, c: call{path: "switchover", body: `{"target":"b"}`}, code: 401, contains: "bearer token"},
+		{name: "wrong token", token: token, c: call{path: "switchover", auth: "Bearer s3creT", body: `{"target":"b"}`}, code: 401},
+		{name: "token without Bearer", token: token, c: call{path: "switchover", auth: token, body: `{"target":"b"}`}, code: 401},
+		{name: "unknown group", token: token, c: call{path: "switchover", auth: bearer, body: `{"target":"b"}`}, code: 404},
+		{name: "malformed body", token: token, c: call{path: "switchover", auth: bearer, body: `{"target":`}, code: 400, contains: "malformed"},
+		{name: "unknown field", token: token, c: call{path: "switchover", auth: bearer, body: `{"targt":"b"}`}, code: 400, contains: "unknown field"},
+		{name: "trailing data", token: token, c: call{path: "switchover", auth: bearer, body: `{"target":"b"} {}`}, code: 400, contains: "after the object"},
+		{name: "wrong type", token: token, c: call{path: "confirm-fence", auth: bearer, body: `{"site":1}`}, code: 400},
+		{name: "oversized body", token: token, c: call{path: "switchover", auth: bearer, body: `{"target":"` + strings.Repeat("b", maxCommandBytes) + `"}`}, code: 413},
+		{name: "missing target", token: token, c: call{path: "switchover", auth: bearer, body: `{}`}, code: 400, contains: "target missing"},
+		{name: "missing site", token: token, c: call{path: "confirm-fence", auth: bearer, body: `{}`}, code: 400, contains: "site missing"},
+		{name: "refused", token: token, err: fmt.Errorf("%w: cooldown", ErrRefused), c: call{path: "switchover", auth: bearer, body: `{"target":"b"}`},
+			code: 409, contains: "cooldown", called: "switchover orders b by "},
+		{name: "unknown site", token: token, err: fmt.Errorf("%w: unknown site z", ErrNotFound), c: call{path: "switchover", auth: bearer, body: `{"target":"z"}`},
+			code: 404, contains: "unknown site z", called: "switchover orders z by "},
+		{name: "not leader", token: token, err: fmt.Errorf("%w: ask the leader", ErrNotLeader), c: call{path: "acknowledge", auth: bearer},
+			code: 503, called: "acknowledge orders by "},
+		{name: "internal error", token: token, err: errors.New("disk full"), c: call{path: "acknowledge", auth: bearer},
+			code: 500, contains: "disk full", called: "acknowledge orders by "},
+		{name: "GET on a command", token: token, c: call{method: "GET", path: "switchover", auth: bearer}, code: 405},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := &fakeControl{leader: true, err: tc.err}
+			srv := serve(t, f, tc.token)
+			group := "orders"
+			if tc.name == "unknown group" {
+				group = "nope"
+			}
+			c := tc.c
+			c.path = "/v1/groups/" + group + "/" + c.path
+			if c.method == "" {
+				c.method = "POST"
+			}
+			code, body := do(t, srv, c)
+			if code != tc.code || !strings.Contains(body, tc.contains) {
+				t.Fatalf("%s %s = %d %s, want %d containing %q", c.method, c.path, code, body, tc.code, tc.contains)
+			}
+			if code != 405 {
+				var e map[string]string
+				if err := json.Unmarshal([]byte(body), &e); err != nil {
+					t.Fatalf("answer is not a JSON object: %q", body)
+				}
+			}
+			switch {
+			case tc.called == "" && len(f.calls) > 0:
+				t.Fatalf("control called although the request was refused: %v", f.calls)
+			case tc.called != "" && (len(f.calls) != 1 || f.calls[0] != tc.called):
+				t.Fatalf("control calls %q, want [%q]", f.calls, tc.called)
+			}
+		})
+	}
+}
+
+func TestClient(t *testing.T) {
+	f := &fakeControl{leader: true}
+	srv := serve(t, f, token)
+	c := &Client{Server: srv.URL + "/", Token: token}
+	ctx := context.Background()
+	s, err := c.Status(ctx)
+	if err != nil || len(s.Groups) != 1 || s.Daemon.Identity != "d1" {
+		t.Fatalf("Status = %+v, %v", s, err)
+	}
+	g, err := c.Group(ctx, "orders")
+	if err != nil || g.ActiveSite != "a" {
+		t.Fatalf("Group = %+v, %v", g, err)
+	}
+	var he *HTTPError
+	if _, err := c.Group(ctx, "nope"); !errors.As(err, &he) || he.Code != 404 || he.Message != "unknown group nope" {
+		t.Fatalf("Group(nope) = %v", err)
+	}
+	if err := c.Switchover(ctx, "orders", "b", "ann"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Acknowledge(ctx, "orders", "ann"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.ConfirmFence(ctx, "orders", "a", "ann"); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"switchover orders b by ann", "acknowledge orders by ann", "confirm-fence orders a by ann"}
+	if fmt.Sprint(f.calls) != fmt.Sprint(want) {
+		t.Fatalf("calls %q, want %q", f.calls, want)
+	}
+	bad := &Client{Server: srv.URL, Token: "wrong"}
+	if err := bad.Acknowledge(ctx, "orders", ""); !errors.As(err, &he) || he.Code != 401 {
+		t.Fatalf("wrong token: %v", err)
+	}
+	srv.Close()
+	if _, err := c.Status(ctx); !errors.Is(err, ErrDaemonUnreachable) {
+		t.Fatalf("stopped daemon: %v, want ErrDaemonUnreachable", err)
+	}
+}
