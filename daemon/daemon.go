@@ -7,10 +7,12 @@ package daemon
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"sync"
 	"time"
@@ -19,12 +21,14 @@ import (
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 
 	"github.com/failoverd/failoverd/configs"
+	"github.com/failoverd/failoverd/dragonfly"
 	"github.com/failoverd/failoverd/kube"
 	"github.com/failoverd/failoverd/mysqlctl"
 	"github.com/failoverd/failoverd/poller"
 	"github.com/failoverd/failoverd/sitepair"
 	"github.com/failoverd/failoverd/statemachine"
 	"github.com/failoverd/failoverd/store"
+	"github.com/failoverd/failoverd/view"
 )
 
 // Options are the daemon's dependencies; zero values pick production ones.
@@ -46,6 +50,12 @@ type Options struct {
 	// Followers builds what follows a group's primary (routing, cache);
 	// default: the Kubernetes, DNS and cache followers its configuration asks for.
 	Followers func(g configs.Group, c *kube.Clusters, log *slog.Logger) ([]Follower, error)
+	// Events receives counters and histograms (the metrics package); default none.
+	Events Events
+	// Metrics serves GET /metrics; nil answers 404.
+	Metrics http.Handler
+	// Version and Commit identify the build in the status.
+	Version, Commit string
 }
 
 // Daemon runs every group of a configuration.
@@ -60,6 +70,9 @@ type Daemon struct {
 	listener net.Listener
 	clusters *kube.Clusters
 	lead     leadership
+	events   Events
+	tls      *tls.Config // nil serves plain HTTP
+	started  time.Time
 }
 
 // New prepares a daemon: it opens the state store, reads the secrets and
@@ -79,7 +92,11 @@ func New(ctx context.Context, cfg *configs.Config, opts Options) (*Daemon, error
 		host, _ := os.Hostname()
 		opts.Identity = fmt.Sprintf("%s-%d", host, os.Getpid())
 	}
-	d := &Daemon{cfg: cfg, opts: opts, log: opts.Logger, clusters: kube.New(cfg.Clusters), pub: &publisher{}}
+	if opts.Events == nil {
+		opts.Events = noEvents{}
+	}
+	d := &Daemon{cfg: cfg, opts: opts, log: opts.Logger, clusters: kube.New(cfg.Clusters), pub: &publisher{},
+		events: opts.Events, started: opts.Clock()}
 	if f := cfg.Daemon.ViewSigningKeyFile; f != "" {
 		key, err := configs.ReadSecret(f)
 		if err != nil {
@@ -169,6 +186,13 @@ func (d *Daemon) newGroup(gc configs.Group) (*group, error) {
 		return nil, fmt.Errorf("group %s: %w", gc.Name, err)
 	}
 	g.follow = newHandoff(fs, log)
+	g.follow.onDone = func(follower string, v view.View, err error) {
+		d.events.RoutingDone(gc.Name, follower, err)
+		if err == nil && follower == dragonfly.FollowerName {
+			d.events.CachePromoted(gc.Name, v.ActiveSite)
+		}
+	}
+	g.events = d.events
 	return g, nil
 }
 
@@ -231,7 +255,9 @@ func (d *Daemon) Run(ctx context.Context) error {
 	for _, g := range d.groups {
 		observe := d.opts.Observe
 		if observe == nil {
-			observe = pollerObservations
+			observe = func(ctx context.Context, gc configs.Group, log *slog.Logger) (Observations, error) {
+				return pollerObservations(ctx, gc, log, d.events)
+			}
 		}
 		obs, err := observe(ctx, g.cfg, g.log)
 		if err != nil {
@@ -260,6 +286,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		// A single daemon leads from its start: views served before it by
 		// an earlier process are accounted for by ServingSince.
 		d.lead.begin(ctx, d.opts.Clock())
+		d.lead.observed(d.opts.Identity)
 	}
 	for _, g := range d.groups {
 		wg.Add(2)
@@ -313,6 +340,7 @@ func (d *Daemon) elect(ctx context.Context) error {
 			Lock: lock, LeaseDuration: le.LeaseDuration, RenewDeadline: le.RenewDeadline, RetryPeriod: le.RetryPeriod,
 			ReleaseOnCancel: true, Name: "failoverd",
 			Callbacks: leaderelection.LeaderCallbacks{
+				OnNewLeader:      d.lead.observed,
 				OnStartedLeading: func(lctx context.Context) { d.startTerm(lctx, resign) },
 				OnStoppedLeading: func() {
 					d.lead.end()

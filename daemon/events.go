@@ -1,6 +1,12 @@
 package daemon
 
-import "time"
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/failoverd/failoverd/sitepair"
+)
 
 // Events receives what happened, as it happens, for the counters and
 // histograms of the metrics package; gauges are computed from the published
@@ -48,3 +54,61 @@ func (noEvents) ProofUsed(string, string)                           {}
 func (noEvents) RoutingDone(string, string, error)                  {}
 func (noEvents) SplitBrainResolved(string)                          {}
 func (noEvents) CachePromoted(string, string)                       {}
+
+// ev is the group's Events (none in tests that build a bare group).
+func (g *group) ev() Events {
+	if g.events == nil {
+		return noEvents{}
+	}
+	return g.events
+}
+
+// phase reports one promotion phase that began at start.
+func (g *group) phase(name string, start time.Time) {
+	g.ev().PhaseDone(g.cfg.Name, name, g.now().Sub(start))
+}
+
+// promotionStarted reports the wait for a fence proof: from the revoke to
+// the promotion's first step.
+func (g *group) promotionStarted(d sitepair.Decision) {
+	g.mu.Lock()
+	f := g.state.InFlight
+	g.mu.Unlock()
+	if f != nil && !f.RevokedAt.IsZero() {
+		g.ev().PhaseDone(g.cfg.Name, "proof", g.now().Sub(f.RevokedAt))
+	}
+}
+
+// promoted reports a promotion that made its target writable (before the
+// state naming it is committed).
+func (g *group) promoted(d sitepair.Decision) {
+	g.ev().ProofUsed(g.cfg.Name, string(d.FenceProof))
+	g.failoverDone(d, nil)
+}
+
+// failoverDone reports the end of a failover attempt: promoted, failed,
+// or superseded by another daemon.
+func (g *group) failoverDone(d sitepair.Decision, err error) {
+	g.mu.Lock()
+	started := g.stored.InFlight
+	g.mu.Unlock()
+	kind := "failover"
+	if d.Planned {
+		kind = "switchover"
+	}
+	var took time.Duration
+	if started != nil && !started.StartedAt.IsZero() {
+		took = g.now().Sub(started.StartedAt)
+	}
+	result := "promoted"
+	switch {
+	case errors.Is(err, ErrSuperseded), errors.Is(err, context.Canceled):
+		result = "superseded"
+	case err != nil:
+		result = "failed"
+	}
+	g.ev().FailoverDone(g.cfg.Name, kind, result, took)
+	if err == nil && d.Planned {
+		g.ev().WritesUnavailable(g.cfg.Name, took)
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"github.com/failoverd/failoverd/dns"
 	"github.com/failoverd/failoverd/dragonfly"
 	"github.com/failoverd/failoverd/kube"
+	"github.com/failoverd/failoverd/status"
 	"github.com/failoverd/failoverd/view"
 )
 
@@ -42,15 +43,19 @@ type handoff struct {
 	// firstRetry and maxRetry bound the backoff between failed passes.
 	firstRetry, maxRetry time.Duration
 
+	// onDone is told each follower pass's outcome (metrics); may be nil.
+	onDone func(follower string, v view.View, err error)
+
 	mu     sync.Mutex
 	wanted view.View         // newest view naming an active site
+	site   map[string]string // follower → active site it last completed
 	done   map[string]uint64 // follower → epoch it last completed
 	errs   map[string]string // follower → last error, for status
 	kick   chan struct{}
 }
 
 func newHandoff(followers []Follower, log *slog.Logger) *handoff {
-	return &handoff{followers: followers, log: log, firstRetry: followFirstRetry, maxRetry: followMaxRetry, done: map[string]uint64{}, errs: map[string]string{}, kick: make(chan struct{}, 1)}
+	return &handoff{followers: followers, log: log, firstRetry: followFirstRetry, maxRetry: followMaxRetry, done: map[string]uint64{}, site: map[string]string{}, errs: map[string]string{}, kick: make(chan struct{}, 1)}
 }
 
 // want records a new view; views without an active site (a failover in
@@ -72,23 +77,24 @@ func (h *handoff) want(v view.View) {
 	}
 }
 
-// status returns each follower's last error ("" when in step).
-func (h *handoff) status() map[string]string {
+// report is each follower's state for the status snapshot.
+func (h *handoff) report() []status.Follower {
 	if h == nil {
 		return nil
 	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	out := map[string]string{}
+	var out []status.Follower
 	for _, f := range h.followers {
+		h.mu.Lock()
+		errText, done, wanted := h.errs[f.Name()], h.done[f.Name()], h.wanted.Epoch
+		h.mu.Unlock()
+		r := status.Follower{Name: f.Name(), InSync: wanted > 0 && done == wanted, State: "pending", Error: errText}
 		switch {
-		case h.errs[f.Name()] != "":
-			out[f.Name()] = h.errs[f.Name()]
-		case h.done[f.Name()] == h.wanted.Epoch && h.wanted.Epoch > 0:
-			out[f.Name()] = "ok"
-		default:
-			out[f.Name()] = "pending"
+		case errText != "":
+			r.State = "error"
+		case r.InSync:
+			r.State = "ok"
 		}
+		out = append(out, r)
 	}
 	return out
 }
@@ -146,11 +152,25 @@ func (h *handoff) pass(ctx context.Context) bool {
 		} else {
 			delete(h.errs, f.Name())
 			h.done[f.Name()] = v.Epoch
+			h.site[f.Name()] = v.ActiveSite
 			h.log.Info("follow.done", "follower", f.Name(), "epoch", v.Epoch, "active_site", v.ActiveSite)
 		}
 		h.mu.Unlock()
+		if h.onDone != nil {
+			h.onDone(f.Name(), v, err)
+		}
 	}
 	return all
+}
+
+// followed is the active site follower name last completed ("" if none).
+func (h *handoff) followed(name string) string {
+	if h == nil {
+		return ""
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.site[name]
 }
 
 // defaultFollowers builds the followers a group's configuration asks for:

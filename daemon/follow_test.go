@@ -64,7 +64,7 @@ func TestHandoffRetriesUntilInStepAndFollowsNewestView(t *testing.T) {
 	if calls, fw := f.snapshot(); calls != 3 || fw[0].ActiveSite != "b" {
 		t.Fatalf("calls %d followed %+v, want 3 calls ending on b", calls, fw)
 	}
-	if st := h.status(); st["flaky"] != "ok" {
+	if st := h.report(); len(st) != 1 || st[0].Name != "flaky" || st[0].State != "ok" || !st[0].InSync {
 		t.Fatalf("status %v", st)
 	}
 	h.want(view.View{Group: "g", Epoch: 1, ActiveSite: "a"}) // stale: ignored

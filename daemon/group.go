@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/failoverd/failoverd/api"
 	"github.com/failoverd/failoverd/configs"
 	"github.com/failoverd/failoverd/gtid"
 	"github.com/failoverd/failoverd/sitepair"
@@ -16,8 +17,9 @@ import (
 	"github.com/failoverd/failoverd/view"
 )
 
-// ErrRefused is wrapped by errors of operator requests the group refuses.
-var ErrRefused = errors.New("refused")
+// ErrRefused is wrapped by errors of operator requests the group refuses
+// (the API answers 409 with the message).
+var ErrRefused = api.ErrRefused
 
 // Observations is the group's view of its sites, in decision form. The
 // poller-backed implementation fills everything but FencedEpoch, which the
@@ -42,6 +44,7 @@ type group struct {
 	follow *handoff // routing and cache, never awaited by a promotion
 	// sidecars holds the sidecars' latest reports (lease proof input).
 	sidecars *sidecars
+	events   Events
 	obs      Observations
 	now      func() time.Time
 	log      *slog.Logger
@@ -49,22 +52,30 @@ type group struct {
 	// actionTimeout bounds one action (a whole promotion sequence).
 	actionTimeout time.Duration
 
-	mu       sync.Mutex // guards the fields below, read by status
-	stored   store.GroupState
-	state    sitepair.Persisted
-	fenced   map[string]uint64 // site → epoch at which its fence was read back
-	last     sitepair.Decision
-	lastErr  error
-	barrier  time.Time // decisions wait for probes started after it
-	requests chan request
+	mu        sync.Mutex // guards the fields below, read by status
+	stored    store.GroupState
+	state     sitepair.Persisted
+	fenced    map[string]uint64 // site → epoch at which its fence was read back
+	last      sitepair.Decision
+	decidedAt time.Time // when last was decided
+	lastErr   error
+	barrier   time.Time // decisions wait for probes started after it
+	requests  chan request
 }
 
 // request is an operator action handed to the loop (one action at a time).
 type request struct {
-	kind   string // kindSwitchover or "acknowledge"
-	target string
+	kind   string // kindSwitchover, kindAcknowledge or kindConfirmFence
+	target string // the switchover's target, the site whose fence is confirmed
+	by     string // who asked (for the history)
 	reply  chan error
 }
+
+// Operator request kinds besides kindSwitchover.
+const (
+	kindAcknowledge  = "acknowledge"
+	kindConfirmFence = "confirm-fence"
+)
 
 func flavorOf(engine string) gtid.Flavor {
 	if engine == configs.EngineMariaDB {
@@ -132,7 +143,7 @@ func (g *group) round(ctx context.Context, servingSince time.Time) {
 func (g *group) carryOut(ctx context.Context, d sitepair.Decision) {
 	g.mu.Lock()
 	changed := d.Reason != g.last.Reason || d.Action != g.last.Action || d.Target != g.last.Target
-	g.last = d
+	g.last, g.decidedAt = d, g.now()
 	g.mu.Unlock()
 	if changed {
 		level := slog.LevelInfo
@@ -154,6 +165,11 @@ func (g *group) carryOut(ctx context.Context, d sitepair.Decision) {
 	g.mu.Unlock()
 	if err != nil {
 		g.log.Error("action.failed", "action", string(d.Action), "target", d.Target, "err", err)
+		if d.Action == sitepair.Promote || d.Action == sitepair.RevokeEpoch {
+			g.failoverDone(d, err)
+		}
+	} else if d.Action == sitepair.FenceSites && (d.Reason == sitepair.ReasonSplitBrainKeepPromoted || d.Reason == sitepair.ReasonSplitBrainKeepWinner) {
+		g.ev().SplitBrainResolved(g.cfg.Name)
 	}
 	// Another writer moved the state on: decide again from what it wrote,
 	// never retry a write based on what we had.
@@ -295,6 +311,7 @@ func (g *group) failpoint(name string) {
 // revoke is phase 1: persist and publish the epoch in which no site is
 // active, then fence the old primary if it answers.
 func (g *group) revoke(ctx context.Context, d sitepair.Decision) error {
+	defer g.phase("revoke", g.now())
 	// Persisting before fencing means a crash right after still leaves
 	// every sidecar told that the old primary lost its epoch.
 	if err := g.commit(ctx, d, StepRevoked, ""); err != nil {
@@ -392,6 +409,7 @@ func (g *group) fenceSites(ctx context.Context, sites []string) error {
 		g.fenced[s] = g.state.Epoch
 		oldPrimary := g.state.InFlight != nil && g.state.InFlight.From == s
 		g.mu.Unlock()
+		g.ev().Fenced(g.cfg.Name, s, "daemon")
 		if oldPrimary {
 			g.failpoint(StepOldPrimaryFenced)
 		}
@@ -403,6 +421,7 @@ func (g *group) fenceSites(ctx context.Context, sites []string) error {
 // idempotent and recorded, so a restarted daemon re-runs it safely.
 func (g *group) promote(ctx context.Context, d sitepair.Decision) error {
 	log := g.log.With("target", d.Target, "from", d.From, "proof", string(d.FenceProof))
+	g.promotionStarted(d)
 	if err := g.retarget(ctx, d.Target); err != nil {
 		return fmt.Errorf("promote %s: %w", d.Target, err)
 	}
@@ -410,7 +429,9 @@ func (g *group) promote(ctx context.Context, d sitepair.Decision) error {
 		// Best effort only: the proof already holds (down or lease expired).
 		_ = g.bestEffortFence(ctx, fence)
 	}
+	start := g.now()
 	res, err := g.exec.drain(ctx, d.Target)
+	g.phase("drain", start)
 	if err != nil {
 		return fmt.Errorf("promote %s: %w", d.Target, err)
 	}
@@ -423,7 +444,9 @@ func (g *group) promote(ctx context.Context, d sitepair.Decision) error {
 	if err := g.step(ctx, StepRelayDrained, ""); err != nil {
 		return err
 	}
+	start = g.now()
 	promo, err := g.exec.detach(ctx, d.Target)
+	g.phase("detach", start)
 	if err != nil {
 		return fmt.Errorf("promote %s: %w", d.Target, err)
 	}
@@ -442,12 +465,17 @@ func (g *group) promote(ctx context.Context, d sitepair.Decision) error {
 	if err := g.checkStore(ctx); err != nil {
 		return fmt.Errorf("promote %s: %w", d.Target, err)
 	}
+	start = g.now()
 	if err := g.publishPromotion(ctx, d); err != nil {
 		return fmt.Errorf("promote %s: %w", d.Target, err)
 	}
+	g.phase("publish", start)
+	start = g.now()
 	if err := g.exec.makeWritable(ctx, d.Target); err != nil {
 		return fmt.Errorf("promote %s: %w", d.Target, err)
 	}
+	g.phase("writable", start)
+	g.promoted(d)
 	g.failpoint(StepWritable)
 	d.PromotionGTID = promo
 	if err := g.commit(ctx, d, "", ""); err != nil {
@@ -455,6 +483,7 @@ func (g *group) promote(ctx context.Context, d sitepair.Decision) error {
 	}
 	log.Warn("failover.promoted", "epoch", d.Epoch, "promotion_gtid", promo.Compact(), "planned", d.Planned)
 	g.failpoint(StepPromoted)
+	start = g.now()
 	if err := g.exec.repoint(ctx, d.Target, d.Repoint); err != nil {
 		// Not fatal: Rejoin decisions retry on the next rounds.
 		log.Warn("repoint.failed", "err", err)
@@ -462,6 +491,7 @@ func (g *group) promote(ctx context.Context, d sitepair.Decision) error {
 	if err := g.exec.semiSync(ctx, d.Target, d.Repoint); err != nil {
 		log.Warn("semisync.reconfigure_failed", "err", err)
 	}
+	g.phase("repoint", start)
 	g.failpoint(StepRepointed)
 	return nil
 }
@@ -601,7 +631,7 @@ func (g *group) run(ctx context.Context, lead func() (context.Context, time.Time
 func (g *group) handle(req request, lead func() (context.Context, time.Time, bool)) error {
 	ctx, since, ok := lead()
 	if !ok {
-		return fmt.Errorf("%w: this daemon is not the leader", ErrRefused)
+		return fmt.Errorf("%w: this daemon is not the leader", api.ErrNotLeader)
 	}
 	g.mu.Lock()
 	st := g.state
@@ -610,13 +640,14 @@ func (g *group) handle(req request, lead func() (context.Context, time.Time, boo
 	case kindSwitchover:
 		d := sitepair.DecideSwitchover(g.observed(since), st, g.policy, req.target, g.now())
 		if d.Action != sitepair.RevokeEpoch {
-			g.log.Warn("switchover.refused", "target", req.target, "reason", string(d.Reason), "message", d.Message)
+			g.log.Warn("switchover.refused", "target", req.target, "by", req.by, "reason", string(d.Reason), "message", d.Message)
 			return fmt.Errorf("%w: switchover to %s: %s (%s)", ErrRefused, req.target, d.Message, d.Reason)
 		}
-		g.log.Warn("switchover.accepted", "target", req.target)
+		g.log.Warn("switchover.accepted", "target", req.target, "by", req.by)
 		g.carryOut(ctx, d)
 		return nil
-	case "acknowledge":
+	case kindAcknowledge:
+		g.log.Warn("escalation.acknowledged", "by", req.by)
 		now := g.now()
 		g.mu.Lock()
 		next, prev := sitepair.Acknowledge(g.state), g.stored
@@ -627,8 +658,8 @@ func (g *group) handle(req request, lead func() (context.Context, time.Time, boo
 }
 
 // submit hands an operator request to the loop and waits for its outcome.
-func (g *group) submit(ctx context.Context, kind, target string) error {
-	req := request{kind: kind, target: target, reply: make(chan error, 1)}
+func (g *group) submit(ctx context.Context, req request) error {
+	req.reply = make(chan error, 1)
 	select {
 	case g.requests <- req:
 	case <-ctx.Done():

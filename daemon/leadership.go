@@ -13,6 +13,21 @@ type leadership struct {
 	mu    sync.Mutex
 	ctx   context.Context // nil while not leading
 	since time.Time       // when the current term started, on this daemon's clock
+	known string          // identity of the leader last observed ("" when unknown)
+}
+
+// observed records the identity of the leader the election last saw.
+func (l *leadership) observed(identity string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.known = identity
+}
+
+// leader is the identity of the leader last observed.
+func (l *leadership) leader() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.known
 }
 
 // begin starts a term bound to ctx (cancelled when the term ends).

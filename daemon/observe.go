@@ -20,7 +20,7 @@ type polled struct {
 }
 
 // pollerObservations starts polling every site of g until ctx ends.
-func pollerObservations(ctx context.Context, g configs.Group, log *slog.Logger) (Observations, error) {
+func pollerObservations(ctx context.Context, g configs.Group, log *slog.Logger, events Events) (Observations, error) {
 	p, err := poller.NewFromGroup(g, poller.GroupOptions{Logger: log})
 	if err != nil {
 		return nil, err
@@ -32,6 +32,7 @@ func pollerObservations(ctx context.Context, g configs.Group, log *slog.Logger) 
 	pl := &polled{cfg: g, tracker: tr}
 	go func() {
 		err := p.Run(ctx, func(o poller.Observation) {
+			events.ProbeDone(g.Name, o.Site, o.Duration, o.Reachable)
 			if ev, changed, err := tr.Observe(o); err != nil {
 				log.Error("observe.failed", "site", o.Site, "err", err)
 			} else if changed {
@@ -107,6 +108,9 @@ func siteObservation(index int, s configs.Site, v poller.SiteView) sitepair.Site
 	}
 	return o
 }
+
+// SiteView implements siteViewer.
+func (p *polled) SiteView(name string) (poller.SiteView, bool) { return p.tracker.Site(name) }
 
 // Settled implements Observations.
 //

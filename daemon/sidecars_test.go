@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/failoverd/failoverd/api"
 	"github.com/failoverd/failoverd/configs"
 	"github.com/failoverd/failoverd/sidecar"
 	"github.com/failoverd/failoverd/sitepair"
@@ -28,7 +29,7 @@ func reportDaemon(t *testing.T, now time.Time) (*Daemon, *group, *httptest.Serve
 	g := &group{cfg: cfg, sidecars: newSidecars(cfg), now: func() time.Time { return now }}
 	d := &Daemon{cfg: &configs.Config{}, log: slog.New(slog.DiscardHandler), groups: []*group{g}, pub: &publisher{key: []byte("secret")}}
 	d.pub.set(view.View{Group: "g", Epoch: 7, ActiveSite: "a"})
-	srv := httptest.NewServer(d.handler())
+	srv := httptest.NewServer(api.Handler(api.Options{Control: d, Logger: d.log}))
 	t.Cleanup(srv.Close)
 	return d, g, srv
 }
@@ -93,7 +94,7 @@ func TestSidecarReport(t *testing.T) {
 		"site without a sidecar": {[]byte(`{"group":"g","site":"c"}`), http.StatusNotFound},
 		"unknown group":          {[]byte(`{"group":"x","site":"a"}`), http.StatusNotFound},
 		"unknown field":          {[]byte(`{"group":"g","site":"a","bogus":1}`), http.StatusBadRequest},
-		"oversized":              {[]byte(`{"group":"g","site":"a","executed":"` + strings.Repeat("x", maxReportBytes) + `"}`), http.StatusRequestEntityTooLarge},
+		"oversized":              {[]byte(`{"group":"g","site":"a","executed":"` + strings.Repeat("x", 64<<10) + `"}`), http.StatusRequestEntityTooLarge},
 	} {
 		if code, resp := postReport(t, srv.URL, c.body, view.SignBytes(c.body, key)); code != c.want {
 			t.Errorf("%s: %d %s, want %d", name, code, resp, c.want)

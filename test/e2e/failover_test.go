@@ -163,8 +163,12 @@ func TestSwitchoverToUnknownSiteIsRefused(t *testing.T) {
 	g.startDaemon()
 	before := g.waitHealthy("site0", 30*time.Second)
 	code, body := g.post("/v1/groups/orders/switchover?target=nowhere")
-	if code != 409 || !strings.Contains(body, "nowhere") {
-		t.Fatalf("switchover to an unknown site: %d %s", code, body)
+	if code != 404 || !strings.Contains(body, "nowhere") {
+		t.Fatalf("switchover to an unknown site: %d %s, want 404", code, body)
+	}
+	code, body = g.post("/v1/groups/orders/switchover?target=site0")
+	if code != 409 || !strings.Contains(body, "switchover-refused-target-is-primary") {
+		t.Fatalf("switchover to the primary: %d %s, want 409 with the reason", code, body)
 	}
 	if st, _ := g.status(); st.Epoch != before.Epoch || st.ActiveSite != "site0" {
 		t.Fatalf("a refused switchover changed the state: %+v", st)

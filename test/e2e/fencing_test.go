@@ -17,7 +17,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/failoverd/failoverd/daemon"
 	"github.com/failoverd/failoverd/test/testenv"
 	"github.com/failoverd/failoverd/view"
 )
@@ -239,7 +238,7 @@ func lostPrimary(t *testing.T, o groupOptions, hang bool) {
 	} else {
 		g.isolate(0)
 	}
-	var st daemon.GroupStatus
+	var st groupStatus
 	g.waitFor("a replica promoted", failoverTimeout, func() bool {
 		s, err := g.status()
 		st = s

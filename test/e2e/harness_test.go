@@ -21,7 +21,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/failoverd/failoverd/daemon"
+	"github.com/failoverd/failoverd/status"
 	"github.com/failoverd/failoverd/store"
 	"github.com/failoverd/failoverd/test/testenv"
 	"github.com/failoverd/failoverd/test/testenv/promote"
@@ -332,18 +332,24 @@ func tail(s string, n int) string {
 	return strings.Join(lines, "\n")
 }
 
-// status returns the daemon's status of the group.
-func (g *group) status() (daemon.GroupStatus, error) {
-	resp, err := http.Get("http://" + g.listen + "/status")
+// groupStatus is the daemon's status of the group and whether it leads.
+type groupStatus struct {
+	status.Group
+	Leader bool
+}
+
+// status returns the daemon's status of the group (GET /v1/groups).
+func (g *group) status() (groupStatus, error) {
+	resp, err := http.Get("http://" + g.listen + "/v1/groups")
 	if err != nil {
-		return daemon.GroupStatus{}, err
+		return groupStatus{}, err
 	}
 	defer resp.Body.Close()
-	var out []daemon.GroupStatus
-	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || len(out) != 1 {
-		return daemon.GroupStatus{}, fmt.Errorf("decode status: %v (%d groups)", err, len(out))
+	var out status.Snapshot
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || len(out.Groups) != 1 {
+		return groupStatus{}, fmt.Errorf("decode status: %v (%d groups)", err, len(out.Groups))
 	}
-	return out[0], nil
+	return groupStatus{Group: out.Groups[0], Leader: out.Daemon.Leader}, nil
 }
 
 // waitFor polls cond until it holds or fails the test after timeout.
@@ -361,9 +367,9 @@ func (g *group) waitFor(what string, timeout time.Duration, cond func() bool) {
 }
 
 // waitActive waits until the daemon reports site active and healthy-ish.
-func (g *group) waitActive(site string, timeout time.Duration) daemon.GroupStatus {
+func (g *group) waitActive(site string, timeout time.Duration) groupStatus {
 	g.t.Helper()
-	var st daemon.GroupStatus
+	var st groupStatus
 	g.waitFor("active site "+site, timeout, func() bool {
 		s, err := g.status()
 		st = s
@@ -374,9 +380,9 @@ func (g *group) waitActive(site string, timeout time.Duration) daemon.GroupStatu
 
 // waitHealthy waits until the daemon has debounced every site and reports
 // site as the healthy primary (operator requests need a settled group).
-func (g *group) waitHealthy(site string, timeout time.Duration) daemon.GroupStatus {
+func (g *group) waitHealthy(site string, timeout time.Duration) groupStatus {
 	g.t.Helper()
-	var st daemon.GroupStatus
+	var st groupStatus
 	g.waitFor(site+" healthy", timeout, func() bool {
 		s, err := g.status()
 		st = s
@@ -395,7 +401,7 @@ func (g *group) kill(i int) {
 
 // expectSolePrimary waits until site is the settled active site and checks
 // it is the only site accepting writes.
-func (g *group) expectSolePrimary(site string) daemon.GroupStatus {
+func (g *group) expectSolePrimary(site string) groupStatus {
 	g.t.Helper()
 	st := g.waitActive(site, failoverTimeout)
 	if w := g.writable(); !slices.Equal(w, []string{site}) {

@@ -1,0 +1,152 @@
+package daemon
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/failoverd/failoverd/api"
+	"github.com/failoverd/failoverd/sidecar"
+	"github.com/failoverd/failoverd/view"
+)
+
+// The daemon is the API's Control.
+var _ api.Control = (*Daemon)(nil)
+
+// ActiveSite implements api.Control: the group's signed view.
+func (d *Daemon) ActiveSite(name string) (view.Signed, error) {
+	// A follower's view may be stale; a sidecar must not renew its lease on it.
+	if !d.isLeader() {
+		return view.Signed{}, fmt.Errorf("%w: this daemon does not serve views", api.ErrNotLeader)
+	}
+	if name == "" && len(d.groups) == 1 {
+		name = d.groups[0].cfg.Name
+	}
+	s, ok := d.pub.get(name)
+	if !ok {
+		return view.Signed{}, fmt.Errorf("%w: unknown group %s", api.ErrNotFound, name)
+	}
+	return s, nil
+}
+
+// SidecarReport implements api.Control: it records a sidecar's report (its
+// lease renewal) and answers the group's signed view.
+func (d *Daemon) SidecarReport(body []byte, sig string) (view.Signed, error) {
+	// A follower's view may be stale; a sidecar must not renew its lease on it.
+	if !d.isLeader() {
+		return view.Signed{}, fmt.Errorf("%w: this daemon does not take sidecar reports", api.ErrNotLeader)
+	}
+	if len(d.pub.key) == 0 {
+		return view.Signed{}, fmt.Errorf("%w: sidecar reports need daemon.viewSigningKeyFile", api.ErrForbidden)
+	}
+	// An unsigned report could claim a fence that never happened.
+	if !view.VerifyBytes(body, sig, d.pub.key) {
+		return view.Signed{}, fmt.Errorf("%w: bad or missing %s", api.ErrUnauthorized, sidecar.SignatureHeader)
+	}
+	var rep sidecar.Report
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&rep); err != nil {
+		return view.Signed{}, fmt.Errorf("%w: malformed report: %v", api.ErrBadRequest, err)
+	}
+	g := d.group(rep.Group)
+	if g == nil || !g.sidecars.known(rep.Site) {
+		return view.Signed{}, fmt.Errorf("%w: unknown group or site without a sidecar: %s/%s", api.ErrNotFound, rep.Group, rep.Site)
+	}
+	s, ok := d.pub.get(rep.Group)
+	if !ok {
+		return view.Signed{}, fmt.Errorf("%w: no view yet for group %s", api.ErrUnavailable, rep.Group)
+	}
+	if before := g.sidecars.observation(rep.Site); rep.FencedEpoch > before.FencedEpoch {
+		g.ev().Fenced(g.cfg.Name, rep.Site, "sidecar")
+	}
+	g.sidecars.record(rep, g.now())
+	return s, nil
+}
+
+// Switchover implements api.Control.
+func (d *Daemon) Switchover(ctx context.Context, group, target string, by api.Actor) error {
+	g, err := d.commandGroup(group)
+	if err != nil {
+		return err
+	}
+	if !g.hasSite(target) {
+		return fmt.Errorf("%w: group %s has no site %s", api.ErrNotFound, group, target)
+	}
+	return g.submit(ctx, request{kind: kindSwitchover, target: target, by: by.String()})
+}
+
+// Acknowledge implements api.Control.
+func (d *Daemon) Acknowledge(ctx context.Context, group string, by api.Actor) error {
+	g, err := d.commandGroup(group)
+	if err != nil {
+		return err
+	}
+	return g.submit(ctx, request{kind: kindAcknowledge, by: by.String()})
+}
+
+// ConfirmFence implements api.Control.
+func (d *Daemon) ConfirmFence(ctx context.Context, group, site string, by api.Actor) error {
+	g, err := d.commandGroup(group)
+	if err != nil {
+		return err
+	}
+	if !g.hasSite(site) {
+		return fmt.Errorf("%w: group %s has no site %s", api.ErrNotFound, group, site)
+	}
+	return g.submit(ctx, request{kind: kindConfirmFence, target: site, by: by.String()})
+}
+
+func (d *Daemon) commandGroup(name string) (*group, error) {
+	g := d.group(name)
+	if g == nil {
+		return nil, fmt.Errorf("%w: unknown group %s", api.ErrNotFound, name)
+	}
+	// Only the leader acts; a follower's command would race the leader's loop.
+	if !d.isLeader() {
+		return nil, fmt.Errorf("%w: send commands to the leading daemon", api.ErrNotLeader)
+	}
+	return g, nil
+}
+
+func (g *group) hasSite(name string) bool {
+	for _, s := range g.cfg.Sites {
+		if s.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// serve runs the HTTP server until ctx ends.
+func (d *Daemon) serve(ctx context.Context, log *slog.Logger) error {
+	h := api.Handler(api.Options{Control: d, Token: d.token, Metrics: d.opts.Metrics, Logger: log})
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second, TLSConfig: d.tls,
+		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	errc := make(chan error, 1)
+	go func() {
+		if d.tls != nil {
+			// Certificates are loaded in TLSConfig already.
+			errc <- srv.ServeTLS(d.listener, "", "")
+			return
+		}
+		errc <- srv.Serve(d.listener)
+	}()
+	log.Info("http.listening", "addr", d.listener.Addr().String(), "tls", d.tls != nil)
+	select {
+	case <-ctx.Done():
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		return srv.Shutdown(sctx)
+	case err := <-errc:
+		if errors.Is(err, http.ErrServerClosed) {
+			return nil
+		}
+		return err
+	}
+}

@@ -1,0 +1,216 @@
+package daemon
+
+import (
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/failoverd/failoverd/poller"
+	"github.com/failoverd/failoverd/sitepair"
+	"github.com/failoverd/failoverd/status"
+)
+
+// Snapshot implements api.Control: the daemon and every group as of now,
+// built from what the loops published (it never waits on an action).
+func (d *Daemon) Snapshot() status.Snapshot {
+	now := d.opts.Clock()
+	_, since, leading := d.lead.current()
+	s := status.Snapshot{At: now, Daemon: status.Daemon{
+		Identity: d.opts.Identity, Version: d.opts.Version, Commit: d.opts.Commit, StartedAt: d.started,
+		LeaderElection: d.cfg.Daemon.LeaderElection.Enabled, Leader: leading, Store: d.store.Describe(),
+	}}
+	if leading {
+		s.Daemon.LeaderSince = since
+	}
+	for _, g := range d.groups {
+		s.Groups = append(s.Groups, g.snapshot(now))
+	}
+	s.Daemon.Ready, s.Daemon.NotReady = d.ready(leading, s.Groups)
+	return s
+}
+
+// ready is /readyz: the state is loaded (New refuses to start otherwise),
+// leadership is known and every site was probed at least once.
+func (d *Daemon) ready(leading bool, groups []status.Group) (bool, string) {
+	if !leading && d.lead.leader() == "" {
+		return false, "no leader known yet"
+	}
+	for _, g := range groups {
+		for _, s := range g.Sites {
+			if s.LastProbeAt.IsZero() {
+				return false, "no probe of " + g.Name + "/" + s.Name + " finished yet"
+			}
+		}
+	}
+	return true, ""
+}
+
+// siteViewer is implemented by the poller-backed Observations: the raw
+// view of a site for status (threads, errors), beyond decision input.
+type siteViewer interface {
+	SiteView(name string) (poller.SiteView, bool)
+}
+
+// snapshot is the group's status as of now.
+func (g *group) snapshot(now time.Time) status.Group {
+	var o sitepair.Observed
+	if g.obs != nil {
+		o = g.observed(time.Time{})
+	}
+	g.mu.Lock()
+	st, stored, last, lastErr, decidedAt := g.state, g.stored, g.last, g.lastErr, g.decidedAt
+	g.mu.Unlock()
+	out := status.Group{
+		Name: g.cfg.Name, Engine: g.cfg.Engine, Fencing: g.cfg.FencingMode(),
+		Epoch: st.Epoch, ActiveSite: st.ActiveSite,
+		Action: string(last.Action), Reason: string(last.Reason), Class: classOf(last.Reason),
+		Message: last.Message, Detection: string(last.Detection.Code), DecidedAt: decidedAt,
+		EscalationHalted: st.EscalationHalted, OperatorFenced: slices.Clone(st.OperatorFenced),
+	}
+	if last.Reason == "" {
+		out.Class = status.ClassWaiting
+	}
+	if lastErr != nil {
+		out.LastError = lastErr.Error()
+	}
+	if !st.LastFailoverAt.IsZero() {
+		if left := g.policy.FailoverCooldown - now.Sub(st.LastFailoverAt); left > 0 {
+			out.CooldownRemainingSeconds = left.Seconds()
+		}
+	}
+	if f := stored.LastFailover; f != nil {
+		out.LastFailover = &status.Failover{Kind: f.Kind, From: f.From, To: f.To, At: f.At, Epoch: f.Epoch, PromotionGTID: f.PromotionGTID}
+	}
+	if f := stored.InFlight; f != nil {
+		out.InFlight = &status.InFlight{ID: f.ID, Kind: f.Kind, From: f.From, To: f.To, Step: f.Step, StepDone: f.StepDone, StartedAt: f.StartedAt}
+	}
+	for _, site := range slices.Sorted(maps.Keys(st.Diverged)) {
+		set := st.Diverged[site]
+		out.Diverged = append(out.Diverged, status.Divergence{Site: site, GTID: set.String(), Transactions: set.Count()})
+	}
+	viewer, _ := g.obs.(siteViewer)
+	for _, so := range o.Sites {
+		out.Sites = append(out.Sites, g.siteStatus(so, st, viewer, now))
+	}
+	out.Routing = g.follow.report()
+	return out
+}
+
+func (g *group) siteStatus(so sitepair.SiteObservation, st sitepair.Persisted, viewer siteViewer, now time.Time) status.Site {
+	s := status.Site{
+		Name: so.Name, Role: string(so.Role), State: so.State.String(), Active: so.Name == st.ActiveSite,
+		Executed: so.Executed.String(), Retrieved: so.Retrieved.String(), ReplicatingFrom: so.ReplicatingFrom,
+		LastReachableAt: so.LastReachableAt,
+	}
+	if set, ok := st.Diverged[so.Name]; ok {
+		s.Diverged = set.String()
+	}
+	if sc := so.Sidecar; sc.Configured {
+		s.Sidecar = &status.Sidecar{LastReportAt: sc.LastReport, LeaseAgeSeconds: -1, Epoch: sc.Epoch, FencedEpoch: sc.FencedEpoch, MysqldDown: sc.MysqldDown}
+		if !sc.LastReport.IsZero() {
+			s.Sidecar.LeaseAgeSeconds = now.Sub(sc.LastReport).Seconds()
+		}
+	}
+	if viewer == nil {
+		return s
+	}
+	v, ok := viewer.SiteView(so.Name)
+	if !ok {
+		return s
+	}
+	if v.HasLatest {
+		s.LastProbeAt = v.Latest.At
+		if v.Latest.Err != nil {
+			s.ProbeError = v.Latest.Err.Error()
+		}
+	}
+	if v.HasReachable {
+		if rep := v.LastReachable.Status.Replica; rep != nil {
+			r := &status.Replication{IORunning: rep.IOThread.Running(), SQLRunning: rep.SQLThread.Running(),
+				Broken: v.LastReachable.ReplicationBroken, LagKnown: so.LagKnown}
+			if so.LagKnown {
+				r.LagSeconds = so.Lag.Seconds()
+			}
+			switch {
+			case rep.LastSQLError != "":
+				r.LastError = rep.LastSQLError
+			case rep.LastIOError != "":
+				r.LastError = rep.LastIOError
+			}
+			s.Replication = r
+		}
+	}
+	return s
+}
+
+// classOf sorts a decision reason for operators and alerts.
+func classOf(r sitepair.Reason) string {
+	if c, ok := reasonClass[r]; ok {
+		return c
+	}
+	return status.ClassInvalid
+}
+
+// reasonClass is every sitepair reason's class (a test checks none is
+// missing).
+var reasonClass = map[sitepair.Reason]string{
+	sitepair.ReasonInvalidPolicy: status.ClassInvalid,
+	sitepair.ReasonInvalidInput:  status.ClassInvalid,
+
+	sitepair.ReasonHealthy:                    status.ClassHealthy,
+	sitepair.ReasonDegradedReplicaUnreachable: status.ClassDegraded,
+	sitepair.ReasonDegradedReplicationBroken:  status.ClassDegraded,
+	sitepair.ReasonDegradedNotFollowing:       status.ClassDegraded,
+	sitepair.ReasonUnexpectedPrimary:          status.ClassDegraded,
+	sitepair.ReasonPrimaryPartitioned:         status.ClassDegraded,
+	sitepair.ReasonSemiSyncUnsafe:             status.ClassDegraded,
+
+	sitepair.ReasonWaitingForProbes:  status.ClassWaiting,
+	sitepair.ReasonPrimaryDebouncing: status.ClassWaiting,
+	sitepair.ReasonAwaitLeaseExpiry:  status.ClassWaiting,
+	sitepair.ReasonAwaitCatchUp:      status.ClassWaiting,
+
+	sitepair.ReasonAdoptPrimary:                status.ClassActing,
+	sitepair.ReasonRejoin:                      status.ClassActing,
+	sitepair.ReasonMarkDiverged:                status.ClassActing,
+	sitepair.ReasonReassertPrimary:             status.ClassActing,
+	sitepair.ReasonFailoverRevoke:              status.ClassActing,
+	sitepair.ReasonFenceWritableDuringFailover: status.ClassActing,
+	sitepair.ReasonFenceOldPrimary:             status.ClassActing,
+	sitepair.ReasonCatchUpTimeout:              status.ClassActing,
+	sitepair.ReasonSemiSyncDetachReplicas:      status.ClassActing,
+	sitepair.ReasonResumeCatchUp:               status.ClassActing,
+	sitepair.ReasonPromote:                     status.ClassActing,
+	sitepair.ReasonPromoteRetarget:             status.ClassActing,
+	sitepair.ReasonPromoteResume:               status.ClassActing,
+	sitepair.ReasonPromoteNoFencing:            status.ClassActing,
+	sitepair.ReasonSwitchover:                  status.ClassActing,
+	// Refused switchovers answer the request; never a group's standing decision.
+	sitepair.ReasonSwitchoverInFlight:        status.ClassActing,
+	sitepair.ReasonSwitchoverGroupState:      status.ClassActing,
+	sitepair.ReasonSwitchoverTargetIsPrimary: status.ClassActing,
+	sitepair.ReasonSwitchoverBadTarget:       status.ClassActing,
+	sitepair.ReasonSwitchoverTargetBehind:    status.ClassActing,
+
+	sitepair.ReasonSplitBrainKeepPromoted: status.ClassSplitBrain,
+	sitepair.ReasonSplitBrainKeepWinner:   status.ClassSplitBrain,
+	sitepair.ReasonSplitBrainAlertOnly:    status.ClassSplitBrain,
+
+	sitepair.ReasonTotalLoss:                 status.ClassNoPrimary,
+	sitepair.ReasonNoPrimaryNoActiveSite:     status.ClassNoPrimary,
+	sitepair.ReasonNoPrimaryNotAllReachable:  status.ClassNoPrimary,
+	sitepair.ReasonNoPrimaryTargetIneligible: status.ClassNoPrimary,
+	sitepair.ReasonNoPrimaryTargetBehind:     status.ClassNoPrimary,
+
+	sitepair.ReasonCooldown:                   status.ClassBlocked,
+	sitepair.ReasonEscalationLimit:            status.ClassBlocked,
+	sitepair.ReasonNoEligibleCandidate:        status.ClassBlocked,
+	sitepair.ReasonIncomparableCandidates:     status.ClassBlocked,
+	sitepair.ReasonCandidateLacksTransactions: status.ClassBlocked,
+	sitepair.ReasonUncorroborated:             status.ClassBlocked,
+	sitepair.ReasonCatchUpTimeoutBlocked:      status.ClassBlocked,
+	sitepair.ReasonTargetWritableWithoutProof: status.ClassBlocked,
+
+	sitepair.ReasonEscalationHalted:       status.ClassAwaitingHuman,
+	sitepair.ReasonAwaitFenceConfirmation: status.ClassAwaitingHuman,
+}

@@ -1,0 +1,79 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/failoverd/failoverd/sitepair"
+	"github.com/failoverd/failoverd/statemachine"
+	"github.com/failoverd/failoverd/status"
+)
+
+// Every decision reason has a class: an unclassified one would read as
+// "invalid" on dashboards and alerts.
+func TestEveryReasonHasAClass(t *testing.T) {
+	for _, r := range sitepair.Reasons() {
+		if _, ok := reasonClass[r]; !ok {
+			t.Errorf("reason %q has no class in reasonClass", r)
+		}
+	}
+	if classOf("no-such-reason") != status.ClassInvalid {
+		t.Fatal("an unknown reason must classify as invalid")
+	}
+}
+
+// recEvents records Events calls as strings.
+type recEvents struct {
+	noEvents
+	mu    sync.Mutex
+	calls []string
+}
+
+func (r *recEvents) add(s string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.calls = append(r.calls, s)
+}
+func (r *recEvents) PhaseDone(g, phase string, _ time.Duration) { r.add("phase " + phase) }
+func (r *recEvents) ProofUsed(g, proof string)                  { r.add("proof " + proof) }
+func (r *recEvents) FailoverDone(g, kind, result string, _ time.Duration) {
+	r.add("failover " + kind + " " + result)
+}
+func (r *recEvents) Fenced(g, site, by string) { r.add("fenced " + site + " by " + by) }
+
+// A promotion reports each phase, the proof it rested on and its outcome,
+// and the snapshot afterwards shows the new primary, the failover and the
+// cooldown.
+func TestPromotionEventsAndSnapshot(t *testing.T) {
+	ms := &memStore{}
+	g, _ := testGroup(t, ms, "b", clockAt(t0))
+	g.policy.FailoverCooldown = time.Hour
+	ev := &recEvents{}
+	g.events = ev
+	g.obs = fixedObs{o: sitepair.Observed{Sites: []sitepair.SiteObservation{
+		{Name: "a", Role: sitepair.PrimaryCandidate, State: statemachine.Unreachable},
+		{Name: "b", Role: sitepair.PrimaryCandidate, State: statemachine.ReadOnly},
+		{Name: "c", Role: sitepair.PrimaryCandidate, State: statemachine.ReadOnly},
+	}}}
+	if err := g.promote(context.Background(), promoteDecision("b")); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"phase proof", "phase drain", "phase detach", "phase publish", "phase writable",
+		"proof primary-down", "failover failover promoted", "phase repoint"}
+	if fmt.Sprint(ev.calls) != fmt.Sprint(want) {
+		t.Fatalf("events %q, want %q", ev.calls, want)
+	}
+	s := g.snapshot(t0.Add(time.Minute))
+	if s.Epoch != 3 || s.ActiveSite != "b" || s.InFlight != nil || s.LastFailover == nil || s.LastFailover.To != "b" {
+		t.Fatalf("snapshot %+v", s)
+	}
+	if s.CooldownRemainingSeconds < 59*60-1 || s.CooldownRemainingSeconds > 59*60+1 {
+		t.Fatalf("cooldown remaining %v s, want about 59 min", s.CooldownRemainingSeconds)
+	}
+	if len(s.Sites) != 3 || !s.Sites[1].Active || s.Sites[0].State != status.StateUnreachable || s.Class != status.ClassWaiting {
+		t.Fatalf("sites %+v class %q", s.Sites, s.Class)
+	}
+}
