@@ -1,8 +1,12 @@
 // Package configs holds failoverd's typed configuration, its defaults and its
 // validation. The whole product is described by one YAML file (see
 // configs/examples). Every field's default sits in its `default` tag, next to
-// the comment that explains it; Load applies them and Validate reports every
-// problem at once, each naming the YAML path and the fix.
+// the comment that explains it; Load applies them and reports every problem
+// at once, each with its file:line:col, the YAML path and the fix.
+//
+// Keys are case-sensitive: a struct key must be written exactly as its yaml
+// name (pollInterval; pollinterval is an unknown key), and the keys of
+// selectors and labels are kept as written.
 package configs
 
 import (
@@ -18,11 +22,15 @@ type Config struct {
 	Clusters []Cluster `yaml:"clusters"`
 	// Groups are the independent MySQL failover groups this daemon manages.
 	Groups []Group `yaml:"groups"`
+
+	// src remembers where Load or Parse found each path, so that Validate's
+	// problems carry a file position.
+	src *source
 }
 
-// Daemon configures the failoverd process. Every field can be overridden by an
-// environment variable FAILOVERD_DAEMON_<FIELD> (upper case, dots as
-// underscores), e.g. FAILOVERD_DAEMON_LISTEN=:9090.
+// Daemon configures the failoverd process. Every scalar field can be
+// overridden by an environment variable FAILOVERD_DAEMON_<PATH> (upper case,
+// dots as underscores), e.g. FAILOVERD_DAEMON_LISTEN=:9090 (see EnvName).
 type Daemon struct {
 	// Listen is the address of the HTTP server: API, /active-site, /metrics,
 	// /healthz.

@@ -117,7 +117,7 @@ func TestInvalidConfigsNameTheField(t *testing.T) {
 		path   string // exact YAML path expected in a problem
 		words  string // part of the message
 	}{
-		{"typo'd key", func(m map[string]any) { group(m)["pollIntervall"] = "1s" }, "groups[0].pollintervall", "did you mean pollInterval?"},
+		{"typo'd key", func(m map[string]any) { group(m)["pollIntervall"] = "1s" }, "groups[0].pollIntervall", "did you mean pollInterval?"},
 		{"unknown top-level key", func(m map[string]any) { m["group"] = []any{} }, "group", "did you mean groups?"},
 		{"zero poll interval", func(m map[string]any) { group(m)["pollInterval"] = "0s" }, "groups[0].pollInterval", "not positive"},
 		{"negative probe timeout", func(m map[string]any) { group(m)["probeTimeout"] = "-1s" }, "groups[0].probeTimeout", "not positive"},

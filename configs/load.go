@@ -6,9 +6,9 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"sort"
+	"strconv"
 	"strings"
-
-	"github.com/spf13/viper"
 )
 
 // ErrInvalid is wrapped by every error that reports configuration problems.
@@ -18,19 +18,54 @@ var ErrInvalid = errors.New("invalid configuration")
 // daemon.listen.
 const EnvPrefix = "FAILOVERD"
 
-// Problem is one thing wrong with a configuration: the YAML path and what to
-// do about it.
+// Problem is one thing wrong with a configuration: where it is, the YAML
+// path, and what to do about it.
 type Problem struct {
-	// Path is the YAML path, e.g. groups[0].sites[1].mysql.address.
+	// File is the configuration file ("" for Parse).
+	File string
+	// Line and Column locate the problem in File (1-based; 0 when unknown).
+	// A missing key is located at the section that should hold it.
+	Line, Column int
+	// Env is the environment variable that set the faulty value, when one
+	// did (then File, Line and Column are empty).
+	Env string
+	// Path is the YAML path, e.g. groups[0].sites[1].mysql.address; empty
+	// for a problem of the whole file (syntax, empty file).
 	Path string
 	// Message says what is wrong and how to fix it.
 	Message string
 }
 
-func (p Problem) String() string { return p.Path + ": " + p.Message }
+// String is "file:line:col: path: message", e.g.
+// "failoverd.yaml:12:5: groups[0].sites[1].mysql.address: ...", or
+// "FAILOVERD_DAEMON_LISTEN: daemon.listen: ..." for an environment value.
+func (p Problem) String() string {
+	var parts []string
+	switch {
+	case p.Env != "":
+		parts = append(parts, "environment "+p.Env)
+	case p.Line > 0:
+		loc := strconv.Itoa(p.Line)
+		if p.Column > 0 {
+			loc += ":" + strconv.Itoa(p.Column)
+		}
+		if p.File != "" {
+			loc = p.File + ":" + loc
+		} else {
+			loc = "line " + loc
+		}
+		parts = append(parts, loc)
+	case p.File != "":
+		parts = append(parts, p.File)
+	}
+	if p.Path != "" {
+		parts = append(parts, p.Path)
+	}
+	return strings.Join(append(parts, p.Message), ": ")
+}
 
 // Problems is every problem found in a configuration. As an error it lists
-// them all, one per line.
+// them all, one per line, in file order.
 type Problems struct {
 	List []Problem
 }
@@ -60,60 +95,71 @@ func (p *Problems) err() error {
 	return p
 }
 
+// sort orders the problems by position in the file (those without one, such
+// as environment values and missing sections, last), and drops repeats (a
+// mapping merged in twice is decoded twice).
+func (p *Problems) sort() {
+	sort.SliceStable(p.List, func(i, j int) bool {
+		a, b := p.List[i], p.List[j]
+		if (a.Line == 0) != (b.Line == 0) {
+			return b.Line == 0
+		}
+		return a.Line < b.Line || (a.Line == b.Line && a.Column < b.Column)
+	})
+	seen := map[Problem]bool{}
+	out := p.List[:0]
+	for _, pr := range p.List {
+		if !seen[pr] {
+			seen[pr] = true
+			out = append(out, pr)
+		}
+	}
+	p.List = out
+}
+
 // Load reads the YAML file at path, applies environment overrides for the
 // daemon section and the defaults, and validates the result. On any problem
-// it returns a *Problems error (wrapping ErrInvalid) listing all of them.
+// it returns a *Problems error (wrapping ErrInvalid) listing all of them,
+// each with its file:line:col.
+//
+// Every scalar key of the daemon section can be overridden by the
+// environment variable EnvName(path), e.g. FAILOVERD_DAEMON_LISTEN for
+// daemon.listen or FAILOVERD_DAEMON_STATESTORE_PATH for
+// daemon.stateStore.path; an empty variable is no override.
 func Load(path string) (*Config, error) {
-	v := viper.New()
-	v.SetConfigFile(path)
-	v.SetConfigType("yaml")
-	v.SetEnvPrefix(EnvPrefix)
-	v.SetEnvKeyReplacer(strings.NewReplacer(".", "_"))
-	bindDaemonEnv(v, reflect.TypeFor[Daemon](), "daemon")
-	if _, err := os.Stat(path); err != nil {
+	data, err := os.ReadFile(path)
+	if err != nil {
 		return nil, fmt.Errorf("read config: %w", err)
 	}
-	if err := v.ReadInConfig(); err != nil {
-		return nil, fmt.Errorf("read config %s: %w: %w", path, ErrInvalid, err)
-	}
-	return fromSettings(v.AllSettings(), filepath.Dir(path))
+	return load(data, path, filepath.Dir(path), os.LookupEnv)
 }
 
-// Parse is Load for YAML held in memory (no environment overrides); relative
-// file paths are taken relative to dir.
+// Parse is Load for YAML held in memory (no environment overrides, and
+// problems carry line:col without a file name); relative file paths are
+// taken relative to dir.
 func Parse(yaml, dir string) (*Config, error) {
-	v := viper.New()
-	v.SetConfigType("yaml")
-	if err := v.ReadConfig(strings.NewReader(yaml)); err != nil {
-		return nil, fmt.Errorf("parse config: %w: %w", ErrInvalid, err)
-	}
-	return fromSettings(v.AllSettings(), dir)
+	return load([]byte(yaml), "", dir, nil)
 }
 
-func fromSettings(raw map[string]any, dir string) (*Config, error) {
-	problems := &Problems{}
-	cfg := &Config{}
-	(&decoder{problems: problems}).decode(raw, cfg)
-	if err := problems.err(); err != nil {
-		return nil, err
+func load(data []byte, file, dir string, lookupEnv func(string) (string, bool)) (*Config, error) {
+	root, problems := document(data, file)
+	if problems != nil {
+		return nil, problems
 	}
+	d := newDecoder(file, lookupEnv)
+	cfg := &Config{src: d.src}
+	d.decodeStruct(root, reflect.ValueOf(cfg).Elem(), "")
 	cfg.resolvePaths(dir)
-	if err := cfg.Validate(); err != nil {
+	all := &Problems{List: d.problems}
+	// Validate even when decoding found problems: a wrong type at one key
+	// must not hide the problems elsewhere.
+	var vp *Problems
+	if errors.As(cfg.Validate(), &vp) {
+		all.List = append(all.List, vp.List...)
+	}
+	all.sort()
+	if err := all.err(); err != nil {
 		return nil, err
 	}
 	return cfg, nil
-}
-
-// bindDaemonEnv binds FAILOVERD_DAEMON_* for every scalar field of the daemon
-// section, so overrides work even for keys absent from the file.
-func bindDaemonEnv(v *viper.Viper, t reflect.Type, prefix string) {
-	for i := range t.NumField() {
-		f := t.Field(i)
-		key := prefix + "." + strings.ToLower(yamlName(f))
-		if f.Type.Kind() == reflect.Struct && f.Type != durationType {
-			bindDaemonEnv(v, f.Type, key)
-			continue
-		}
-		_ = v.BindEnv(key) // only fails without a key, which we always pass
-	}
 }

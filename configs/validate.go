@@ -22,9 +22,11 @@ var nameRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
 
 // Validate reports every problem of c at once as a *Problems error (wrapping
 // ErrInvalid), or nil. It reads credential and key files to check that they
-// are readable, and changes nothing.
+// are readable, and changes nothing. For a Config from Load or Parse, each
+// problem carries the position of the key its path names (or of the section
+// a missing key belongs in).
 func (c *Config) Validate() error {
-	v := &validator{problems: &Problems{}, clusters: map[string]bool{}}
+	v := &validator{problems: &Problems{}, clusters: map[string]bool{}, src: c.src}
 	v.clustersSection(c.Clusters)
 	v.daemon(c)
 	if len(c.Groups) == 0 {
@@ -40,7 +42,18 @@ func (c *Config) Validate() error {
 		v.group(path, g)
 		v.leaderVsSidecarLease(path, c.Daemon.LeaderElection, g)
 	}
-	return v.problems.err()
+	out := &Problems{}
+	for _, p := range v.problems.List {
+		if c.src.hides(p.Path) {
+			// The value there had the wrong type and is reported as such;
+			// the zero value or default standing in for it is no problem.
+			continue
+		}
+		c.src.place(&p)
+		out.List = append(out.List, p)
+	}
+	out.sort()
+	return out.err()
 }
 
 // leaderRetryJitter is client-go's leaderelection.JitterFactor: a candidate
@@ -73,7 +86,8 @@ func (g Group) usesSidecarLease() bool {
 
 // leaderVsSidecarLease checks that a leader change fits in the sidecar lease.
 func (v *validator) leaderVsSidecarLease(path string, le LeaderElection, g Group) {
-	if !le.Enabled || !g.usesSidecarLease() || le.LeaseDuration <= 0 || le.RetryPeriod <= 0 || g.Sidecar.LeaseTimeout <= 0 {
+	if !le.Enabled || !g.usesSidecarLease() || le.LeaseDuration <= 0 || le.RetryPeriod <= 0 || g.Sidecar.LeaseTimeout <= 0 ||
+		!v.intact("daemon.leaderElection", path+".sidecar", path+".fencing", path+".sites") {
 		return
 	}
 	// Followers serve no view (503) while the leader changes; a change longer
@@ -168,6 +182,29 @@ func (g Group) Summary() string {
 type validator struct {
 	problems *Problems
 	clusters map[string]bool
+	// src, when the Config was decoded, tells which values had the wrong
+	// type: checks comparing against them are skipped (the comparison would
+	// be with a stand-in, and the value is already reported).
+	src *source
+}
+
+// intact reports whether no value at, under or above any of paths had the
+// wrong type.
+func (v *validator) intact(paths ...string) bool {
+	if v.src == nil {
+		return true
+	}
+	within := func(a, b string) bool { // a lies at or under b
+		return a == b || strings.HasPrefix(a, b+".") || strings.HasPrefix(a, b+"[")
+	}
+	for b := range v.src.broken {
+		for _, p := range paths {
+			if within(b, p) || within(p, b) {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 func (v *validator) add(path, format string, args ...any) { v.problems.add(path, format, args...) }
@@ -195,7 +232,7 @@ func (v *validator) clusterRef(path, name string) {
 	switch {
 	case name == "":
 		v.add(path, "missing; name one of the clusters defined under clusters")
-	case !v.clusters[name]:
+	case !v.clusters[name] && v.intact("clusters"):
 		v.add(path, "cluster %q is not defined; add it under clusters or fix the name", name)
 	}
 }
@@ -216,7 +253,7 @@ func (v *validator) daemon(c *Config) {
 		v.add("daemon.stateStore.type", "%q is not a store type; write file or kubernetes", d.StateStore.Type)
 	}
 	if le := d.LeaderElection; le.Enabled {
-		if d.StateStore.Type == "file" {
+		if d.StateStore.Type == "file" && v.intact("daemon.stateStore.type") {
 			// Each daemon would write its own file: a new leader would start
 			// from its own stale epoch and in-flight record, not the last leader's.
 			v.add("daemon.stateStore.type", "file cannot be shared by leader-elected daemons (daemon.leaderElection.enabled: true): "+
@@ -251,11 +288,12 @@ func (v *validator) leaderTimings(le LeaderElection) {
 	v.positive(p+"leaseDuration", le.LeaseDuration)
 	v.positive(p+"renewDeadline", le.RenewDeadline)
 	v.positive(p+"retryPeriod", le.RetryPeriod)
-	if le.RenewDeadline >= le.LeaseDuration && le.LeaseDuration > 0 && le.RenewDeadline > 0 {
+	if le.RenewDeadline >= le.LeaseDuration && le.LeaseDuration > 0 && le.RenewDeadline > 0 && v.intact(p+"leaseDuration", p+"renewDeadline") {
 		v.add(p+"renewDeadline", "%s must be shorter than leaseDuration %s (a leader must step down before its lease can pass to another daemon); "+
 			"lower renewDeadline or raise leaseDuration, e.g. leaseDuration 15s, renewDeadline 10s", le.RenewDeadline, le.LeaseDuration)
 	}
-	if jittered := time.Duration(leaderRetryJitter * float64(le.RetryPeriod)); jittered >= le.RenewDeadline && le.RetryPeriod > 0 && le.RenewDeadline > 0 {
+	if jittered := time.Duration(leaderRetryJitter * float64(le.RetryPeriod)); jittered >= le.RenewDeadline && le.RetryPeriod > 0 && le.RenewDeadline > 0 &&
+		v.intact(p+"renewDeadline", p+"retryPeriod") {
 		v.add(p+"retryPeriod", "%s × %.1f (the retry jitter of the leader election) = %s must be shorter than renewDeadline %s, or the leader cannot renew in time; "+
 			"lower retryPeriod below %s or raise renewDeadline", le.RetryPeriod, leaderRetryJitter, jittered, le.RenewDeadline,
 			time.Duration(float64(le.RenewDeadline)/leaderRetryJitter))
@@ -271,7 +309,7 @@ func (v *validator) group(path string, g Group) {
 	}
 	v.positive(path+".pollInterval", g.PollInterval)
 	v.positive(path+".probeTimeout", g.ProbeTimeout)
-	if g.ProbeTimeout >= g.PollInterval && g.PollInterval > 0 {
+	if g.ProbeTimeout >= g.PollInterval && g.PollInterval > 0 && v.intact(path+".pollInterval", path+".probeTimeout") {
 		// A probe longer than the poll interval would pile up probes on a hung site.
 		v.add(path+".probeTimeout", "%s must be shorter than pollInterval %s", g.ProbeTimeout, g.PollInterval)
 	}
@@ -294,7 +332,7 @@ func (v *validator) group(path string, g Group) {
 	v.tls(path+".tls", g.TLS)
 	v.positive(path+".sidecar.leaseTimeout", g.Sidecar.LeaseTimeout)
 	v.positive(path+".sidecar.checkInterval", g.Sidecar.CheckInterval)
-	if g.Sidecar.CheckInterval > 0 && 2*g.Sidecar.CheckInterval > g.Sidecar.LeaseTimeout {
+	if g.Sidecar.CheckInterval > 0 && 2*g.Sidecar.CheckInterval > g.Sidecar.LeaseTimeout && v.intact(path+".sidecar") {
 		// A lease checked too rarely could outlive its timeout before the sidecar fences.
 		v.add(path+".sidecar.checkInterval", "%s must be at most half of leaseTimeout %s", g.Sidecar.CheckInterval, g.Sidecar.LeaseTimeout)
 	}
@@ -347,10 +385,12 @@ func (v *validator) sites(path string, g Group) {
 				v.add(sp+".kubernetes", "neither service nor nodeSelector set; give at least one, or remove the kubernetes section")
 			}
 		}
-		v.siteDNS(sp, s, g.DNS)
+		if v.intact(path + ".dns") {
+			v.siteDNS(path, sp, s, g.DNS)
+		}
 		if s.Cache != nil {
 			v.hostPort(sp+".cache.address", s.Cache.Address, false)
-			if g.Cache == nil {
+			if g.Cache == nil && v.intact(path+".cache") {
 				v.add(sp+".cache", "set but %s.cache is missing; add the group's cache section (engine, maxSyncWait)", path)
 			}
 		} else if g.Cache != nil && s.Role == RolePrimaryCandidate {
@@ -358,21 +398,21 @@ func (v *validator) sites(path string, g Group) {
 		}
 		if s.Sidecar != nil {
 			v.hostPort(sp+".sidecar.address", s.Sidecar.Address, false)
-		} else if UsesSidecarProof(g.Fencing) && s.Role == RolePrimaryCandidate {
+		} else if UsesSidecarProof(g.Fencing) && s.Role == RolePrimaryCandidate && v.intact(sp+".role") {
 			v.add(sp+".sidecar.address", "missing; fencing: %s needs a sidecar at every primary-candidate (or choose fencing: confirmed or semisync)", g.Fencing)
 		}
 	}
-	if candidates < 2 && len(g.Sites) > 0 {
+	if candidates < 2 && len(g.Sites) > 0 && v.intact(path+".sites") {
 		v.add(path+".sites", "%d primary-candidate site(s); failover needs at least 2 (set role: primary-candidate on another site)", candidates)
 	}
-	if p := g.SplitBrain.PreferSite; p != "" {
+	if p := g.SplitBrain.PreferSite; p != "" && v.intact(path+".sites") {
 		if _, ok := names[p]; !ok {
 			v.add(path+".splitBrain.preferSite", "site %q is not in this group; name one of its sites", p)
 		}
 	}
 }
 
-func (v *validator) siteDNS(sp string, s Site, group *DNS) {
+func (v *validator) siteDNS(path, sp string, s Site, group *DNS) {
 	if s.DNS == nil {
 		if group != nil && s.Role == RolePrimaryCandidate {
 			v.add(sp+".dns.target", "missing; the group's DNS record follows the primary, so every primary-candidate needs its target")
@@ -388,6 +428,8 @@ func (v *validator) siteDNS(sp string, s Site, group *DNS) {
 	switch {
 	case t == "":
 		v.add(sp+".dns.target", "missing; write an IP address or a hostname")
+	case !v.intact(path + ".dns.recordType"):
+		// The record type is reported; the target cannot be checked against it.
 	case group.RecordType == "A" && (ip == nil || ip.To4() == nil):
 		v.add(sp+".dns.target", "%q is not an IPv4 address, which recordType A needs", t)
 	case group.RecordType == "AAAA" && (ip == nil || ip.To4() != nil):
@@ -488,13 +530,14 @@ func (v *validator) hostPort(path, addr string, listen bool) {
 	}
 }
 
-func (v *validator) readable(path, file string) {
+func (v *validator) readable(path, file string) bool {
 	f, err := os.Open(file)
 	if err != nil {
 		v.add(path, "cannot read %s (%s); fix the path or the file's permissions", file, reason(err))
-		return
+		return false
 	}
 	_ = f.Close() // opened only to prove it is readable
+	return true
 }
 
 // reason strips the path from an *os.PathError's text.

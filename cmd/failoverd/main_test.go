@@ -54,7 +54,7 @@ func TestValidateRejectsBadFileWithEveryProblem(t *testing.T) {
 	if code != 1 {
 		t.Fatalf("exit %d, want 1; stderr:\n%s", code, errOut)
 	}
-	for _, want := range []string{"groups[0].pollintervall: unknown key (did you mean pollInterval?)"} {
+	for _, want := range []string{"groups[0].pollIntervall: unknown key (did you mean pollInterval?)"} {
 		if !strings.Contains(errOut, want) {
 			t.Errorf("stderr lacks %q:\n%s", want, errOut)
 		}
