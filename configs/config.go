@@ -30,7 +30,8 @@ type Config struct {
 
 // Daemon configures the failoverd process. Every scalar field can be
 // overridden by an environment variable FAILOVERD_DAEMON_<PATH> (upper case,
-// dots as underscores), e.g. FAILOVERD_DAEMON_LISTEN=:9090 (see EnvName).
+// dots as underscores), e.g. FAILOVERD_DAEMON_LISTEN=:9090 or
+// FAILOVERD_DAEMON_TLS_CERTFILE=/etc/failoverd/tls.crt (see EnvName).
 type Daemon struct {
 	// Listen is the address of the HTTP server: API, /active-site, /metrics,
 	// /healthz.
@@ -46,7 +47,25 @@ type Daemon struct {
 	// served at /active-site, so sidecars can trust gossiped copies. Required
 	// when any site has a sidecar.
 	ViewSigningKeyFile string `yaml:"viewSigningKeyFile"`
+	// TLS serves the HTTP server over HTTPS (optional; plain HTTP without it).
+	TLS APITLS `yaml:"tls"`
 }
+
+// APITLS serves the daemon's HTTP server (API, /active-site, /metrics,
+// /healthz) over HTTPS. Set certFile and keyFile together, or neither.
+type APITLS struct {
+	// CertFile is the server certificate (PEM, leaf first, then any
+	// intermediates).
+	CertFile string `yaml:"certFile"`
+	// KeyFile is the certificate's private key (PEM).
+	KeyFile string `yaml:"keyFile"`
+	// ClientCAFile, when set, makes the server require client certificates
+	// signed by these CAs (PEM); only with certFile and keyFile.
+	ClientCAFile string `yaml:"clientCAFile"`
+}
+
+// Enabled reports whether the HTTP server serves HTTPS.
+func (t APITLS) Enabled() bool { return t.CertFile != "" && t.KeyFile != "" }
 
 // StateStore selects the persistence backend of the group state.
 type StateStore struct {

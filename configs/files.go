@@ -1,6 +1,8 @@
 package configs
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -38,6 +40,9 @@ func (c *Config) resolvePaths(dir string) {
 	abs(&c.Daemon.StateStore.Path)
 	abs(&c.Daemon.APITokenFile)
 	abs(&c.Daemon.ViewSigningKeyFile)
+	abs(&c.Daemon.TLS.CertFile)
+	abs(&c.Daemon.TLS.KeyFile)
+	abs(&c.Daemon.TLS.ClientCAFile)
 	for i := range c.Clusters {
 		abs(&c.Clusters[i].Kubeconfig)
 	}
@@ -52,4 +57,40 @@ func (c *Config) resolvePaths(dir string) {
 			abs(&g.Cache.PasswordFile)
 		}
 	}
+}
+
+// ServerConfig is the *tls.Config the daemon's HTTP server serves HTTPS with,
+// or nil when t is not enabled. It loads the key pair once; with a
+// clientCAFile, clients must present a certificate signed by one of its CAs.
+func (t APITLS) ServerConfig() (*tls.Config, error) {
+	if !t.Enabled() {
+		return nil, nil
+	}
+	pair, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
+	if err != nil {
+		return nil, fmt.Errorf("load daemon.tls certificate %s: %w", t.CertFile, err)
+	}
+	cfg := &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12}
+	if t.ClientCAFile != "" {
+		pool, err := t.clientCAs()
+		if err != nil {
+			return nil, err
+		}
+		cfg.ClientCAs = pool
+		cfg.ClientAuth = tls.RequireAndVerifyClientCert
+	}
+	return cfg, nil
+}
+
+// clientCAs reads ClientCAFile into a pool.
+func (t APITLS) clientCAs() (*x509.CertPool, error) {
+	pem, err := os.ReadFile(t.ClientCAFile)
+	if err != nil {
+		return nil, fmt.Errorf("read daemon.tls.clientCAFile: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("read daemon.tls.clientCAFile %s: %w: no PEM certificate in it", t.ClientCAFile, ErrInvalid)
+	}
+	return pool, nil
 }

@@ -1,6 +1,7 @@
 package configs
 
 import (
+	"crypto/tls"
 	"fmt"
 	"net"
 	"os"
@@ -278,6 +279,35 @@ func (v *validator) daemon(c *Config) {
 		v.readable("daemon.viewSigningKeyFile", d.ViewSigningKeyFile)
 	case needKey:
 		v.add("daemon.viewSigningKeyFile", "missing; sites have sidecars, which only trust views signed with this key: point it at a file with a random secret")
+	}
+	v.apiTLS("daemon.tls", d.TLS)
+}
+
+// apiTLS checks the HTTPS settings of the daemon's HTTP server, and that the
+// files load, so the server does not fail after the daemon started.
+func (v *validator) apiTLS(path string, t APITLS) {
+	if (t.CertFile == "") != (t.KeyFile == "") {
+		v.add(path+".keyFile", "certFile and keyFile go together; set both or neither")
+	}
+	if t.ClientCAFile != "" && !t.Enabled() {
+		v.add(path+".clientCAFile", "set without certFile and keyFile; client certificates are only checked over HTTPS: set both, or remove clientCAFile")
+	}
+	ok := true
+	for _, f := range []struct{ key, file string }{{"certFile", t.CertFile}, {"keyFile", t.KeyFile}, {"clientCAFile", t.ClientCAFile}} {
+		if f.file != "" {
+			ok = v.readable(path+"."+f.key, f.file) && ok
+		}
+	}
+	if !ok || !t.Enabled() {
+		return
+	}
+	if _, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile); err != nil {
+		v.add(path+".certFile", "%s and %s are no certificate and matching key (%v); write PEM files", t.CertFile, t.KeyFile, err)
+	}
+	if t.ClientCAFile != "" {
+		if _, err := t.clientCAs(); err != nil {
+			v.add(path+".clientCAFile", "%v; write PEM certificates", err)
+		}
 	}
 }
 
