@@ -54,7 +54,44 @@ func TestValidateRejectsBadFileWithEveryProblem(t *testing.T) {
 	if code != 1 {
 		t.Fatalf("exit %d, want 1; stderr:\n%s", code, errOut)
 	}
-	for _, want := range []string{"groups[0].pollIntervall: unknown key (did you mean pollInterval?)"} {
+	// One problem a line, starting with file:line:col, as editors and grep
+	// read them; the key keeps the case it was written in.
+	for _, want := range []string{
+		"\n" + f + ":3:5: groups[0].pollIntervall: unknown key (did you mean pollInterval?)",
+		"\n" + f + `:7:17: groups[0].sites[0].mysql.address: "east" is missing a port`,
+		"\nfailoverd: " + f + ": ",
+	} {
+		if !strings.Contains("\n"+errOut, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, errOut)
+		}
+	}
+}
+
+func TestValidateReportsWrongTypesWithTheRest(t *testing.T) {
+	f := writeConfig(t, `groups:
+  - name: orders
+    pollInterval: 5
+    pollinterval: 1s
+    engine: mysql
+    engine: oracle
+    sites:
+      - name: east
+        mysql: {address: east:3306}
+        kubernetes: {cluster: east, namespace: db, service: primary, podSelector: {Site: East}}
+      - name: west
+        mysql: {address: west}
+`)
+	code, _, errOut := runCLI(t, "validate", "-c", f)
+	if code != 1 {
+		t.Fatalf("exit %d, want 1; stderr:\n%s", code, errOut)
+	}
+	for _, want := range []string{
+		f + ":3:19: groups[0].pollInterval: expected a duration with a unit such as 500ms, 2s or 10m, got 5",
+		f + ":4:5: groups[0].pollinterval: duplicate key: pollInterval at line 3:5 and pollinterval at line 4:5 differ only in case",
+		f + ":6:5: groups[0].engine: duplicate key: engine is written at line 5:5 and again at line 6:5",
+		f + `:10:22: groups[0].sites[0].kubernetes.cluster: cluster "east" is not defined`,
+		f + `:12:17: groups[0].sites[1].mysql.address: "west" is missing a port`,
+	} {
 		if !strings.Contains(errOut, want) {
 			t.Errorf("stderr lacks %q:\n%s", want, errOut)
 		}

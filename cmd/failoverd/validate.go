@@ -1,9 +1,12 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/spf13/cobra"
+
+	"github.com/failoverd/failoverd/configs"
 )
 
 func newValidateCmd(c *cli) *cobra.Command {
@@ -11,14 +14,24 @@ func newValidateCmd(c *cli) *cobra.Command {
 		Use:   "validate",
 		Short: "Check a configuration file and report every problem at once",
 		Long: `validate loads the configuration named by --config, applies the defaults and
-checks it. A good file prints one summary line per group and exits 0; a bad
-one prints every problem, each with its YAML path and the fix, and exits 1.`,
+the FAILOVERD_DAEMON_* environment overrides, and checks it. A good file prints
+one summary line per group and exits 0; a bad one prints every problem on its
+own line as FILE:LINE:COL: YAML-PATH: what is wrong and the fix (the format
+editors and grep understand), and exits 1. Keys are case-sensitive.`,
 		Example: "  failoverd validate -c /etc/failoverd/failoverd.yaml",
 		Args:    cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
-			cfg, err := c.loadConfig()
+			cfg, err := configs.Load(c.configPath())
+			var problems *configs.Problems
+			if errors.As(err, &problems) {
+				for _, p := range problems.List {
+					fmt.Fprintln(c.stderr, p)
+				}
+				return &exitError{code: 1, err: fmt.Errorf("%s: %d configuration problem(s) listed above: %w",
+					c.configPath(), len(problems.List), configs.ErrInvalid)}
+			}
 			if err != nil {
-				return err
+				return &exitError{code: 1, err: err}
 			}
 			for _, g := range cfg.Groups {
 				fmt.Fprintln(c.stdout, g.Summary())
