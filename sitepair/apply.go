@@ -13,7 +13,10 @@ const MaxHistory = 64
 
 // Apply returns the persisted state after d was carried out successfully at
 // now (daemon clock). It never modifies st. Decisions that change nothing
-// durable (None, Alert, FenceSites, Rejoin) return an equal copy.
+// durable (None, Alert, Rejoin, and FenceSites except as below) return an
+// equal copy. A FenceSites that fences the old primary of the failover in
+// flight drops its operator confirmation (it answered: it was not dead), so
+// the daemon persists it when that changes the state.
 func Apply(st Persisted, d Decision, now time.Time) Persisted {
 	next := st
 	next.Diverged = maps.Clone(st.Diverged)
@@ -37,6 +40,14 @@ func Apply(st Persisted, d Decision, now time.Time) Persisted {
 		next.LastFailoverAt = now
 		next.LastFailoverTarget = d.Target
 		next.PromotionGTID = d.PromotionGTID
+		// The history says what the promotion rested on, and who vouched
+		// for it when a human did.
+		next.LastFailoverProof = d.FenceProof
+		next.LastFailoverConfirmation = nil
+		if c := st.InFlight; d.FenceProof == ProofOperatorConfirmed && c != nil && c.OperatorConfirmed != nil {
+			oc := *c.OperatorConfirmed
+			next.LastFailoverConfirmation = &oc
+		}
 		// Only automatic failovers count towards the escalation limit.
 		if !d.Planned {
 			next.FailoverHistory = append(next.FailoverHistory, now)
@@ -58,6 +69,12 @@ func Apply(st Persisted, d Decision, now time.Time) Persisted {
 		}
 	case HaltFailover:
 		next.EscalationHalted = true
+	case FenceSites:
+		// The old primary answered again (it is being fenced): a human's
+		// word that it was dead no longer holds.
+		if f := next.InFlight; f != nil && f.OperatorConfirmed != nil && slices.Contains(d.Fence, f.From) {
+			f.OperatorConfirmed = nil
+		}
 	}
 	return next
 }

@@ -437,10 +437,21 @@ func (v *view) proof() FenceProof {
 		return ProofSemiSync
 	case v.pol.Fencing.UsesSidecar() && v.leaseExpired():
 		return ProofLeaseExpired
+	case v.operatorConfirmed(from):
+		return ProofOperatorConfirmed
 	case v.pol.Fencing == FencingNone:
 		return ProofNoFencing
 	}
 	return ""
+}
+
+// operatorConfirmed: a human confirmed the old primary dead for this very
+// failover (its site, its revoked epoch), and it still does not answer: one
+// that answers again is fenced and read back instead (F2, F7), since the
+// human's premise no longer holds.
+func (v *view) operatorConfirmed(from SiteObservation) bool {
+	c := v.st.InFlight.OperatorConfirmed
+	return c != nil && c.Site == from.Name && c.Epoch == v.st.InFlight.Epoch && from.State == statemachine.Unreachable
 }
 
 // mysqldDown: the old primary refused enough consecutive probes and the
@@ -639,19 +650,19 @@ func (v *view) inFlight() Decision {
 				return d
 			}
 			if blocked != "" && !v.pol.Fencing.UsesSidecar() {
-				return v.decision(ReasonAwaitFenceConfirmation, "semi-sync fencing: %s is unreachable and its mysqld was not seen down, so it may still acknowledge %s's commits; promotion waits (a human must confirm if its host is lost)", blocked, inf.From)
+				return v.decision(ReasonAwaitFenceConfirmation, "semi-sync fencing: %s is unreachable and its mysqld was not seen down, so it may still acknowledge %s's commits; promotion waits (if %s's host is lost, an operator may confirm %s dead: confirm-fence)", blocked, inf.From, inf.From, inf.From)
 			}
 		}
 		if v.pol.Fencing.UsesSidecar() {
 			if dl, ok := v.leaseDeadline(); ok {
 				return v.decision(ReasonAwaitLeaseExpiry, "waiting for %s's sidecar lease to expire at %s (in %v)", inf.From, dl.Format(time.RFC3339Nano), dl.Sub(v.now))
 			}
-			return v.decision(ReasonAwaitFenceConfirmation, "%s is unreachable and nothing proves its sidecar fenced it (sidecar never seen, silent before the revoke, or a peer sidecar may still hold the old view); promotion waits for a fence read-back, mysqld down or a sidecar report (a human must confirm if its host is lost)", inf.From)
+			return v.decision(ReasonAwaitFenceConfirmation, "%s is unreachable and nothing proves its sidecar fenced it (sidecar never seen, silent before the revoke, or a peer sidecar may still hold the old view); promotion waits for a fence read-back, mysqld down or a sidecar report (if its host is lost, an operator may confirm it dead: confirm-fence)", inf.From)
 		}
 		if v.pol.Fencing.UsesSemiSync() {
-			return v.decision(ReasonAwaitFenceConfirmation, "semi-sync fencing: %s is unreachable and its last known semi-sync settings cannot prove it stopped acknowledging writes (%s); promotion waits for a fence read-back or mysqld down (a human must confirm if its host is lost)", inf.From, v.pol.SemiSyncReady(from0(v).SemiSync))
+			return v.decision(ReasonAwaitFenceConfirmation, "semi-sync fencing: %s is unreachable and its last known semi-sync settings cannot prove it stopped acknowledging writes (%s); promotion waits for a fence read-back or mysqld down (if its host is lost, an operator may confirm it dead: confirm-fence)", inf.From, v.pol.SemiSyncReady(from0(v).SemiSync))
 		}
-		return v.decision(ReasonAwaitFenceConfirmation, "fencing confirmed: %s is unreachable and its mysqld was not seen down; promotion waits for a fence read-back or mysqld down, forever if its host is lost (a human must confirm)", inf.From)
+		return v.decision(ReasonAwaitFenceConfirmation, "fencing confirmed: %s is unreachable and its mysqld was not seen down; promotion waits for a fence read-back or mysqld down, or for an operator to confirm it dead (confirm-fence) if its host is lost", inf.From)
 	}
 	var t int
 	if inf.Planned {
@@ -679,6 +690,10 @@ func (v *view) inFlight() Decision {
 	case t != to:
 		reason = ReasonPromoteRetarget
 		msg += "; the in-flight target " + inf.To + " is no longer the best candidate"
+	}
+	if c := inf.OperatorConfirmed; proof == ProofOperatorConfirmed {
+		// By is free text: it must not be read as a format verb.
+		msg += strings.ReplaceAll(fmt.Sprintf("; %s confirmed %s dead at %s", c.By, c.Site, c.At.Format(time.RFC3339)), "%", "%%")
 	}
 	return v.promote(t, proof, reason, msg, v.sites[t].Name, v.promotionEpoch(v.sites[t].Name), proof)
 }

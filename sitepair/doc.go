@@ -31,6 +31,11 @@
 //     by every renewal the daemon can account for (its reports, the peers'
 //     served views, the daemon's own start), has passed
 //     [Policy.LeaseDeadline];
+//   - [ProofSemiSync] (fencing "semisync"): its semi-sync never falls back
+//     to async and no replica can acknowledge its commits any more;
+//   - [ProofOperatorConfirmed]: the failover waited at
+//     await-fence-confirmation and a human confirmed the unreachable old
+//     primary dead ([ConfirmFence]), for this failover and epoch only;
 //   - [ProofNoFencing] (fencing "none" only): no proof at all, a durability
 //     risk spelled out in the reason.
 //

@@ -103,6 +103,15 @@ func leased(obs Observed, lastReport time.Time) Observed {
 
 func with(st Persisted, f func(*Persisted)) Persisted { f(&st); return st }
 
+// confirmedDead records an operator's confirmation that site is dead, made
+// at epoch, in st's failover in flight.
+func confirmedDead(st Persisted, site string, epoch uint64) Persisted {
+	f := *st.InFlight
+	f.OperatorConfirmed = &FenceConfirmation{Site: site, Epoch: epoch, At: now.Add(-time.Second), By: "alice"}
+	st.InFlight = &f
+	return st
+}
+
 func polWith(f func(*Policy)) Policy {
 	p := DefaultPolicy()
 	f(&p)

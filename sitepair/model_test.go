@@ -40,8 +40,26 @@ const (
 	evNone     evidence = iota
 	evReadBack          // read_only=ON read back at the current epoch
 	evDown              // mysqld refused connections (only when unreachable)
+	evOperator          // an operator confirmed it dead in this failover (ConfirmFence)
+	evStale             // an operator confirmation recorded for an older epoch
 	numEvidence
 )
+
+// withConfirmation records the operator confirmation ev stands for in st's
+// failover in flight (a copy; st is not modified).
+func withConfirmation(st Persisted, ev evidence) Persisted {
+	if ev != evOperator && ev != evStale {
+		return st
+	}
+	f := *st.InFlight
+	c := &FenceConfirmation{Site: f.From, Epoch: f.Epoch, At: now.Add(-time.Second), By: "model"}
+	if ev == evStale {
+		c.Epoch--
+	}
+	f.OperatorConfirmed = c
+	st.InFlight = &f
+	return st
+}
 
 // extras are the dimensions enumerated beside the core ones.
 type extras struct {
@@ -73,8 +91,9 @@ type modelStats struct {
 //   - without a failover in flight: replicas streaming or not × the first
 //     non-primary site replicating from nobody (a former primary) or not ×
 //     last site dr-only or not × diverged sites recorded or not;
-//   - with a failover in flight: fencing mode (3) × fence evidence for the
-//     old primary (none, read back, mysqld down) × replicas streaming or
+//   - with a failover in flight: fencing mode (4) × fence evidence for the
+//     old primary (none, read back, mysqld down, confirmed dead by an
+//     operator in this failover, or at an older epoch) × replicas streaming or
 //     not; for 2 sites also × last site dr-only × diverged sites recorded
 //     (for 3 sites those two alternate deterministically, to keep the run
 //     short).
@@ -157,7 +176,7 @@ func enumerate(n int, visit func(obs Observed, st Persisted, pol Policy)) {
 								mix++
 								ex.lastDR, ex.knownDiv = mix%2 == 1, mix%3 == 1
 							}
-							visit(build(primary, st.Epoch, ex), withDiverged(st, names, rels, ex), modelPolicy(ex))
+							visit(build(primary, st.Epoch, ex), withConfirmation(withDiverged(st, names, rels, ex), ex.ev), modelPolicy(ex))
 						}
 					}
 				}
@@ -343,6 +362,11 @@ func checkInvariants(obs Observed, st Persisted, pol Policy, d Decision) error {
 			ok = from.RefusedProbes >= 2 && from.State == UR && lost > 0 && streaming == 0
 		case ProofLeaseExpired:
 			ok = pol.Fencing == FencingSidecar && !now.Before(pol.LeaseDeadline(f.RevokedAt))
+		case ProofOperatorConfirmed:
+			// Only this failover's own confirmation, and never while the old
+			// primary answers.
+			c := f.OperatorConfirmed
+			ok = c != nil && c.Site == f.From && c.Epoch == f.Epoch && from.State == UR
 		case ProofNoFencing:
 			ok = pol.Fencing == FencingNone
 		case ProofSemiSync:
@@ -452,8 +476,8 @@ func TestModelCheck(t *testing.T) {
 		reach     []Reason
 	}{
 		// states × relations × histories × (no-flight extras + targets × lease phases × in-flight extras)
-		{2, 16 * 16 * 5 * (16 + 1*2*72), common},
-		{3, 64 * 64 * 7 * (16 + 2*2*18), append(common, ReasonIncomparableCandidates, ReasonPromoteRetarget)},
+		{2, 16 * 16 * 5 * (16 + 2*160), common},
+		{3, 64 * 64 * 7 * (16 + 2*2*40), append(common, ReasonIncomparableCandidates, ReasonPromoteRetarget)},
 	}
 	for _, tc := range tests {
 		t.Run(fmt.Sprintf("%d sites", tc.n), func(t *testing.T) {
@@ -471,7 +495,7 @@ func TestModelCheck(t *testing.T) {
 					t.Errorf("no state produced %s", r)
 				}
 			}
-			for _, p := range []FenceProof{ProofFenceConfirmed, ProofPrimaryDown, ProofLeaseExpired, ProofNoFencing} {
+			for _, p := range []FenceProof{ProofFenceConfirmed, ProofPrimaryDown, ProofLeaseExpired, ProofSemiSync, ProofOperatorConfirmed, ProofNoFencing} {
 				if stats.proofs[p] == 0 {
 					t.Errorf("no promotion with proof %s", p)
 				}

@@ -165,6 +165,26 @@ type InFlight struct {
 	// needs a newer one. 0 and "" until then.
 	PublishedEpoch uint64
 	PublishedTo    string
+	// OperatorConfirmed is a human's assertion that From is dead (see
+	// ConfirmFence); nil until one is recorded. It backs the
+	// operator-confirmed proof only for this failover: its Site must be From
+	// and its Epoch this Epoch, and a new revoke starts without one.
+	OperatorConfirmed *FenceConfirmation
+}
+
+// FenceConfirmation is an operator's assertion, recorded by ConfirmFence,
+// that the old primary of a failover in flight is dead: it can no longer
+// acknowledge writes.
+type FenceConfirmation struct {
+	// Site is the old primary confirmed dead (InFlight.From).
+	Site string
+	// Epoch is the revoked epoch the confirmation was made in
+	// (InFlight.Epoch); it counts for no other.
+	Epoch uint64
+	// At is when the daemon accepted it (its own clock); for the record only.
+	At time.Time
+	// By names who confirmed it (for the record and the audit).
+	By string
 }
 
 // Persisted is the group state the daemon stores durably between decisions.
@@ -183,6 +203,13 @@ type Persisted struct {
 	LastFailoverTarget string
 	// PromotionGTID is the target's GTID set when it was promoted.
 	PromotionGTID gtid.Set
+	// LastFailoverProof is the fence proof the last failover's promotion
+	// rested on ("" if never, or if recorded before proofs were kept).
+	LastFailoverProof FenceProof
+	// LastFailoverConfirmation is the operator confirmation the last
+	// promotion rested on when LastFailoverProof is ProofOperatorConfirmed,
+	// else nil.
+	LastFailoverConfirmation *FenceConfirmation
 	// Diverged maps known-diverged sites to their divergent transactions
 	// (their set minus the primary's). Only a human clears an entry.
 	Diverged map[string]gtid.Set
@@ -424,6 +451,11 @@ const (
 	// its IO thread (or its mysqld is down): nothing it commits from now on
 	// can be acknowledged.
 	ProofSemiSync FenceProof = "semisync"
+	// ProofOperatorConfirmed: a human confirmed the unreachable old primary
+	// dead (ConfirmFence) in this failover's revoked epoch, after the daemon
+	// had found no other proof (await-fence-confirmation). Never while the
+	// old primary answers probes.
+	ProofOperatorConfirmed FenceProof = "operator-confirmed"
 	// ProofNoFencing: fencing "none": no proof (durability risk).
 	ProofNoFencing FenceProof = "no-fencing"
 )
