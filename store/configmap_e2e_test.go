@@ -3,7 +3,11 @@ package store
 import (
 	"context"
 	"errors"
+	"reflect"
 	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/failoverd/failoverd/test/testenv"
 )
@@ -127,6 +131,39 @@ func TestConfigMapCompareAndSwapOnRealAPIServer(t *testing.T) {
 		}
 		if st := stored(t, "two-groups", "payments"); st.Epoch != 10 {
 			t.Fatalf("payments epoch %d, want 10 (a's writes kept b's key)", st.Epoch)
+		}
+	})
+
+	t.Run("a version 1 key loads; the version 2 fields round-trip", func(t *testing.T) {
+		// As a version 1 failoverd left it.
+		_, err := client.CoreV1().ConfigMaps("default").Create(ctx, &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Name: "schema-v1", Namespace: "default"},
+			Data:       map[string]string{"orders.json": `{"version": 1, "state": ` + v1Group + `}`},
+		}, metav1.CreateOptions{})
+		must(t, err)
+		a, b := pair("schema-v1")
+		st, err := a.Load(ctx, "orders")
+		must(t, err)
+		if st.Epoch != 7 || st.InFlight == nil || st.InFlight.ID != "orders-7" || st.InFlight.FenceConfirmation != nil || st.Audit != nil {
+			t.Fatalf("loaded %+v in flight %+v", st, st.InFlight)
+		}
+		// The same action advanced with a confirmation and an audit entry:
+		// a compare-and-swap over the version 1 key.
+		st.InFlight.FenceConfirmation = &FenceConfirmation{Site: "east", Epoch: 7, At: t0, By: "alice"}
+		st.Audit = AppendAudit(st.Audit, AuditEntry{At: t0, Action: AuditConfirmFence, Site: "east", By: "alice", Result: AuditAccepted})
+		must(t, a.Save(ctx, st))
+		got, err := b.Load(ctx, "orders")
+		must(t, err)
+		st.Exists, st.UpdatedAt = true, t0
+		if !reflect.DeepEqual(got, st) {
+			t.Fatalf("reloaded\n%+v\nwant\n%+v", got, st)
+		}
+		want := withSchema2("orders", 8)
+		must(t, b.Save(ctx, want))
+		got = stored(t, "schema-v1", "orders")
+		want.Exists, want.UpdatedAt = true, t0
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("reloaded\n%+v\nwant\n%+v", got, want)
 		}
 	})
 

@@ -15,12 +15,19 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 )
 
 // SchemaVersion is the version of the persisted document. Loading a newer
 // version is refused (ErrNewerSchema) so an old binary cannot drop fields.
-const SchemaVersion = 1
+//
+// Version 2 added the fence proof and operator confirmation of a failover
+// (Failover.Proof, Failover.FenceConfirmation, InFlight.FenceConfirmation)
+// and the operator audit (GroupState.Audit). A version 1 document loads as
+// is (the fields are absent); the next save writes version 2, which a
+// version 1 binary refuses rather than decoding it without those fields.
+const SchemaVersion = 2
 
 // Sentinel errors.
 var (
@@ -80,8 +87,64 @@ type GroupState struct {
 	OperatorFenced []string `json:"operatorFenced,omitempty"`
 	// InFlight is the action under way, if any.
 	InFlight *InFlight `json:"inFlight,omitempty"`
+	// Audit lists the latest operator requests (switchover, acknowledge,
+	// confirm-fence), accepted or refused, newest last, at most MaxAudit
+	// (see AppendAudit).
+	Audit []AuditEntry `json:"audit,omitempty"`
 	// UpdatedAt is when this state was saved (daemon clock).
 	UpdatedAt time.Time `json:"updatedAt"`
+}
+
+// Audit actions: the operator requests GroupState.Audit records.
+const (
+	AuditSwitchover   = "switchover"
+	AuditAcknowledge  = "acknowledge"
+	AuditConfirmFence = "confirm-fence"
+)
+
+// AuditAccepted is AuditEntry.Result for a request that was carried out;
+// a refused one says "refused: " and why.
+const AuditAccepted = "accepted"
+
+// MaxAudit bounds GroupState.Audit: the oldest entries are dropped.
+const MaxAudit = 50
+
+// AuditEntry is one operator request and its outcome.
+type AuditEntry struct {
+	// At is when the daemon handled it (daemon clock).
+	At time.Time `json:"at"`
+	// Action is AuditSwitchover, AuditAcknowledge or AuditConfirmFence.
+	Action string `json:"action"`
+	// Site is the switchover target or the site confirmed dead; "" for an
+	// acknowledgement.
+	Site string `json:"site,omitempty"`
+	// By names who asked, as the API identified them.
+	By string `json:"by,omitempty"`
+	// Result is AuditAccepted or "refused: " and the reason.
+	Result string `json:"result"`
+}
+
+// AppendAudit returns audit with e appended, newest last, keeping the newest
+// MaxAudit entries. It always returns a new slice and never modifies audit,
+// so a state a store handed out is never changed behind its back.
+func AppendAudit(audit []AuditEntry, e AuditEntry) []AuditEntry {
+	keep := audit[max(0, len(audit)+1-MaxAudit):]
+	out := make([]AuditEntry, 0, len(keep)+1)
+	return append(append(out, keep...), e)
+}
+
+// FenceConfirmation is an operator's assertion that the old primary of a
+// failover was dead (it could no longer acknowledge writes), which the
+// daemon accepted while the failover waited for a fence proof.
+type FenceConfirmation struct {
+	// Site is the old primary confirmed dead.
+	Site string `json:"site"`
+	// Epoch is the revoked epoch of the failover it was made in.
+	Epoch uint64 `json:"epoch"`
+	// At is when the daemon accepted it (daemon clock).
+	At time.Time `json:"at"`
+	// By names who confirmed it.
+	By string `json:"by"`
 }
 
 // Failover records a completed failover or switchover.
@@ -98,6 +161,14 @@ type Failover struct {
 	Epoch uint64 `json:"epoch"`
 	// PromotionGTID is To's executed GTID set right before it became writable.
 	PromotionGTID string `json:"promotionGTID"`
+	// Proof is the fence proof the promotion rested on (a sitepair
+	// FenceProof: "fence-confirmed", "primary-down", "sidecar-fenced",
+	// "lease-expired", "semisync", "operator-confirmed", "no-fencing");
+	// "" when recorded before schema version 2.
+	Proof string `json:"proof,omitempty"`
+	// FenceConfirmation is who confirmed the old primary dead, and when,
+	// when Proof is "operator-confirmed".
+	FenceConfirmation *FenceConfirmation `json:"fenceConfirmation,omitempty"`
 }
 
 // InFlight is an action under way; its Step is persisted before and after
@@ -128,6 +199,9 @@ type InFlight struct {
 	// To was made writable (its sidecar must hold a view naming it first).
 	PublishedEpoch uint64 `json:"publishedEpoch,omitempty"`
 	PublishedTo    string `json:"publishedTo,omitempty"`
+	// FenceConfirmation is an operator's confirmation that From is dead,
+	// recorded while the failover awaited one; nil until then.
+	FenceConfirmation *FenceConfirmation `json:"fenceConfirmation,omitempty"`
 }
 
 // document is the whole persisted JSON: every group of the daemon.
@@ -186,7 +260,22 @@ func checkWrite(stored *GroupState, next GroupState) error {
 func snapshot(st GroupState) *GroupState {
 	if st.InFlight != nil {
 		f := *st.InFlight
+		f.FenceConfirmation = cloneConfirmation(f.FenceConfirmation)
 		st.InFlight = &f
 	}
+	if st.LastFailover != nil {
+		lf := *st.LastFailover
+		lf.FenceConfirmation = cloneConfirmation(lf.FenceConfirmation)
+		st.LastFailover = &lf
+	}
+	st.Audit = slices.Clone(st.Audit)
 	return &st
+}
+
+func cloneConfirmation(c *FenceConfirmation) *FenceConfirmation {
+	if c == nil {
+		return nil
+	}
+	cc := *c
+	return &cc
 }
