@@ -29,6 +29,8 @@ func toPersisted(st store.GroupState, flavor gtid.Flavor) (sitepair.Persisted, e
 			return p, fmt.Errorf("group %s: stored promotion GTID: %w", st.Group, err)
 		}
 		p.PromotionGTID = set
+		p.LastFailoverProof = sitepair.FenceProof(lf.Proof)
+		p.LastFailoverConfirmation = confirmationIn(lf.FenceConfirmation)
 	}
 	for site, text := range st.Diverged {
 		set, err := gtid.Parse(flavor, text)
@@ -42,9 +44,25 @@ func toPersisted(st store.GroupState, flavor gtid.Flavor) (sitepair.Persisted, e
 	}
 	if f := st.InFlight; f != nil && f.RevokedEpoch > 0 {
 		p.InFlight = &sitepair.InFlight{Epoch: f.RevokedEpoch, RevokedAt: f.RevokedAt, From: f.From, To: f.To, Planned: f.Kind == kindSwitchover,
-			PublishedEpoch: f.PublishedEpoch, PublishedTo: f.PublishedTo}
+			PublishedEpoch: f.PublishedEpoch, PublishedTo: f.PublishedTo, OperatorConfirmed: confirmationIn(f.FenceConfirmation)}
 	}
 	return p, nil
+}
+
+// confirmationIn and confirmationOut convert an operator's fence
+// confirmation between the store and the decision layer (nil stays nil).
+func confirmationIn(c *store.FenceConfirmation) *sitepair.FenceConfirmation {
+	if c == nil {
+		return nil
+	}
+	return &sitepair.FenceConfirmation{Site: c.Site, Epoch: c.Epoch, At: c.At, By: c.By}
+}
+
+func confirmationOut(c *sitepair.FenceConfirmation) *store.FenceConfirmation {
+	if c == nil {
+		return nil
+	}
+	return &store.FenceConfirmation{Site: c.Site, Epoch: c.Epoch, At: c.At, By: c.By}
 }
 
 // Action kinds recorded in the store.
@@ -55,7 +73,8 @@ const (
 
 // fromPersisted writes the decision layer's state back into the stored
 // form, keeping the executor's bookkeeping (step, promotion GTID) of the
-// in-flight action.
+// in-flight action and the operator audit of prev (the daemon appends to it
+// with store.AppendAudit).
 func fromPersisted(group string, p sitepair.Persisted, prev store.GroupState, now time.Time) store.GroupState {
 	st := store.GroupState{
 		Group:          group,
@@ -66,6 +85,7 @@ func fromPersisted(group string, p sitepair.Persisted, prev store.GroupState, no
 		HaltedReason:   prev.HaltedReason,
 		OperatorFenced: slices.Clone(p.OperatorFenced),
 		LastFailover:   prev.LastFailover,
+		Audit:          slices.Clone(prev.Audit),
 	}
 	if !p.EscalationHalted {
 		st.HaltedReason = ""
@@ -82,11 +102,12 @@ func fromPersisted(group string, p sitepair.Persisted, prev store.GroupState, no
 		if prev.InFlight != nil {
 			kind, from = prev.InFlight.Kind, prev.InFlight.From
 		}
-		st.LastFailover = &store.Failover{Kind: kind, From: from, To: p.LastFailoverTarget, At: p.LastFailoverAt, Epoch: p.Epoch, PromotionGTID: p.PromotionGTID.String()}
+		st.LastFailover = &store.Failover{Kind: kind, From: from, To: p.LastFailoverTarget, At: p.LastFailoverAt, Epoch: p.Epoch, PromotionGTID: p.PromotionGTID.String(),
+			Proof: string(p.LastFailoverProof), FenceConfirmation: confirmationOut(p.LastFailoverConfirmation)}
 	}
 	if f := p.InFlight; f != nil {
 		in := &store.InFlight{Kind: kindFailover, From: f.From, To: f.To, RevokedAt: f.RevokedAt, RevokedEpoch: f.Epoch, StartedAt: now,
-			PublishedEpoch: f.PublishedEpoch, PublishedTo: f.PublishedTo}
+			PublishedEpoch: f.PublishedEpoch, PublishedTo: f.PublishedTo, FenceConfirmation: confirmationOut(f.OperatorConfirmed)}
 		if f.Planned {
 			in.Kind = kindSwitchover
 		}

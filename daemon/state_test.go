@@ -2,11 +2,13 @@ package daemon
 
 import (
 	"errors"
+	"reflect"
 	"testing"
 	"time"
 
 	"github.com/failoverd/failoverd/gtid"
 	"github.com/failoverd/failoverd/sitepair"
+	"github.com/failoverd/failoverd/statemachine"
 	"github.com/failoverd/failoverd/store"
 )
 
@@ -54,5 +56,83 @@ func TestStoredGTIDThatDoesNotParseIsAnError(t *testing.T) {
 	st := store.GroupState{Group: "orders", Epoch: 3, ActiveSite: "b", Diverged: map[string]string{"c": "not a gtid"}}
 	if _, err := toPersisted(st, gtid.MariaDB); !errors.Is(err, gtid.ErrParse) {
 		t.Fatalf("toPersisted: %v, want a gtid parse error", err)
+	}
+}
+
+// An operator's fence confirmation survives a reload while the failover
+// waits, and the completed failover's record says which proof it rested on
+// and who confirmed the old primary dead; the operator audit is carried
+// through every save.
+func TestStateKeepsTheFenceConfirmationAndTheAudit(t *testing.T) {
+	audit := store.AppendAudit(nil, store.AuditEntry{At: t0, Action: store.AuditSwitchover, Site: "c", By: "carol", Result: "refused: a failover is in flight"})
+	st := store.GroupState{Group: "orders", Epoch: 1, ActiveSite: "a", Audit: audit}
+	p, err := toPersisted(st, gtid.MariaDB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p = sitepair.Apply(p, sitepair.Decision{Action: sitepair.RevokeEpoch, Epoch: 2, From: "a", Target: "b"}, t0)
+	st = fromPersisted("orders", p, st, t0)
+	obs := sitepair.Observed{Sites: []sitepair.SiteObservation{
+		{Name: "a", Role: sitepair.PrimaryCandidate, State: statemachine.Unreachable},
+		{Name: "b", Role: sitepair.PrimaryCandidate, Index: 1, State: statemachine.ReadOnly, ReplicatingFrom: "a", LagKnown: true},
+	}}
+	pol := sitepair.DefaultPolicy()
+	pol.Fencing = sitepair.FencingConfirmed
+	at := t0.Add(time.Minute)
+	p, err = sitepair.ConfirmFence(obs, p, pol, "a", at, "alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.Audit = store.AppendAudit(st.Audit, store.AuditEntry{At: at, Action: store.AuditConfirmFence, Site: "a", By: "alice", Result: store.AuditAccepted})
+	st = fromPersisted("orders", p, st, at)
+	want := store.FenceConfirmation{Site: "a", Epoch: 2, At: at, By: "alice"}
+	if st.InFlight == nil || st.InFlight.ID != "orders-2" || st.InFlight.FenceConfirmation == nil || *st.InFlight.FenceConfirmation != want || len(st.Audit) != 2 {
+		t.Fatalf("after the confirmation: %+v in flight %+v", st, st.InFlight)
+	}
+	back, err := toPersisted(st, gtid.MariaDB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(back, p) {
+		t.Fatalf("reloaded %+v (in flight %+v), want %+v (in flight %+v)", back, back.InFlight, p, p.InFlight)
+	}
+	d := sitepair.Decide(obs, back, pol, at)
+	if d.Action != sitepair.Promote || d.FenceProof != sitepair.ProofOperatorConfirmed {
+		t.Fatalf("after the confirmation: %s, want a promotion on %s", d, sitepair.ProofOperatorConfirmed)
+	}
+	p = sitepair.Apply(back, d, at.Add(time.Second))
+	st = fromPersisted("orders", p, st, at.Add(time.Second))
+	lf := st.LastFailover
+	if lf == nil || lf.From != "a" || lf.To != "b" || lf.Proof != string(sitepair.ProofOperatorConfirmed) || lf.FenceConfirmation == nil || *lf.FenceConfirmation != want ||
+		st.InFlight != nil || len(st.Audit) != 2 {
+		t.Fatalf("after the promotion: %+v last %+v", st, lf)
+	}
+	again, err := toPersisted(st, gtid.MariaDB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.LastFailoverProof != sitepair.ProofOperatorConfirmed || again.LastFailoverConfirmation == nil || again.LastFailoverConfirmation.By != "alice" {
+		t.Fatalf("reloaded history: proof %q confirmation %+v", again.LastFailoverProof, again.LastFailoverConfirmation)
+	}
+	// The record is not rewritten by later saves of the same failover.
+	if st2 := fromPersisted("orders", again, st, at.Add(time.Hour)); !reflect.DeepEqual(st2.LastFailover, lf) {
+		t.Fatalf("a later save rewrote the record: %+v, want %+v", st2.LastFailover, lf)
+	}
+}
+
+// A state saved before proofs and confirmations were recorded loads with
+// neither, and its record keeps saying nothing about them.
+func TestStateWithoutProofLoads(t *testing.T) {
+	st := store.GroupState{Group: "orders", Epoch: 3, ActiveSite: "b",
+		LastFailover: &store.Failover{Kind: kindFailover, From: "a", To: "b", At: t0, Epoch: 3, PromotionGTID: "0-1-42"}}
+	p, err := toPersisted(st, gtid.MariaDB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.LastFailoverProof != "" || p.LastFailoverConfirmation != nil {
+		t.Fatalf("loaded proof %q confirmation %+v, want none", p.LastFailoverProof, p.LastFailoverConfirmation)
+	}
+	if back := fromPersisted("orders", p, st, t0.Add(time.Hour)); !reflect.DeepEqual(back.LastFailover, st.LastFailover) || back.Audit != nil {
+		t.Fatalf("saved back %+v audit %v", back.LastFailover, back.Audit)
 	}
 }
