@@ -1,0 +1,109 @@
+package metrics
+
+import (
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/failoverd/failoverd/status"
+)
+
+// Label values stay bounded whatever the daemon passes: words outside their
+// fixed set become "other", error texts and GTIDs never reach a label, and
+// every label name is one of a known few.
+func TestLabelBounds(t *testing.T) {
+	snap := status.Snapshot{
+		Daemon: status.Daemon{Leader: true, Ready: true},
+		Groups: []status.Group{{
+			Name: "g", Engine: "mysql", Fencing: "confirmed", Epoch: 3,
+			Action: "launch-missiles", Reason: "0-1-42 was lost", Class: "on-fire",
+			LastFailover: &status.Failover{Kind: "teleport", At: time.Unix(100, 0), PromotionGTID: "0-1-42"},
+			Diverged:     []status.Divergence{{Site: "s", GTID: "0-1-43", Transactions: 1}},
+			Sites: []status.Site{{
+				Name: "s", State: "exploded", Executed: "0-1-42", ProbeError: "dial tcp 10.0.0.1:3306: refused",
+				Replication: &status.Replication{LastError: "Error 1062: Duplicate entry"},
+				CacheRole:   "sentinel",
+			}},
+			Routing: []status.Follower{{Name: "dns", Error: "NXDOMAIN for db.example"}},
+		}},
+	}
+	m := New(Options{Snapshot: func() status.Snapshot { return snap }, Version: "v", Commit: "c"})
+	m.ProbeDone("g", "s", time.Millisecond, true)
+	m.FailoverDone("g", "teleport", "exploded", time.Second)
+	m.FailoverDone("g", "failover", "promoted", time.Second)
+	m.PhaseDone("g", "coffee", time.Second)
+	m.WritesUnavailable("g", time.Second)
+	m.Fenced("g", "s", "a-hammer")
+	m.ProofUsed("g", "a-hunch")
+	m.RoutingDone("g", "dns", errors.New("NXDOMAIN for db.example"))
+	m.SplitBrainResolved("g")
+	m.CachePromoted("g", "s")
+
+	enums := map[string][]string{
+		"state": states, "role": cacheRoles, "action": actions, "reason": reasons, "class": classes,
+		"kind": kinds, "phase": phases, "by": fencers, "proof": proofs,
+	}
+	free := []string{"group", "site", "follower", "engine", "fencing", "version", "commit", "goversion"}
+	seenOther := map[string]bool{}
+	for range 2 { // the second gather sees the zero series the first created
+		mfs, err := m.reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mf := range mfs {
+			if !strings.HasPrefix(mf.GetName(), "failoverd_") {
+				continue
+			}
+			for _, s := range mf.Metric {
+				for _, l := range s.Label {
+					name, v := l.GetName(), l.GetValue()
+					if strings.ContainsAny(v, " :") || strings.Contains(v, "0-1-4") {
+						t.Errorf("%s{%s=%q}: free text or a GTID in a label", mf.GetName(), name, v)
+					}
+					switch words, ok := enums[name]; {
+					case name == "result":
+						if !slices.Contains(failoverResults, v) && !slices.Contains(routingResults, v) && v != other {
+							t.Errorf("%s{result=%q}", mf.GetName(), v)
+						}
+					case ok:
+						if v == other {
+							seenOther[name] = true
+						} else if !slices.Contains(words, v) {
+							t.Errorf("%s{%s=%q} is outside its set", mf.GetName(), name, v)
+						}
+					case !slices.Contains(free, name):
+						t.Errorf("%s has the unexpected label %s", mf.GetName(), name)
+					}
+				}
+			}
+		}
+	}
+	// Every enum that was fed a stray word shows "other"; state falls back
+	// to unknown and an unknown cache role exports nothing.
+	for _, name := range []string{"action", "reason", "class", "kind", "phase", "by", "proof"} {
+		if !seenOther[name] {
+			t.Errorf("label %s never became %q", name, other)
+		}
+	}
+	if seenOther["state"] || seenOther["role"] {
+		t.Errorf("state or cache role became %q: %v", other, seenOther)
+	}
+}
+
+func TestEnumsComeFromTheirSources(t *testing.T) {
+	for name, words := range map[string][]string{"reasons": reasons, "actions": actions, "proofs": proofs, "classes": classes} {
+		if len(words) == 0 || slices.Contains(words, "") || slices.Contains(words, other) {
+			t.Errorf("%s = %v", name, words)
+		}
+	}
+	for _, want := range []string{"none", "alert", "promote", "revoke-epoch", "fence-sites"} {
+		if !slices.Contains(actions, want) {
+			t.Errorf("actions lack %q: %v", want, actions)
+		}
+	}
+	if oneOf("cooldown", reasons) != "cooldown" || oneOf("cool-down", reasons) != other {
+		t.Error("oneOf does not bound reasons")
+	}
+}

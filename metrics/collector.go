@@ -1,0 +1,190 @@
+package metrics
+
+import (
+	"runtime"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/failoverd/failoverd/status"
+)
+
+// snapshotCollector computes every gauge from one snapshot per scrape.
+type snapshotCollector struct {
+	snapshot func() status.Snapshot
+	m        *Metrics
+	build    prometheus.Metric
+
+	leader, ready, termStart *prometheus.Desc
+
+	groupInfo, epoch, writableSites, decision, splitBrain, noPrimary,
+	awaitingHuman, blocked, halted, cooldown, inFlight, lastFailover *prometheus.Desc
+
+	siteState, siteActive, lag, ioRunning, sqlRunning, broken, divergent,
+	leaseAge, lastProbe, cacheRole *prometheus.Desc
+
+	routingInSync *prometheus.Desc
+}
+
+func newSnapshotCollector(o Options, m *Metrics) *snapshotCollector {
+	gs := []string{"group"}
+	ss := []string{"group", "site"}
+	d := func(name, help string, labels ...string) *prometheus.Desc {
+		return prometheus.NewDesc("failoverd_"+name, help, labels, nil)
+	}
+	build := prometheus.MustNewConstMetric(
+		d("build_info", "Always 1; the labels identify the build.", "version", "commit", "goversion"),
+		prometheus.GaugeValue, 1, o.Version, o.Commit, runtime.Version())
+	return &snapshotCollector{
+		snapshot: o.Snapshot,
+		m:        m,
+		build:    build,
+
+		leader:    d("leader", "1 while this daemon leads (acts and serves views), else 0. Group and site gauges are exported by the leader only."),
+		ready:     d("ready", "1 when /readyz passes: state loaded, leadership known and first probes of every site done."),
+		termStart: d("leader_term_start_timestamp_seconds", "When this daemon's current leadership term began (Unix time); absent while not leading."),
+
+		groupInfo:     d("group_info", "Always 1; the labels give the group's engine and fencing mode.", "group", "engine", "fencing"),
+		epoch:         d("group_epoch", "The group's epoch (only grows; a failover adds two).", gs...),
+		writableSites: d("group_writable_sites", "Sites of the group whose debounced state is writable (more than 1 is a split brain).", gs...),
+		decision:      d("group_decision", "Always 1; the labels are the group's latest decision: its action, machine-readable reason and class.", "group", "action", "reason", "class"),
+		splitBrain:    d("group_split_brain", "1 while the latest decision says more than one site may accept writes.", gs...),
+		noPrimary:     d("group_no_primary", "1 while the latest decision says no site accepts writes and none can be promoted yet.", gs...),
+		awaitingHuman: d("group_awaiting_human", "1 while only an operator can move the group on.", gs...),
+		blocked:       d("group_failover_blocked", "1 while a failover is needed but a rule refuses it; reason is the refusing decision's reason. Absent otherwise.", "group", "reason"),
+		halted:        d("group_escalation_halted", "1 while automatic failover is halted by the escalation rule until an operator acknowledges.", gs...),
+		cooldown:      d("group_cooldown_remaining_seconds", "How long automatic failover stays refused after the last one (0 when none).", gs...),
+		inFlight:      d("group_failover_in_flight", "1 while a failover or switchover is under way.", gs...),
+		lastFailover:  d("group_last_failover_timestamp_seconds", "When the latest completed failover or switchover (kind) promoted its site (Unix time); absent before the first.", "group", "kind"),
+
+		siteState:  d("site_state", "1 for the site's current debounced state, 0 for the three others.", "group", "site", "state"),
+		siteActive: d("site_active", "1 for the group's recorded primary (active site), else 0.", ss...),
+		lag:        d("site_replication_lag_seconds", "Replication lag of a replica; absent when unknown (NULL lag) or without a replication channel.", ss...),
+		ioRunning:  d("site_replication_io_running", "1 while the replica's IO (receiver) thread runs; only for sites with a replication channel.", ss...),
+		sqlRunning: d("site_replication_sql_running", "1 while the replica's SQL (applier) thread runs; only for sites with a replication channel.", ss...),
+		broken:     d("site_replication_broken", "1 when a replication thread stopped on an error; only for sites with a replication channel.", ss...),
+		divergent:  d("site_divergent_transactions", "Transactions the site holds that the primary lacks (an upper bound for MariaDB); 0 when not diverged.", ss...),
+		leaseAge:   d("site_sidecar_lease_age_seconds", "Time since the site's sidecar last reported; absent without a sidecar or before its first report to this leader.", ss...),
+		lastProbe:  d("site_last_probe_timestamp_seconds", "When the latest probe of the site finished (Unix time); absent before the first.", ss...),
+		cacheRole:  d("cache_role", "1 for the role (master, replica) the site's cache server holds, 0 for the other; absent without a cache or while unknown.", "group", "site", "role"),
+
+		routingInSync: d("routing_in_sync", "1 when the routing follower (kube-service, kube-taint, dns, cache) points at the active site of the newest view.", "group", "follower"),
+	}
+}
+
+func (c *snapshotCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{
+		c.build.Desc(), c.leader, c.ready, c.termStart,
+		c.groupInfo, c.epoch, c.writableSites, c.decision, c.splitBrain, c.noPrimary,
+		c.awaitingHuman, c.blocked, c.halted, c.cooldown, c.inFlight, c.lastFailover,
+		c.siteState, c.siteActive, c.lag, c.ioRunning, c.sqlRunning, c.broken, c.divergent,
+		c.leaseAge, c.lastProbe, c.cacheRole, c.routingInSync,
+	} {
+		ch <- d
+	}
+}
+
+func (c *snapshotCollector) Collect(ch chan<- prometheus.Metric) {
+	ch <- c.build
+	if c.snapshot == nil {
+		return
+	}
+	snap := c.snapshot()
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+	gauge(c.leader, boolean(snap.Daemon.Leader))
+	gauge(c.ready, boolean(snap.Daemon.Ready))
+	if snap.Daemon.Leader && !snap.Daemon.LeaderSince.IsZero() {
+		gauge(c.termStart, unix(snap.Daemon.LeaderSince))
+	}
+	for _, g := range snap.Groups {
+		c.m.zeroGroup(g)
+	}
+	// A standby neither decides nor acts: its view of a group is not the
+	// one that matters, and exporting it would double every series and
+	// alert of a highly available pair.
+	if !snap.Daemon.Leader {
+		return
+	}
+	for _, g := range snap.Groups {
+		c.collectGroup(g, gauge)
+	}
+}
+
+func (c *snapshotCollector) collectGroup(g status.Group, gauge func(*prometheus.Desc, float64, ...string)) {
+	n := g.Name
+	gauge(c.groupInfo, 1, n, g.Engine, g.Fencing)
+	gauge(c.epoch, float64(g.Epoch), n)
+	class := oneOf(g.Class, classes)
+	if g.Action != "" {
+		gauge(c.decision, 1, n, oneOf(g.Action, actions), oneOf(g.Reason, reasons), class)
+	}
+	gauge(c.splitBrain, boolean(class == status.ClassSplitBrain), n)
+	gauge(c.noPrimary, boolean(class == status.ClassNoPrimary), n)
+	gauge(c.awaitingHuman, boolean(class == status.ClassAwaitingHuman), n)
+	if class == status.ClassBlocked {
+		gauge(c.blocked, 1, n, oneOf(g.Reason, reasons))
+	}
+	gauge(c.halted, boolean(g.EscalationHalted), n)
+	gauge(c.cooldown, max(g.CooldownRemainingSeconds, 0), n)
+	gauge(c.inFlight, boolean(g.InFlight != nil), n)
+	if f := g.LastFailover; f != nil && !f.At.IsZero() {
+		gauge(c.lastFailover, unix(f.At), n, oneOf(f.Kind, kinds))
+	}
+
+	writable := 0
+	for _, s := range g.Sites {
+		state := oneOf(s.State, states)
+		if state == other {
+			state = status.StateUnknown
+		}
+		if state == status.StateWritable {
+			writable++
+		}
+		for _, st := range states {
+			gauge(c.siteState, boolean(st == state), n, s.Name, st)
+		}
+		gauge(c.siteActive, boolean(s.Active), n, s.Name)
+		if r := s.Replication; r != nil {
+			gauge(c.ioRunning, boolean(r.IORunning), n, s.Name)
+			gauge(c.sqlRunning, boolean(r.SQLRunning), n, s.Name)
+			gauge(c.broken, boolean(r.Broken), n, s.Name)
+			if r.LagKnown {
+				gauge(c.lag, r.LagSeconds, n, s.Name)
+			}
+		}
+		var diverged uint64
+		for _, d := range g.Diverged {
+			if d.Site == s.Name {
+				diverged = d.Transactions
+			}
+		}
+		gauge(c.divergent, float64(diverged), n, s.Name)
+		if sc := s.Sidecar; sc != nil && !sc.LastReportAt.IsZero() && sc.LeaseAgeSeconds >= 0 {
+			gauge(c.leaseAge, sc.LeaseAgeSeconds, n, s.Name)
+		}
+		if !s.LastProbeAt.IsZero() {
+			gauge(c.lastProbe, unix(s.LastProbeAt), n, s.Name)
+		}
+		if role := oneOf(s.CacheRole, cacheRoles); role != other {
+			for _, r := range cacheRoles {
+				gauge(c.cacheRole, boolean(r == role), n, s.Name, r)
+			}
+		}
+	}
+	gauge(c.writableSites, float64(writable), n)
+	for _, f := range g.Routing {
+		gauge(c.routingInSync, boolean(f.InSync), n, f.Name)
+	}
+}
+
+func boolean(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// unix is t in seconds since the epoch, the unit of *_timestamp_seconds.
+func unix(t time.Time) float64 { return float64(t.UnixNano()) / 1e9 }

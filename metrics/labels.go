@@ -1,0 +1,63 @@
+package metrics
+
+import (
+	"slices"
+
+	"github.com/failoverd/failoverd/sitepair"
+	"github.com/failoverd/failoverd/status"
+)
+
+// other replaces a word outside its fixed set, so a caller's mistake (or a
+// word added on the daemon's side before here) costs one series, not many.
+const other = "other"
+
+// The fixed words of each enum label ("other" is always allowed besides).
+var (
+	kinds           = []string{"failover", "switchover"}
+	failoverResults = []string{"promoted", "failed", "superseded"}
+	phases          = []string{"revoke", "proof", "drain", "detach", "publish", "writable", "repoint"}
+	fencers         = []string{"daemon", "sidecar"}
+	proofs          = []string{
+		string(sitepair.ProofFenceConfirmed), string(sitepair.ProofPrimaryDown),
+		string(sitepair.ProofSidecarFenced), string(sitepair.ProofLeaseExpired),
+		string(sitepair.ProofSemiSync), string(sitepair.ProofNoFencing),
+	}
+	routingResults = []string{"ok", "error"}
+	states         = []string{status.StateUnknown, status.StateWritable, status.StateReadOnly, status.StateUnreachable}
+	cacheRoles     = []string{"master", "replica"}
+	classes        = []string{
+		status.ClassHealthy, status.ClassDegraded, status.ClassWaiting, status.ClassActing,
+		status.ClassSplitBrain, status.ClassNoPrimary, status.ClassBlocked,
+		status.ClassAwaitingHuman, status.ClassInvalid,
+	}
+	reasons = reasonWords()
+	actions = actionWords()
+)
+
+func reasonWords() []string {
+	var out []string
+	for _, r := range sitepair.Reasons() {
+		out = append(out, string(r))
+	}
+	return out
+}
+
+func actionWords() []string {
+	var out []string
+	for _, r := range sitepair.Reasons() {
+		a, _ := sitepair.ActionOf(r)
+		if !slices.Contains(out, string(a)) {
+			out = append(out, string(a))
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// oneOf returns v when it is one of words, else "other".
+func oneOf(v string, words []string) string {
+	if slices.Contains(words, v) {
+		return v
+	}
+	return other
+}

@@ -1,0 +1,586 @@
+package metrics_test
+
+import (
+	"errors"
+	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"reflect"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/failoverd/failoverd/metrics"
+	"github.com/failoverd/failoverd/status"
+)
+
+// daemonEvents is a copy of daemon.Events (metrics must not import daemon);
+// TestEventsMatchesDaemon keeps the copy honest.
+type daemonEvents interface {
+	ProbeDone(group, site string, d time.Duration, reached bool)
+	FailoverDone(group, kind, result string, d time.Duration)
+	PhaseDone(group, phase string, d time.Duration)
+	WritesUnavailable(group string, d time.Duration)
+	Fenced(group, site, by string)
+	ProofUsed(group, proof string)
+	RoutingDone(group, follower string, err error)
+	SplitBrainResolved(group string)
+	CachePromoted(group, site string)
+}
+
+var _ daemonEvents = (*metrics.Metrics)(nil)
+
+// TestEventsMatchesDaemon reads daemon/events.go and checks that Metrics has
+// every method of daemon.Events with the same parameter types, so the lead's
+// `var _ daemon.Events = (*metrics.Metrics)(nil)` keeps compiling.
+func TestEventsMatchesDaemon(t *testing.T) {
+	f, err := parser.ParseFile(token.NewFileSet(), "../daemon/events.go", nil, 0)
+	if err != nil {
+		t.Fatalf("parse daemon/events.go: %v", err)
+	}
+	var iface *ast.InterfaceType
+	ast.Inspect(f, func(n ast.Node) bool {
+		if ts, ok := n.(*ast.TypeSpec); ok && ts.Name.Name == "Events" {
+			iface, _ = ts.Type.(*ast.InterfaceType)
+		}
+		return iface == nil
+	})
+	if iface == nil {
+		t.Fatal("no interface Events in daemon/events.go")
+	}
+	mt := reflect.TypeFor[*metrics.Metrics]()
+	copyT := reflect.TypeFor[daemonEvents]()
+	if got, want := copyT.NumMethod(), len(iface.Methods.List); got != want {
+		t.Errorf("the interface copy has %d methods, daemon.Events %d", got, want)
+	}
+	for _, m := range iface.Methods.List {
+		name := m.Names[0].Name
+		var want []string
+		for _, p := range m.Type.(*ast.FuncType).Params.List {
+			for range max(len(p.Names), 1) {
+				want = append(want, types(p.Type))
+			}
+		}
+		meth, ok := mt.MethodByName(name)
+		if !ok {
+			t.Errorf("Metrics lacks daemon.Events method %s", name)
+			continue
+		}
+		var got []string
+		for i := 1; i < meth.Type.NumIn(); i++ { // In(0) is the receiver
+			got = append(got, meth.Type.In(i).String())
+		}
+		if meth.Type.NumOut() != 0 || !slices.Equal(got, want) {
+			t.Errorf("Metrics.%s takes %v, daemon.Events.%s takes %v", name, got, name, want)
+		}
+	}
+}
+
+func types(e ast.Expr) string {
+	switch e := e.(type) {
+	case *ast.Ident:
+		return e.Name
+	case *ast.SelectorExpr:
+		return types(e.X) + "." + e.Sel.Name
+	default:
+		return fmt.Sprintf("%T", e)
+	}
+}
+
+var (
+	at       = time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+	since    = at.Add(-time.Hour)
+	failedAt = at.Add(-10 * time.Minute)
+)
+
+// fixture is a populated snapshot: one group blocked by the cooldown with a
+// replica, a broken and diverged DR site, sidecars and a cache; one in a
+// split brain with a failover in flight, halted by the escalation rule.
+func fixture() status.Snapshot {
+	return status.Snapshot{
+		At: at,
+		Daemon: status.Daemon{
+			Identity: "d0", Version: "v1.2.3", Commit: "abc123", StartedAt: since,
+			LeaderElection: true, Leader: true, LeaderSince: since, Ready: true,
+		},
+		Groups: []status.Group{{
+			Name: "orders", Engine: "mariadb", Fencing: "sidecar", Epoch: 7, ActiveSite: "east",
+			Action: "alert", Reason: "cooldown", Class: status.ClassBlocked, Message: "free text 0-1-42",
+			CooldownRemainingSeconds: 42,
+			LastFailover:             &status.Failover{Kind: "failover", From: "west", To: "east", At: failedAt, Epoch: 7, PromotionGTID: "0-1-42", Proof: "lease-expired"},
+			Diverged:                 []status.Divergence{{Site: "dr", GTID: "0-9-3", Transactions: 3}},
+			Sites: []status.Site{{
+				Name: "east", Role: "primary-candidate", State: status.StateWritable, Active: true,
+				Executed: "0-1-42", LastProbeAt: at, LastReachableAt: at,
+				Sidecar:   &status.Sidecar{LastReportAt: at.Add(-time.Second), LeaseAgeSeconds: 1, Epoch: 7},
+				CacheRole: "master",
+			}, {
+				Name: "west", Role: "primary-candidate", State: status.StateReadOnly,
+				Executed: "0-1-41", ReplicatingFrom: "east", LastProbeAt: at,
+				Replication: &status.Replication{IORunning: true, SQLRunning: true, LagSeconds: 1.5, LagKnown: true},
+				Sidecar:     &status.Sidecar{LeaseAgeSeconds: -1},
+				CacheRole:   "replica",
+			}, {
+				Name: "dr", Role: "dr-only", State: status.StateUnreachable,
+				Replication: &status.Replication{IORunning: true, Broken: true, LastError: "Error 1062 on 0-9-3"},
+				ProbeError:  "dial tcp: i/o timeout", Diverged: "0-9-3",
+			}},
+			Routing: []status.Follower{{Name: "kube-service", InSync: true, State: "ok"}, {Name: "dns", State: "error", Error: "boom"}},
+		}, {
+			Name: "billing", Engine: "mysql", Fencing: "semisync", Epoch: 12,
+			Action: "fence-sites", Reason: "split-brain-keep-promoted", Class: status.ClassSplitBrain,
+			EscalationHalted: true,
+			InFlight:         &status.InFlight{ID: "f-1", Kind: "switchover", From: "a", To: "b", Step: "drain", StartedAt: at},
+			Sites: []status.Site{
+				{Name: "a", State: status.StateWritable},
+				{Name: "b", State: status.StateWritable},
+			},
+		}},
+	}
+}
+
+func newFixture() *metrics.Metrics {
+	return metrics.New(metrics.Options{Snapshot: fixture, Version: "v1.2.3", Commit: "abc123"})
+}
+
+func TestGaugesFromSnapshot(t *testing.T) {
+	m := newFixture()
+	ts := func(t time.Time) string { return fmt.Sprint(float64(t.Unix())) }
+	want := `
+# HELP failoverd_leader 1 while this daemon leads (acts and serves views), else 0. Group and site gauges are exported by the leader only.
+# TYPE failoverd_leader gauge
+failoverd_leader 1
+# HELP failoverd_ready 1 when /readyz passes: state loaded, leadership known and first probes of every site done.
+# TYPE failoverd_ready gauge
+failoverd_ready 1
+# HELP failoverd_leader_term_start_timestamp_seconds When this daemon's current leadership term began (Unix time); absent while not leading.
+# TYPE failoverd_leader_term_start_timestamp_seconds gauge
+failoverd_leader_term_start_timestamp_seconds ` + ts(since) + `
+# HELP failoverd_group_epoch The group's epoch (only grows; a failover adds two).
+# TYPE failoverd_group_epoch gauge
+failoverd_group_epoch{group="billing"} 12
+failoverd_group_epoch{group="orders"} 7
+# HELP failoverd_group_info Always 1; the labels give the group's engine and fencing mode.
+# TYPE failoverd_group_info gauge
+failoverd_group_info{engine="mariadb",fencing="sidecar",group="orders"} 1
+failoverd_group_info{engine="mysql",fencing="semisync",group="billing"} 1
+# HELP failoverd_group_writable_sites Sites of the group whose debounced state is writable (more than 1 is a split brain).
+# TYPE failoverd_group_writable_sites gauge
+failoverd_group_writable_sites{group="billing"} 2
+failoverd_group_writable_sites{group="orders"} 1
+# HELP failoverd_group_decision Always 1; the labels are the group's latest decision: its action, machine-readable reason and class.
+# TYPE failoverd_group_decision gauge
+failoverd_group_decision{action="alert",class="blocked",group="orders",reason="cooldown"} 1
+failoverd_group_decision{action="fence-sites",class="split-brain",group="billing",reason="split-brain-keep-promoted"} 1
+# HELP failoverd_group_split_brain 1 while the latest decision says more than one site may accept writes.
+# TYPE failoverd_group_split_brain gauge
+failoverd_group_split_brain{group="billing"} 1
+failoverd_group_split_brain{group="orders"} 0
+# HELP failoverd_group_no_primary 1 while the latest decision says no site accepts writes and none can be promoted yet.
+# TYPE failoverd_group_no_primary gauge
+failoverd_group_no_primary{group="billing"} 0
+failoverd_group_no_primary{group="orders"} 0
+# HELP failoverd_group_awaiting_human 1 while only an operator can move the group on.
+# TYPE failoverd_group_awaiting_human gauge
+failoverd_group_awaiting_human{group="billing"} 0
+failoverd_group_awaiting_human{group="orders"} 0
+# HELP failoverd_group_failover_blocked 1 while a failover is needed but a rule refuses it; reason is the refusing decision's reason. Absent otherwise.
+# TYPE failoverd_group_failover_blocked gauge
+failoverd_group_failover_blocked{group="orders",reason="cooldown"} 1
+# HELP failoverd_group_escalation_halted 1 while automatic failover is halted by the escalation rule until an operator acknowledges.
+# TYPE failoverd_group_escalation_halted gauge
+failoverd_group_escalation_halted{group="billing"} 1
+failoverd_group_escalation_halted{group="orders"} 0
+# HELP failoverd_group_cooldown_remaining_seconds How long automatic failover stays refused after the last one (0 when none).
+# TYPE failoverd_group_cooldown_remaining_seconds gauge
+failoverd_group_cooldown_remaining_seconds{group="billing"} 0
+failoverd_group_cooldown_remaining_seconds{group="orders"} 42
+# HELP failoverd_group_failover_in_flight 1 while a failover or switchover is under way.
+# TYPE failoverd_group_failover_in_flight gauge
+failoverd_group_failover_in_flight{group="billing"} 1
+failoverd_group_failover_in_flight{group="orders"} 0
+# HELP failoverd_group_last_failover_timestamp_seconds When the latest completed failover or switchover (kind) promoted its site (Unix time); absent before the first.
+# TYPE failoverd_group_last_failover_timestamp_seconds gauge
+failoverd_group_last_failover_timestamp_seconds{group="orders",kind="failover"} ` + ts(failedAt) + `
+# HELP failoverd_site_state 1 for the site's current debounced state, 0 for the three others.
+# TYPE failoverd_site_state gauge
+failoverd_site_state{group="billing",site="a",state="read-only"} 0
+failoverd_site_state{group="billing",site="a",state="unknown"} 0
+failoverd_site_state{group="billing",site="a",state="unreachable"} 0
+failoverd_site_state{group="billing",site="a",state="writable"} 1
+failoverd_site_state{group="billing",site="b",state="read-only"} 0
+failoverd_site_state{group="billing",site="b",state="unknown"} 0
+failoverd_site_state{group="billing",site="b",state="unreachable"} 0
+failoverd_site_state{group="billing",site="b",state="writable"} 1
+failoverd_site_state{group="orders",site="dr",state="read-only"} 0
+failoverd_site_state{group="orders",site="dr",state="unknown"} 0
+failoverd_site_state{group="orders",site="dr",state="unreachable"} 1
+failoverd_site_state{group="orders",site="dr",state="writable"} 0
+failoverd_site_state{group="orders",site="east",state="read-only"} 0
+failoverd_site_state{group="orders",site="east",state="unknown"} 0
+failoverd_site_state{group="orders",site="east",state="unreachable"} 0
+failoverd_site_state{group="orders",site="east",state="writable"} 1
+failoverd_site_state{group="orders",site="west",state="read-only"} 1
+failoverd_site_state{group="orders",site="west",state="unknown"} 0
+failoverd_site_state{group="orders",site="west",state="unreachable"} 0
+failoverd_site_state{group="orders",site="west",state="writable"} 0
+# HELP failoverd_site_active 1 for the group's recorded primary (active site), else 0.
+# TYPE failoverd_site_active gauge
+failoverd_site_active{group="billing",site="a"} 0
+failoverd_site_active{group="billing",site="b"} 0
+failoverd_site_active{group="orders",site="dr"} 0
+failoverd_site_active{group="orders",site="east"} 1
+failoverd_site_active{group="orders",site="west"} 0
+# HELP failoverd_site_replication_lag_seconds Replication lag of a replica; absent when unknown (NULL lag) or without a replication channel.
+# TYPE failoverd_site_replication_lag_seconds gauge
+failoverd_site_replication_lag_seconds{group="orders",site="west"} 1.5
+# HELP failoverd_site_replication_io_running 1 while the replica's IO (receiver) thread runs; only for sites with a replication channel.
+# TYPE failoverd_site_replication_io_running gauge
+failoverd_site_replication_io_running{group="orders",site="dr"} 1
+failoverd_site_replication_io_running{group="orders",site="west"} 1
+# HELP failoverd_site_replication_sql_running 1 while the replica's SQL (applier) thread runs; only for sites with a replication channel.
+# TYPE failoverd_site_replication_sql_running gauge
+failoverd_site_replication_sql_running{group="orders",site="dr"} 0
+failoverd_site_replication_sql_running{group="orders",site="west"} 1
+# HELP failoverd_site_replication_broken 1 when a replication thread stopped on an error; only for sites with a replication channel.
+# TYPE failoverd_site_replication_broken gauge
+failoverd_site_replication_broken{group="orders",site="dr"} 1
+failoverd_site_replication_broken{group="orders",site="west"} 0
+# HELP failoverd_site_divergent_transactions Transactions the site holds that the primary lacks (an upper bound for MariaDB); 0 when not diverged.
+# TYPE failoverd_site_divergent_transactions gauge
+failoverd_site_divergent_transactions{group="billing",site="a"} 0
+failoverd_site_divergent_transactions{group="billing",site="b"} 0
+failoverd_site_divergent_transactions{group="orders",site="dr"} 3
+failoverd_site_divergent_transactions{group="orders",site="east"} 0
+failoverd_site_divergent_transactions{group="orders",site="west"} 0
+# HELP failoverd_site_sidecar_lease_age_seconds Time since the site's sidecar last reported; absent without a sidecar or before its first report to this leader.
+# TYPE failoverd_site_sidecar_lease_age_seconds gauge
+failoverd_site_sidecar_lease_age_seconds{group="orders",site="east"} 1
+# HELP failoverd_site_last_probe_timestamp_seconds When the latest probe of the site finished (Unix time); absent before the first.
+# TYPE failoverd_site_last_probe_timestamp_seconds gauge
+failoverd_site_last_probe_timestamp_seconds{group="orders",site="east"} ` + ts(at) + `
+failoverd_site_last_probe_timestamp_seconds{group="orders",site="west"} ` + ts(at) + `
+# HELP failoverd_cache_role 1 for the role (master, replica) the site's cache server holds, 0 for the other; absent without a cache or while unknown.
+# TYPE failoverd_cache_role gauge
+failoverd_cache_role{group="orders",role="master",site="east"} 1
+failoverd_cache_role{group="orders",role="replica",site="east"} 0
+failoverd_cache_role{group="orders",role="master",site="west"} 0
+failoverd_cache_role{group="orders",role="replica",site="west"} 1
+# HELP failoverd_routing_in_sync 1 when the routing follower (kube-service, kube-taint, dns, cache) points at the active site of the newest view.
+# TYPE failoverd_routing_in_sync gauge
+failoverd_routing_in_sync{follower="dns",group="orders"} 0
+failoverd_routing_in_sync{follower="kube-service",group="orders"} 1
+`
+	gatherAndCompare(t, m.Gatherer(), want)
+}
+
+func TestBuildInfo(t *testing.T) {
+	m := metrics.New(metrics.Options{Version: "v1.2.3", Commit: "abc123"})
+	mf := family(t, m.Gatherer(), "failoverd_build_info")
+	if mf == nil || len(mf.Metric) != 1 {
+		t.Fatalf("failoverd_build_info: %v", mf)
+	}
+	got := labelMap(mf.Metric[0])
+	if got["version"] != "v1.2.3" || got["commit"] != "abc123" || !strings.HasPrefix(got["goversion"], "go") || mf.Metric[0].GetGauge().GetValue() != 1 {
+		t.Errorf("failoverd_build_info = %v %v", got, mf.Metric[0].GetGauge().GetValue())
+	}
+	// Without a snapshot only the build info and the Go and process
+	// collectors are there.
+	if n := count(t, m.Gatherer(), "failoverd_leader") + count(t, m.Gatherer(), "failoverd_site_state"); n != 0 {
+		t.Errorf("without a snapshot: %d series of snapshot gauges", n)
+	}
+}
+
+// A standby neither decides nor acts: it exports its leadership and
+// readiness, never a group's or a site's gauges (an HA pair would alert
+// twice, once on stale facts).
+func TestStandbyExportsNoGroupGauges(t *testing.T) {
+	snap := fixture()
+	snap.Daemon.Leader, snap.Daemon.LeaderSince = false, time.Time{}
+	m := metrics.New(metrics.Options{Snapshot: func() status.Snapshot { return snap }})
+	mfs, err := m.Gatherer().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		name := mf.GetName()
+		if strings.HasPrefix(name, "failoverd_group_") || strings.HasPrefix(name, "failoverd_site_") ||
+			name == "failoverd_cache_role" || name == "failoverd_routing_in_sync" || name == "failoverd_leader_term_start_timestamp_seconds" {
+			t.Errorf("a standby exports %s", name)
+		}
+	}
+	if v := gaugeValue(t, m.Gatherer(), "failoverd_leader", nil); v != 0 {
+		t.Errorf("failoverd_leader = %v on a standby", v)
+	}
+}
+
+// The snapshot is read at each scrape: nothing stays from the previous one.
+func TestGaugesFollowTheSnapshot(t *testing.T) {
+	snap := fixture()
+	m := metrics.New(metrics.Options{Snapshot: func() status.Snapshot { return snap }})
+	if v := gaugeValue(t, m.Gatherer(), "failoverd_group_failover_blocked", map[string]string{"group": "orders", "reason": "cooldown"}); v != 1 {
+		t.Fatalf("blocked = %v", v)
+	}
+	snap.Groups[0].Class, snap.Groups[0].Reason, snap.Groups[0].Action = status.ClassHealthy, "healthy", "none"
+	snap.Groups[0].Sites[1].Replication.LagKnown = false
+	snap.Groups = snap.Groups[:1]
+	for name, want := range map[string]int{
+		"failoverd_group_failover_blocked":       0,
+		"failoverd_site_replication_lag_seconds": 0,
+		"failoverd_group_epoch":                  1,
+		"failoverd_group_decision":               1,
+	} {
+		if n := count(t, m.Gatherer(), name); n != want {
+			t.Errorf("%s: %d series after the snapshot changed, want %d", name, n, want)
+		}
+	}
+	if v := gaugeValue(t, m.Gatherer(), "failoverd_group_decision", map[string]string{"group": "orders", "action": "none", "reason": "healthy", "class": "healthy"}); v != 1 {
+		t.Errorf("decision = %v", v)
+	}
+}
+
+func TestEvents(t *testing.T) {
+	m := newFixture()
+	m.ProbeDone("orders", "east", 3*time.Millisecond, true)
+	m.ProbeDone("orders", "east", 40*time.Millisecond, true)
+	m.ProbeDone("orders", "dr", time.Second, false)
+	m.FailoverDone("orders", "failover", "promoted", 3500*time.Millisecond)
+	m.FailoverDone("orders", "switchover", "failed", time.Minute)
+	m.PhaseDone("orders", "proof", 2*time.Second)
+	m.PhaseDone("orders", "publish", 2*time.Millisecond)
+	m.WritesUnavailable("orders", 300*time.Millisecond)
+	m.Fenced("orders", "west", "daemon")
+	m.Fenced("orders", "west", "sidecar")
+	m.ProofUsed("orders", "lease-expired")
+	m.RoutingDone("orders", "dns", nil)
+	m.RoutingDone("orders", "dns", errors.New("a long error text naming 0-1-42"))
+	m.SplitBrainResolved("billing")
+	m.CachePromoted("orders", "east")
+
+	want := `
+# HELP failoverd_probe_failures_total Probes of a site that did not reach the server.
+# TYPE failoverd_probe_failures_total counter
+failoverd_probe_failures_total{group="billing",site="a"} 0
+failoverd_probe_failures_total{group="billing",site="b"} 0
+failoverd_probe_failures_total{group="orders",site="dr"} 1
+failoverd_probe_failures_total{group="orders",site="east"} 0
+failoverd_probe_failures_total{group="orders",site="west"} 0
+# HELP failoverd_failovers_total Failovers and switchovers (kind) that ended, by result (promoted, failed, superseded).
+# TYPE failoverd_failovers_total counter
+failoverd_failovers_total{group="billing",kind="failover",result="failed"} 0
+failoverd_failovers_total{group="billing",kind="failover",result="promoted"} 0
+failoverd_failovers_total{group="billing",kind="failover",result="superseded"} 0
+failoverd_failovers_total{group="billing",kind="switchover",result="failed"} 0
+failoverd_failovers_total{group="billing",kind="switchover",result="promoted"} 0
+failoverd_failovers_total{group="billing",kind="switchover",result="superseded"} 0
+failoverd_failovers_total{group="orders",kind="failover",result="failed"} 0
+failoverd_failovers_total{group="orders",kind="failover",result="promoted"} 1
+failoverd_failovers_total{group="orders",kind="failover",result="superseded"} 0
+failoverd_failovers_total{group="orders",kind="switchover",result="failed"} 1
+failoverd_failovers_total{group="orders",kind="switchover",result="promoted"} 0
+failoverd_failovers_total{group="orders",kind="switchover",result="superseded"} 0
+# HELP failoverd_fences_total Sites set read-only and read back by the daemon, or reported fenced by their sidecar (by).
+# TYPE failoverd_fences_total counter
+failoverd_fences_total{by="daemon",group="orders",site="west"} 1
+failoverd_fences_total{by="sidecar",group="orders",site="west"} 1
+# HELP failoverd_fence_proofs_total Promotions by the fence proof they rested on.
+# TYPE failoverd_fence_proofs_total counter
+failoverd_fence_proofs_total{group="orders",proof="lease-expired"} 1
+# HELP failoverd_routing_operations_total Passes of a routing follower (Service selector, taints, DNS, cache) by result (ok, error).
+# TYPE failoverd_routing_operations_total counter
+failoverd_routing_operations_total{follower="dns",group="orders",result="error"} 1
+failoverd_routing_operations_total{follower="dns",group="orders",result="ok"} 1
+# HELP failoverd_split_brain_resolutions_total Split brains resolved by fencing every site but the rightful primary.
+# TYPE failoverd_split_brain_resolutions_total counter
+failoverd_split_brain_resolutions_total{group="billing"} 1
+failoverd_split_brain_resolutions_total{group="orders"} 0
+# HELP failoverd_cache_promotions_total Times the cache primary (Dragonfly/Redis) moved to a site.
+# TYPE failoverd_cache_promotions_total counter
+failoverd_cache_promotions_total{group="orders",site="east"} 1
+`
+	// The first gather creates the zero series of the snapshot's groups.
+	if _, err := m.Gatherer().Gather(); err != nil {
+		t.Fatal(err)
+	}
+	gatherAndCompare(t, m.Gatherer(), want)
+
+	for _, h := range []struct {
+		name   string
+		labels map[string]string
+		count  uint64
+		sum    float64
+		le     float64 // an upper bound
+		below  uint64  // observations at or below le
+	}{
+		{"failoverd_probe_duration_seconds", map[string]string{"group": "orders", "site": "east"}, 2, 0.043, 0.005, 1},
+		{"failoverd_failover_duration_seconds", map[string]string{"group": "orders", "kind": "failover"}, 1, 3.5, 5, 1},
+		{"failoverd_failover_phase_duration_seconds", map[string]string{"group": "orders", "phase": "proof"}, 1, 2, 1, 0},
+		{"failoverd_failover_phase_duration_seconds", map[string]string{"group": "orders", "phase": "publish"}, 1, 0.002, 0.0025, 1},
+		{"failoverd_switchover_write_unavailable_seconds", map[string]string{"group": "orders"}, 1, 0.3, 0.5, 1},
+	} {
+		got := histogram(t, m.Gatherer(), h.name, h.labels)
+		if got == nil {
+			t.Errorf("%s%v: no series", h.name, h.labels)
+			continue
+		}
+		if got.GetSampleCount() != h.count || !near(got.GetSampleSum(), h.sum) {
+			t.Errorf("%s%v: count %d sum %v, want %d %v", h.name, h.labels, got.GetSampleCount(), got.GetSampleSum(), h.count, h.sum)
+		}
+		found := false
+		for _, b := range got.Bucket {
+			if b.GetUpperBound() == h.le {
+				found = true
+				if b.GetCumulativeCount() != h.below {
+					t.Errorf("%s%v: %d at or below %v, want %d", h.name, h.labels, b.GetCumulativeCount(), h.le, h.below)
+				}
+			}
+		}
+		if !found {
+			t.Errorf("%s: no bucket %v", h.name, h.le)
+		}
+	}
+	// Failed probes are not timed, failed failovers neither.
+	if got := histogram(t, m.Gatherer(), "failoverd_probe_duration_seconds", map[string]string{"group": "orders", "site": "dr"}); got != nil {
+		t.Errorf("a failed probe was timed: %v", got)
+	}
+	if got := histogram(t, m.Gatherer(), "failoverd_failover_duration_seconds", map[string]string{"group": "orders", "kind": "switchover"}); got != nil {
+		t.Errorf("a failed switchover was timed: %v", got)
+	}
+}
+
+func TestHandler(t *testing.T) {
+	m := newFixture()
+	m.ProbeDone("orders", "east", time.Millisecond, true)
+	srv := httptest.NewServer(m.Handler())
+	defer srv.Close()
+	resp, err := http.Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("status %d: %s", resp.StatusCode, body)
+	}
+	for _, want := range []string{
+		"failoverd_build_info{", "failoverd_site_state{", "failoverd_probe_duration_seconds_bucket{",
+		"go_goroutines ", "process_start_time_seconds ", "promhttp_metric_handler_requests_total{",
+	} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+}
+
+// Every metric has help text, follows the naming conventions promlint
+// checks, and failoverd's are in base units under the prefix.
+func TestHelpAndLint(t *testing.T) {
+	m := populated(t)
+	mfs, err := m.Gatherer().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if strings.TrimSpace(mf.GetHelp()) == "" {
+			t.Errorf("%s has no help text", mf.GetName())
+		}
+		if n := mf.GetName(); strings.HasPrefix(n, "failoverd_") && nonBaseUnit.MatchString(n) {
+			t.Errorf("%s is not in base units", n)
+		}
+	}
+	for _, p := range lint(t, m.Gatherer()) {
+		if strings.HasPrefix(p.Metric, "failoverd_") {
+			t.Errorf("promlint: %s: %s", p.Metric, p.Text)
+		}
+	}
+}
+
+var nonBaseUnit = regexp.MustCompile(`_(ms|us|ns|milliseconds|microseconds|nanoseconds|minutes|hours|days|kilobytes|megabytes|percent)(_|$)`)
+
+// populated returns metrics over the fixture with every event called once,
+// gathered once so the zero series exist: every failoverd_ family is there.
+func populated(t *testing.T) *metrics.Metrics {
+	t.Helper()
+	m := newFixture()
+	m.ProbeDone("orders", "east", time.Millisecond, true)
+	m.ProbeDone("orders", "dr", time.Second, false)
+	m.FailoverDone("orders", "failover", "promoted", time.Second)
+	m.PhaseDone("orders", "drain", time.Millisecond)
+	m.WritesUnavailable("orders", time.Second)
+	m.Fenced("orders", "west", "daemon")
+	m.ProofUsed("orders", "fence-confirmed")
+	m.RoutingDone("orders", "kube-service", nil)
+	m.SplitBrainResolved("billing")
+	m.CachePromoted("orders", "east")
+	if _, err := m.Gatherer().Gather(); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func family(t *testing.T, g prometheus.Gatherer, name string) *dto.MetricFamily {
+	t.Helper()
+	mfs, err := g.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			return mf
+		}
+	}
+	return nil
+}
+
+func find(t *testing.T, g prometheus.Gatherer, name string, labels map[string]string) *dto.Metric {
+	t.Helper()
+	mf := family(t, g, name)
+	if mf == nil {
+		return nil
+	}
+	for _, m := range mf.Metric {
+		if reflect.DeepEqual(labelMap(m), labels) || (len(labels) == 0 && len(m.Label) == 0) {
+			return m
+		}
+	}
+	return nil
+}
+
+func gaugeValue(t *testing.T, g prometheus.Gatherer, name string, labels map[string]string) float64 {
+	t.Helper()
+	m := find(t, g, name, labels)
+	if m == nil {
+		t.Fatalf("no series %s%v", name, labels)
+	}
+	return m.GetGauge().GetValue()
+}
+
+func histogram(t *testing.T, g prometheus.Gatherer, name string, labels map[string]string) *dto.Histogram {
+	t.Helper()
+	if m := find(t, g, name, labels); m != nil {
+		return m.GetHistogram()
+	}
+	return nil
+}
+
+func labelMap(m *dto.Metric) map[string]string {
+	out := map[string]string{}
+	for _, l := range m.Label {
+		out[l.GetName()] = l.GetValue()
+	}
+	return out
+}
+
+func near(a, b float64) bool { return a-b < 1e-9 && b-a < 1e-9 }
