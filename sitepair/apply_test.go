@@ -150,9 +150,12 @@ func TestFailoverLifecycle(t *testing.T) {
 	step("lease pending", down, None, ReasonAwaitLeaseExpiry)
 	clock = clock.Add(pol.LeaseTimeout + LeaseMargin)
 	d := step("lease expired", down, Promote, ReasonPromote)
-	if d.FenceProof != ProofLeaseExpired || st.ActiveSite != "b" || st.InFlight != nil {
+	if d.FenceProof != ProofLeaseExpired || st.ActiveSite != "b" || st.InFlight != nil || st.LastFailoverProof != ProofLeaseExpired {
 		t.Fatalf("after promote: %s, %+v", d, st)
 	}
+	// The daemon decides again once every site was probed after the
+	// promotion: b's writable probes are still being debounced.
+	step("new primary not debounced writable yet, old one still down", group(site("a", UR), site("b", RO, bounce)), None, ReasonPromotionSettling)
 	step("new primary healthy, old one still down", group(site("a", UR), site("b", W)), Alert, ReasonDegradedReplicaUnreachable)
 	step("old primary back writable: split brain", group(site("a", W), site("b", W)), FenceSites, ReasonSplitBrainKeepPromoted)
 	step("old primary fenced, not replicating: rejoin", group(site("a", RO), site("b", W, exec(upto(12)))), Rejoin, ReasonRejoin)

@@ -850,11 +850,20 @@ func (v *view) noPrimary() Decision {
 	if t == "" {
 		return v.decision(ReasonNoPrimaryNoActiveSite, "no site is writable and no primary is recorded; a human must choose one")
 	}
+	i := v.index(t)
+	// Our own promotion is not seen yet: the new primary's writable probes
+	// are debounced (RecoveryThreshold of them) while the old primary is
+	// still down, so "no primary" now would be a false alarm. Bounded: a
+	// promotion that did not take is alerted on after the window.
+	if since := v.now.Sub(v.st.LastFailoverAt); t == v.st.LastFailoverTarget && !v.st.LastFailoverAt.IsZero() &&
+		since >= 0 && since < v.pol.PromotionSettleWindow() && v.sites[i].State == statemachine.ReadOnly {
+		return v.decision(ReasonPromotionSettling, "no site is seen writable yet but %s was promoted %v ago: waiting up to %v for its writable probes",
+			t, since, v.pol.PromotionSettleWindow())
+	}
 	// An unreachable site might be writable: re-asserting could make two.
 	if u := v.inState(statemachine.Unreachable); len(u) > 0 {
 		return v.decision(ReasonNoPrimaryNotAllReachable, "no site is writable and %s unreachable; not re-asserting %s", strings.Join(u, ", "), t)
 	}
-	i := v.index(t)
 	// Probes are turning the recorded primary writable (a promotion just
 	// made it so): re-asserting it again would only bump the epoch.
 	if v.sites[i].Debouncing {

@@ -174,6 +174,33 @@ func TestDecideTwoSites(t *testing.T) {
 			want: want{action: Alert, reason: ReasonNoPrimaryTargetIneligible}},
 		{name: "no primary: a replica is unreachable", obs: group(site("a", RO), site("b", UR)), st: active("a"),
 			want: want{action: Alert, reason: ReasonNoPrimaryNotAllReachable}},
+		// Right after a promotion the new primary's writable probes are still
+		// being debounced while the old primary is down: no false alarm.
+		{name: "just promoted b, its writable probes accumulating, old primary down: settling, not an alarm",
+			obs: group(site("a", UR), site("b", RO, bounce)), st: justPromoted("b", time.Second),
+			want: want{action: None, reason: ReasonPromotionSettling}},
+		{name: "just promoted b, before its first writable probe: settling",
+			obs: group(site("a", UR), site("b", RO), site("c", RO, follows("b"))), st: justPromoted("b", time.Second),
+			want: want{action: None, reason: ReasonPromotionSettling}},
+		{name: "promoted b one nanosecond before the settle window ends: settling",
+			obs: group(site("a", UR), site("b", RO, bounce)), st: justPromoted("b", DefaultPromotionSettle-time.Nanosecond),
+			want: want{action: None, reason: ReasonPromotionSettling}},
+		{name: "promoted b a settle window ago and still read-only: a genuine no-primary alert",
+			obs: group(site("a", UR), site("b", RO, bounce)), st: justPromoted("b", DefaultPromotionSettle),
+			want: want{action: Alert, reason: ReasonNoPrimaryNotAllReachable}},
+		{name: "promoted b a settle window ago, every site reachable: re-assert b",
+			obs: group(site("a", RO), site("b", RO)), st: justPromoted("b", DefaultPromotionSettle),
+			want: want{action: ReassertPrimary, reason: ReasonReassertPrimary, target: "b", epoch: 4}},
+		{name: "the settle window follows the policy",
+			obs: group(site("a", UR), site("b", RO, bounce)), st: justPromoted("b", 3*time.Second),
+			pol:  ptr(polWith(func(p *Policy) { p.PromotionSettle = 2 * time.Second })),
+			want: want{action: Alert, reason: ReasonNoPrimaryNotAllReachable}},
+		{name: "the recorded primary is not the site we promoted: no settling",
+			obs: group(site("a", UR), site("b", RO, bounce)), st: with(justPromoted("b", time.Second), func(p *Persisted) { p.LastFailoverTarget = "a" }),
+			want: want{action: Alert, reason: ReasonNoPrimaryNotAllReachable}},
+		{name: "a promotion time in the future (clock went back): no settling",
+			obs: group(site("a", UR), site("b", RO, bounce)), st: justPromoted("b", -time.Minute),
+			want: want{action: Alert, reason: ReasonNoPrimaryNotAllReachable}},
 
 		// Recovery of a former primary.
 		{name: "recovery: former primary contained in the new one rejoins", obs: group(site("a", RO), site("b", W, exec(upto(12)))), st: promoted("b"),
@@ -300,6 +327,7 @@ func TestPolicyValidate(t *testing.T) {
 		"detection":         func(p *Policy) { p.Detection = "quorum" },
 		"sidecar lease":     func(p *Policy) { p.LeaseTimeout = 0 },
 		"negative cooldown": func(p *Policy) { p.FailoverCooldown = -1 },
+		"negative settle":   func(p *Policy) { p.PromotionSettle = -1 },
 		"escalation count":  func(p *Policy) { p.EscalationCount = 0 },
 	}
 	for name, f := range bad {

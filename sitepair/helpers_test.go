@@ -82,6 +82,14 @@ func promoted(name string) Persisted {
 		PromotionGTID: upto(10), FailoverHistory: []time.Time{at}}
 }
 
+// justPromoted is the state right after our failover to name, promoted ago
+// before now (epoch 3: revoke 2, promote 3).
+func justPromoted(name string, ago time.Duration) Persisted {
+	at := now.Add(-ago)
+	return Persisted{Epoch: 3, ActiveSite: name, LastFailoverAt: at, LastFailoverTarget: name,
+		PromotionGTID: upto(10), FailoverHistory: []time.Time{at}, LastFailoverProof: ProofPrimaryDown}
+}
+
 // revoked is the state after phase 1 of a failover from -> to at revokedAt.
 func revoked(from, to string, revokedAt time.Time) Persisted {
 	return Persisted{Epoch: 2, InFlight: &InFlight{Epoch: 2, RevokedAt: revokedAt, From: from, To: to}}

@@ -84,7 +84,8 @@ type modelStats struct {
 //
 //   - per site: 4 debounced states × 4 GTID relations;
 //   - history: no failover (a recorded primary) or "we promoted X" for every
-//     site X, the latter with the last failover inside or outside the
+//     site X, the latter with the last failover inside the promotion settle
+//     window (without a failover in flight only), inside or outside the
 //     cooldown;
 //   - in flight: none, or revoked from the recorded primary to every other
 //     site with the sidecar lease pending or expired;
@@ -125,7 +126,9 @@ func enumerate(n int, visit func(obs Observed, st Persisted, pol Policy)) {
 	var histories []Persisted
 	histories = append(histories, Persisted{Epoch: 1, ActiveSite: names[0]})
 	for _, x := range names {
-		for _, ago := range []time.Duration{time.Minute, 2 * time.Hour} { // inside, outside the 10 min cooldown
+		// Inside the promotion settle window, inside and outside the 10 min
+		// cooldown.
+		for _, ago := range []time.Duration{time.Second, time.Minute, 2 * time.Hour} {
 			histories = append(histories, Persisted{Epoch: 2, ActiveSite: x, LastFailoverAt: now.Add(-ago),
 				LastFailoverTarget: x, PromotionGTID: upto(8), FailoverHistory: []time.Time{now.Add(-ago)}})
 		}
@@ -160,7 +163,12 @@ func enumerate(n int, visit func(obs Observed, st Persisted, pol Policy)) {
 				for _, ex := range noFlight {
 					visit(build(primary, h.Epoch, ex), withDiverged(h, names, rels, ex), modelPolicy(ex))
 				}
-				// Revoked from the recorded primary to every other site.
+				// Revoked from the recorded primary to every other site (a
+				// promotion a second ago changes nothing there: skipped to
+				// keep the run short).
+				if now.Sub(h.LastFailoverAt) < DefaultPromotionSettle {
+					continue
+				}
 				for _, to := range names {
 					if to == primary {
 						continue
@@ -324,6 +332,21 @@ func checkInvariants(obs Observed, st Persisted, pol Policy, d Decision) error {
 			}
 		}
 	}
+	// A missing primary is excused only right after our own promotion of
+	// the recorded primary, for a bounded time, while it answers read-only.
+	if d.Reason == ReasonPromotionSettling {
+		a, _ := site(st.ActiveSite)
+		since := now.Sub(st.LastFailoverAt)
+		if st.InFlight != nil || st.ActiveSite == "" || st.ActiveSite != st.LastFailoverTarget || st.LastFailoverAt.IsZero() ||
+			since < 0 || since >= pol.PromotionSettleWindow() || a.State != RO {
+			return fmt.Errorf("promotion-settling for %q (last promoted %q %v ago, %s)", st.ActiveSite, st.LastFailoverTarget, since, a.State)
+		}
+		for _, s := range obs.Sites {
+			if s.State == W || s.State == UK {
+				return fmt.Errorf("promotion-settling while %s is %s", s.Name, s.State)
+			}
+		}
+	}
 	switch d.Action {
 	case RevokeEpoch:
 		// Decide never revokes inside the cooldown or while halted.
@@ -469,15 +492,17 @@ func TestModelCheck(t *testing.T) {
 		ReasonCooldown, ReasonSplitBrainKeepPromoted, ReasonSplitBrainKeepWinner, ReasonReassertPrimary, ReasonRejoin,
 		ReasonMarkDiverged, ReasonFenceWritableDuringFailover, ReasonFenceOldPrimary, ReasonAwaitLeaseExpiry,
 		ReasonAwaitFenceConfirmation, ReasonAwaitCatchUp, ReasonTargetWritableWithoutProof, ReasonCandidateLacksTransactions,
-		ReasonPrimaryPartitioned, ReasonUncorroborated, ReasonTotalLoss, ReasonNoEligibleCandidate, ReasonHealthy}
+		ReasonPrimaryPartitioned, ReasonUncorroborated, ReasonTotalLoss, ReasonNoEligibleCandidate, ReasonHealthy,
+		ReasonPromotionSettling, ReasonNoPrimaryNotAllReachable}
 	tests := []struct {
 		n         int
 		minStates int // the enumeration must never silently shrink
 		reach     []Reason
 	}{
-		// states × relations × histories × (no-flight extras + targets × lease phases × in-flight extras)
-		{2, 16 * 16 * 5 * (16 + 2*160), common},
-		{3, 64 * 64 * 7 * (16 + 2*2*40), append(common, ReasonIncomparableCandidates, ReasonPromoteRetarget)},
+		// states × relations × (histories × no-flight extras + histories outside
+		// the settle window × targets × lease phases × in-flight extras)
+		{2, 16 * 16 * (7*16 + 5*2*160), common},
+		{3, 64 * 64 * (10*16 + 7*2*2*40), append(common, ReasonIncomparableCandidates, ReasonPromoteRetarget)},
 	}
 	for _, tc := range tests {
 		t.Run(fmt.Sprintf("%d sites", tc.n), func(t *testing.T) {

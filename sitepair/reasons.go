@@ -69,6 +69,12 @@ const (
 	// ReasonNoPrimaryTargetBehind (Alert): the active site lacks
 	// transactions a peer has, or its own promotion GTID set.
 	ReasonNoPrimaryTargetBehind Reason = "no-primary-target-behind"
+	// ReasonPromotionSettling (None): nobody is writable yet, but the active
+	// site is the one our last failover promoted, within
+	// Policy.PromotionSettleWindow of the promotion, and reachable: its
+	// writable probes are still being debounced. After the window the
+	// no-primary rules apply.
+	ReasonPromotionSettling Reason = "promotion-settling"
 	// ReasonReassertPrimary (ReassertPrimary): every site is reachable and
 	// read-only and the active site has every transaction: re-enable it.
 	ReasonReassertPrimary Reason = "reassert-primary"
@@ -198,6 +204,7 @@ var reasonAction = map[Reason]Action{
 	ReasonNoPrimaryNotAllReachable:  Alert,
 	ReasonNoPrimaryTargetIneligible: Alert,
 	ReasonNoPrimaryTargetBehind:     Alert,
+	ReasonPromotionSettling:         None,
 	ReasonReassertPrimary:           ReassertPrimary,
 
 	ReasonSplitBrainKeepPromoted: FenceSites,

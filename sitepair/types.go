@@ -324,6 +324,26 @@ type Policy struct {
 	// receive what the reachable old primary has; then the failover is
 	// abandoned and the old primary re-asserted.
 	CatchUpTimeout time.Duration
+	// PromotionSettle is how long after a promotion the new primary may
+	// still be seen read-only (its writable probes are being debounced)
+	// before the no-primary rules apply to it; 0 = DefaultPromotionSettle.
+	// The daemon derives it from its probing: a few times RecoveryThreshold
+	// poll intervals plus a probe timeout.
+	PromotionSettle time.Duration
+}
+
+// DefaultPromotionSettle is Policy.PromotionSettle when it is 0: ample for
+// the default probing (3 writable probes 500 ms apart) and still short
+// enough that a promotion that did not take is alerted on quickly.
+const DefaultPromotionSettle = 10 * time.Second
+
+// PromotionSettleWindow is PromotionSettle, or DefaultPromotionSettle when
+// it is 0.
+func (p Policy) PromotionSettleWindow() time.Duration {
+	if p.PromotionSettle > 0 {
+		return p.PromotionSettle
+	}
+	return DefaultPromotionSettle
 }
 
 // DefaultPolicy returns the defaults of the configuration: sidecar fencing
@@ -380,7 +400,7 @@ func (p Policy) Validate() error {
 	if p.Fencing.UsesSidecar() && p.LeaseTimeout <= 0 {
 		return fmt.Errorf("lease timeout %v must be positive with sidecar fencing: %w", p.LeaseTimeout, ErrInvalidPolicy)
 	}
-	if p.LeaseTimeout < 0 || p.FailoverCooldown < 0 || p.EscalationWindow < 0 || p.MaxLag < 0 || p.SilenceAfter < 0 || p.CorroborationWindow < 0 {
+	if p.LeaseTimeout < 0 || p.FailoverCooldown < 0 || p.EscalationWindow < 0 || p.MaxLag < 0 || p.SilenceAfter < 0 || p.CorroborationWindow < 0 || p.PromotionSettle < 0 {
 		return fmt.Errorf("durations must not be negative: %w", ErrInvalidPolicy)
 	}
 	if p.RefusedProbes < 1 {
