@@ -111,6 +111,11 @@ func New(ctx context.Context, cfg *configs.Config, opts Options) (*Daemon, error
 		}
 		d.token = tok
 	}
+	tlsCfg, err := cfg.Daemon.TLS.ServerConfig()
+	if err != nil {
+		return nil, fmt.Errorf("api tls: %w", err)
+	}
+	d.tls = tlsCfg
 	st, err := d.openStore(opts)
 	if err != nil {
 		return nil, err

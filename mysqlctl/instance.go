@@ -246,4 +246,4 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 type driverLogger struct{ l *slog.Logger }
 
 // Print implements mysql.Logger.
-func (d driverLogger) Print(v ...any) { d.l.Warn("mysqlctl: driver", "msg", fmt.Sprint(v...)) }
+func (d driverLogger) Print(v ...any) { d.l.Warn("mysqlctl: driver", "detail", fmt.Sprint(v...)) }

@@ -65,7 +65,9 @@ type Config struct {
 	Dial Dialer
 	// Clock stamps observations and drives ticks; nil means SystemClock.
 	Clock Clock
-	// Logger receives reachability changes; nil means slog.Default().
+	// Logger receives reachability changes; nil means slog.Default(). Lines
+	// carry "site"; the caller's logger carries "group" (as the daemon's
+	// does) so no line names it twice.
 	Logger *slog.Logger
 }
 
@@ -169,7 +171,7 @@ func (p *Poller) Run(ctx context.Context, sink func(Observation)) error {
 			// Staggered first ticks spread the probes of many sites over
 			// the interval instead of bursting them together.
 			offset: time.Duration(i) * p.cfg.PollInterval / time.Duration(n),
-			log:    p.cfg.Logger.With("group", p.cfg.Group, "site", s.Name),
+			log:    p.cfg.Logger.With("site", s.Name),
 		}
 		wg.Go(func() { loop.run(ctx, sink) })
 	}

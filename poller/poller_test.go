@@ -1,12 +1,17 @@
 package poller
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"runtime"
+	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"testing/synctest"
@@ -526,4 +531,77 @@ func TestAddressBook(t *testing.T) {
 			t.Errorf("lookup(%q, %d) = %q, want %q", tt.host, tt.port, got, tt.want)
 		}
 	}
+}
+
+// A failed probe's log line names the group once: the caller's logger
+// carries it (JSON with a duplicate key is read differently by every tool).
+func TestProbeFailureLogHasNoDuplicateKeys(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeServer(primaryStatus())
+		f.err = mysql.ErrInvalidConn
+		cfg := testConfig(fakeNet{"a": f}, Site{Name: "a", Addr: "h:1"})
+		var buf syncBuffer
+		cfg.Logger = slog.New(slog.NewJSONHandler(&buf, nil)).With("group", cfg.Group)
+		p, err := New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stop := running(t, p, &recorder{})
+		time.Sleep(500 * time.Millisecond)
+		close(f.release)
+		stop()
+		lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+		if len(lines) == 0 || !strings.Contains(buf.String(), "probe failed") {
+			t.Fatalf("no probe failure logged: %q", buf.String())
+		}
+		for _, l := range lines {
+			if k := duplicateKey(t, l); k != "" {
+				t.Errorf("key %q twice in %s", k, l)
+			}
+		}
+	})
+}
+
+// duplicateKey returns a top-level key that appears twice in a JSON object.
+func duplicateKey(t *testing.T, line string) string {
+	t.Helper()
+	dec := json.NewDecoder(strings.NewReader(line))
+	if _, err := dec.Token(); err != nil {
+		t.Fatalf("not JSON: %q", line)
+	}
+	seen := map[string]bool{}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			t.Fatal(err)
+		}
+		k := tok.(string)
+		if seen[k] {
+			return k
+		}
+		seen[k] = true
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return ""
+}
+
+// syncBuffer is a bytes.Buffer safe for concurrent writers.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

@@ -91,7 +91,10 @@ flag name in upper case with dashes as underscores (FAILOVERD_LOG_LEVEL=debug).`
 	c.v.AutomaticEnv()
 	_ = c.v.BindPFlags(pf) // cannot fail for flags we just defined
 
-	root.AddCommand(newValidateCmd(c), newVersionCmd(c), newRunCmd(c), newSidecarCmd(c))
+	root.AddCommand(newValidateCmd(c), newVersionCmd(c), newRunCmd(c), newSidecarCmd(c),
+		newStatusCmd(c), newSwitchoverCmd(c), newAcknowledgeCmd(c), newConfirmFenceCmd(c))
+	root.Version = version
+	root.SetVersionTemplate(versionLine() + "\n")
 	return root
 }
 
@@ -117,8 +120,12 @@ func newVersionCmd(c *cli) *cobra.Command {
 		Short: "Print the version, commit and Go version",
 		Args:  cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
-			fmt.Fprintf(c.stdout, "failoverd %s (commit %s, %s %s/%s)\n", version, commit, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+			fmt.Fprintln(c.stdout, versionLine())
 			return nil
 		},
 	}
+}
+
+func versionLine() string {
+	return fmt.Sprintf("failoverd %s (commit %s, %s %s/%s)", version, commit, runtime.Version(), runtime.GOOS, runtime.GOARCH)
 }

@@ -10,8 +10,11 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/spf13/cobra"
+	"k8s.io/klog/v2"
 
 	"github.com/failoverd/failoverd/daemon"
+	"github.com/failoverd/failoverd/metrics"
+	"github.com/failoverd/failoverd/status"
 )
 
 func newRunCmd(c *cli) *cobra.Command {
@@ -21,7 +24,8 @@ func newRunCmd(c *cli) *cobra.Command {
 		Long: `run validates the configuration (refusing to start on any problem), loads
 the persisted state (refusing to start on a corrupt one), then observes every
 site, decides and acts for each group, and serves the HTTP API, /active-site
-and /status on daemon.listen until SIGINT or SIGTERM.`,
+the API (/v1/groups, /metrics, /healthz, /readyz) on daemon.listen until
+SIGINT or SIGTERM.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			log, err := c.logger()
@@ -33,14 +37,18 @@ and /status on daemon.listen until SIGINT or SIGTERM.`,
 				log.Error("config.invalid", "path", c.configPath(), "err", err)
 				return err
 			}
-			slog.SetDefault(log) // libraries logging to the default logger use our format
-			redis.SetLogger(redisLogger{log})
+			routeLibraryLogs(log)
 			for _, w := range cfg.Warnings() {
 				log.Warn("config.warning", "warning", w)
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			d, err := daemon.New(ctx, cfg, daemon.Options{Logger: log, Failpoint: failpointFromEnv(log)})
+			// The metrics read the daemon's snapshot at scrape time; the
+			// server that scrapes starts in Run, after d is set.
+			var d *daemon.Daemon
+			m := metrics.New(metrics.Options{Snapshot: func() status.Snapshot { return d.Snapshot() }, Version: version, Commit: commit})
+			d, err = daemon.New(ctx, cfg, daemon.Options{Logger: log, Failpoint: failpointFromEnv(log),
+				Events: m, Metrics: m.Handler(), Version: version, Commit: commit})
 			if err != nil {
 				log.Error("daemon.start_failed", "err", err)
 				return &exitError{code: 1, err: err}
@@ -71,9 +79,17 @@ func failpointFromEnv(log *slog.Logger) func(string) {
 	}
 }
 
+// routeLibraryLogs sends the libraries' own loggers (slog's default,
+// go-redis, client-go's klog) into log, so every line has our format.
+func routeLibraryLogs(log *slog.Logger) {
+	slog.SetDefault(log)
+	redis.SetLogger(redisLogger{log})
+	klog.SetSlogLogger(log.With("logger", "client-go"))
+}
+
 // redisLogger routes go-redis's global logger into the daemon's logs.
 type redisLogger struct{ log *slog.Logger }
 
 func (l redisLogger) Printf(ctx context.Context, format string, v ...any) {
-	l.log.WarnContext(ctx, "cache.driver", "msg", fmt.Sprintf(format, v...))
+	l.log.WarnContext(ctx, "cache.driver", "detail", fmt.Sprintf(format, v...))
 }

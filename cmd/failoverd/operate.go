@@ -1,0 +1,333 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"os/user"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+	"go.yaml.in/yaml/v3"
+
+	"github.com/failoverd/failoverd/api"
+	"github.com/failoverd/failoverd/configs"
+	"github.com/failoverd/failoverd/status"
+)
+
+// Exit codes of the commands that talk to a daemon (README: "Exit codes").
+const (
+	exitOK          = 0
+	exitRefused     = 1 // the daemon answered with an error or refused the command
+	exitUsage       = 2 // bad flags or arguments
+	exitUnreachable = 3 // no answer from the daemon
+	exitTimeout     = 4 // --wait gave up before the switchover completed
+)
+
+// addServerFlags adds --server and --token-file to a command that talks to
+// a daemon; FAILOVERD_SERVER and FAILOVERD_TOKEN_FILE set their defaults.
+func addServerFlags(cmd *cobra.Command) {
+	f := cmd.Flags()
+	f.String("server", "http://127.0.0.1:8080", "the daemon's API base URL (env FAILOVERD_SERVER)")
+	f.String("token-file", "", "file holding the API bearer token, as daemon.apiTokenFile (env FAILOVERD_TOKEN_FILE)")
+}
+
+// flagOrEnv is a flag's value when set, else FAILOVERD_<NAME>, else its default.
+func flagOrEnv(cmd *cobra.Command, name string) string {
+	f := cmd.Flags().Lookup(name)
+	if f.Changed {
+		return f.Value.String()
+	}
+	if v, ok := os.LookupEnv(configs.EnvPrefix + "_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))); ok {
+		return v
+	}
+	return f.Value.String()
+}
+
+// client builds the API client the flags describe.
+func (c *cli) client(cmd *cobra.Command, needToken bool) (*api.Client, error) {
+	server := flagOrEnv(cmd, "server")
+	if !strings.Contains(server, "://") {
+		server = "http://" + server
+	}
+	cl := &api.Client{Server: server}
+	if tf := flagOrEnv(cmd, "token-file"); tf != "" {
+		tok, err := configs.ReadSecret(tf)
+		if err != nil {
+			return nil, &exitError{code: exitUsage, err: fmt.Errorf("--token-file: %w", err)}
+		}
+		cl.Token = tok
+	} else if needToken {
+		return nil, &exitError{code: exitUsage, err: errors.New("--token-file (or FAILOVERD_TOKEN_FILE) is required: commands need the daemon's API token")}
+	}
+	return cl, nil
+}
+
+// apiError turns a client error into the documented exit code.
+func apiError(err error) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, api.ErrDaemonUnreachable) {
+		return &exitError{code: exitUnreachable, err: err}
+	}
+	return &exitError{code: exitRefused, err: err}
+}
+
+// actor names the operator for the daemon's history: user@host.
+func actor() string {
+	name := os.Getenv("USER")
+	if u, err := user.Current(); err == nil && u.Username != "" {
+		name = u.Username
+	}
+	host, _ := os.Hostname()
+	return name + "@" + host
+}
+
+// signalContext ends on SIGINT or SIGTERM.
+func signalContext(cmd *cobra.Command) (context.Context, context.CancelFunc) {
+	return signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+}
+
+func newStatusCmd(c *cli) *cobra.Command {
+	var (
+		group, output string
+		watch         bool
+		interval      time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "status",
+		Short: "Show every group (or one) as the daemon sees it",
+		Long: `status asks a running daemon (--server) for its groups and prints, per group,
+the epoch, the primary, the latest decision and its reason, the last failover
+and the cooldown, then a row per site: state, role, GTID set, replication and
+lag, sidecar lease age. -o json or yaml prints the API's document instead;
+-w prints it again every --interval until interrupted.
+
+Exit codes: 0 printed, 1 the daemon answered with an error (unknown group),
+2 bad flags, 3 no answer from the daemon.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if output != "table" && output != "json" && output != "yaml" {
+				return &exitError{code: exitUsage, err: fmt.Errorf("-o %q: write table, json or yaml", output)}
+			}
+			cl, err := c.client(cmd, false)
+			if err != nil {
+				return err
+			}
+			ctx, stop := signalContext(cmd)
+			defer stop()
+			for {
+				if err := c.printStatus(ctx, cl, group, output); err != nil {
+					if watch && ctx.Err() != nil {
+						return nil
+					}
+					return apiError(err)
+				}
+				if !watch {
+					return nil
+				}
+				select {
+				case <-ctx.Done():
+					return nil
+				case <-time.After(interval):
+				}
+				fmt.Fprintln(c.stdout)
+			}
+		},
+	}
+	f := cmd.Flags()
+	f.StringVarP(&group, "group", "g", "", "only this group")
+	f.StringVarP(&output, "output", "o", "table", "output format: table, json or yaml")
+	f.BoolVarP(&watch, "watch", "w", false, "print again every --interval until interrupted")
+	f.DurationVar(&interval, "interval", 2*time.Second, "time between prints with --watch")
+	addServerFlags(cmd)
+	return cmd
+}
+
+func (c *cli) printStatus(ctx context.Context, cl *api.Client, group, output string) error {
+	var doc any
+	var groups []status.Group
+	var daemon status.Daemon
+	if group != "" {
+		g, err := cl.Group(ctx, group)
+		if err != nil {
+			return err
+		}
+		doc, groups = g, []status.Group{g}
+	} else {
+		s, err := cl.Status(ctx)
+		if err != nil {
+			return err
+		}
+		doc, groups, daemon = s, s.Groups, s.Daemon
+	}
+	switch output {
+	case "json":
+		enc := json.NewEncoder(c.stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(doc)
+	case "yaml":
+		// Through JSON, so the keys are the API's.
+		b, err := json.Marshal(doc)
+		if err != nil {
+			return err
+		}
+		var generic any
+		if err := yaml.Unmarshal(b, &generic); err != nil {
+			return err
+		}
+		out, err := yaml.Marshal(generic)
+		if err != nil {
+			return err
+		}
+		_, err = c.stdout.Write(out)
+		return err
+	}
+	writeTable(c.stdout, daemon, groups, time.Now())
+	return nil
+}
+
+func newSwitchoverCmd(c *cli) *cobra.Command {
+	var (
+		wait    bool
+		timeout time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "switchover GROUP SITE",
+		Short: "Move the primary of GROUP to SITE (planned, no acknowledged write lost)",
+		Long: `switchover asks the daemon for a planned switchover: the old primary is
+fenced first, SITE catches up to every transaction, then becomes writable.
+The daemon refuses (exit 1, with the reason) when SITE is not a healthy
+replica, a failover is in flight, or the group is not healthy. With --wait it
+follows the switchover until SITE is the settled primary.
+
+Exit codes: 0 accepted (with --wait: completed), 1 refused or abandoned,
+2 bad arguments or no --token-file, 3 no answer from the daemon, 4 --wait
+timed out (the switchover may still complete: see failoverd status).`,
+		Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			group, target := args[0], args[1]
+			cl, err := c.client(cmd, true)
+			if err != nil {
+				return err
+			}
+			ctx, stop := signalContext(cmd)
+			defer stop()
+			before, err := cl.Group(ctx, group)
+			if err != nil {
+				return apiError(err)
+			}
+			if err := cl.Switchover(ctx, group, target, actor()); err != nil {
+				return apiError(err)
+			}
+			fmt.Fprintf(c.stdout, "switchover of %s to %s accepted (epoch %d, primary %s)\n", group, target, before.Epoch, before.ActiveSite)
+			if !wait {
+				return nil
+			}
+			return c.waitSwitchover(ctx, cl, before, target, timeout)
+		},
+	}
+	cmd.Flags().BoolVar(&wait, "wait", false, "wait until SITE is the settled primary")
+	cmd.Flags().DurationVar(&timeout, "timeout", 2*time.Minute, "give up waiting after this long (exit 4)")
+	addServerFlags(cmd)
+	return cmd
+}
+
+// waitSwitchover follows a switchover until target is the settled primary,
+// the daemon gives it up (the old primary re-asserted), or timeout.
+func (c *cli) waitSwitchover(ctx context.Context, cl *api.Client, before status.Group, target string, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	start := time.Now()
+	lastStep := ""
+	for {
+		g, err := cl.Group(ctx, before.Name)
+		switch {
+		case err != nil && ctx.Err() != nil:
+			return &exitError{code: exitTimeout, err: fmt.Errorf("switchover of %s to %s not complete after %v; see failoverd status", before.Name, target, timeout)}
+		case err != nil:
+			return apiError(err)
+		case g.ActiveSite == target && g.InFlight == nil:
+			fmt.Fprintf(c.stdout, "%s is the primary of %s at epoch %d (%.1fs)\n", target, g.Name, g.Epoch, time.Since(start).Seconds())
+			return nil
+		case g.InFlight == nil && g.Epoch > before.Epoch && g.ActiveSite != "" && g.ActiveSite != target:
+			return &exitError{code: exitRefused, err: fmt.Errorf("switchover abandoned: %s is the primary again at epoch %d (%s: %s %s)",
+				g.ActiveSite, g.Epoch, g.Reason, g.Message, g.LastError)}
+		}
+		if g.InFlight != nil && g.InFlight.Step != lastStep {
+			lastStep = g.InFlight.Step
+			fmt.Fprintf(c.stdout, "  %s (%s)\n", lastStep, g.Reason)
+		}
+		select {
+		case <-ctx.Done():
+			return &exitError{code: exitTimeout, err: fmt.Errorf("switchover of %s to %s not complete after %v; see failoverd status", before.Name, target, timeout)}
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+func newAcknowledgeCmd(c *cli) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "acknowledge GROUP",
+		Short: "Clear GROUP's escalation halt so automatic failover resumes",
+		Long: `acknowledge tells the daemon a human looked at the failovers that hit the
+escalation limit; automatic failover resumes. Recorded in the group's history.
+
+Exit codes: 0 done, 1 refused, 2 bad arguments or no --token-file, 3 no
+answer from the daemon.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cl, err := c.client(cmd, true)
+			if err != nil {
+				return err
+			}
+			ctx, stop := signalContext(cmd)
+			defer stop()
+			if err := cl.Acknowledge(ctx, args[0], actor()); err != nil {
+				return apiError(err)
+			}
+			fmt.Fprintf(c.stdout, "%s acknowledged; automatic failover resumes\n", args[0])
+			return nil
+		},
+	}
+	addServerFlags(cmd)
+	return cmd
+}
+
+func newConfirmFenceCmd(c *cli) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "confirm-fence GROUP SITE",
+		Short: "Assert that SITE, GROUP's old primary, can no longer accept writes",
+		Long: `confirm-fence is the way out of await-fence-confirmation: the daemon revoked
+SITE but cannot prove it stopped accepting writes (its host is unreachable).
+Run it only once you know SITE's mysqld is dead, its host powered off or cut
+off from every client: the daemon then promotes the best replica. If SITE
+still accepts writes, those writes are lost and the group splits. Recorded in
+the group's history with your name.
+
+Exit codes: 0 recorded, 1 refused (no failover from SITE awaits a fence),
+2 bad arguments or no --token-file, 3 no answer from the daemon.`,
+		Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cl, err := c.client(cmd, true)
+			if err != nil {
+				return err
+			}
+			ctx, stop := signalContext(cmd)
+			defer stop()
+			if err := cl.ConfirmFence(ctx, args[0], args[1], actor()); err != nil {
+				return apiError(err)
+			}
+			fmt.Fprintf(c.stdout, "fence of %s/%s confirmed; the failover goes on\n", args[0], args[1])
+			return nil
+		},
+	}
+	addServerFlags(cmd)
+	return cmd
+}

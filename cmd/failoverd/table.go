@@ -1,0 +1,158 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/failoverd/failoverd/status"
+)
+
+// writeTable prints groups the way kubectl prints objects: a header row,
+// aligned columns, "-" for nothing, ages instead of timestamps.
+func writeTable(w io.Writer, d status.Daemon, groups []status.Group, now time.Time) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	if d.Identity != "" {
+		role := "follower"
+		if d.Leader {
+			role = "leader"
+		}
+		ready := "ready"
+		if !d.Ready {
+			ready = "not ready: " + d.NotReady
+		}
+		fmt.Fprintf(tw, "DAEMON %s (%s, %s), store %s, %s\n\n", d.Identity, role, orDash(d.Version), d.Store, ready)
+	}
+	for i, g := range groups {
+		if i > 0 {
+			fmt.Fprintln(tw)
+		}
+		fmt.Fprintln(tw, "GROUP\tEPOCH\tPRIMARY\tSTATUS\tREASON\tLAST FAILOVER\tCOOLDOWN")
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\n", g.Name, g.Epoch, orDash(g.ActiveSite), orDash(g.Class), orDash(g.Reason),
+			lastFailover(g.LastFailover, now), cooldown(g.CooldownRemainingSeconds))
+		if g.InFlight != nil {
+			f := g.InFlight
+			fmt.Fprintf(tw, "  in flight: %s %s → %s, step %s, started %s ago\n", f.Kind, orDash(f.From), f.To, f.Step, age(now.Sub(f.StartedAt)))
+		}
+		if g.EscalationHalted {
+			fmt.Fprintf(tw, "  automatic failover HALTED: run failoverd acknowledge %s once investigated\n", g.Name)
+		}
+		if g.Class != status.ClassHealthy && g.Message != "" {
+			fmt.Fprintf(tw, "  %s\n", g.Message)
+		}
+		if g.LastError != "" {
+			fmt.Fprintf(tw, "  last error: %s\n", g.LastError)
+		}
+		for _, dv := range g.Diverged {
+			fmt.Fprintf(tw, "  %s DIVERGED: %d transaction(s) the primary lacks: %s\n", dv.Site, dv.Transactions, dv.GTID)
+		}
+		fmt.Fprintln(tw, "\nSITE\tROLE\tSTATE\tREPLICATION\tLAG\tGTID EXECUTED\tSIDECAR\tCACHE")
+		for _, s := range g.Sites {
+			name := s.Name
+			if s.Active {
+				name += "*"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", name, s.Role, s.State, replication(s), lag(s.Replication),
+				orDash(truncate(s.Executed, 48)), sidecarAge(s.Sidecar), orDash(s.CacheRole))
+		}
+		if len(g.Routing) > 0 {
+			var parts []string
+			for _, r := range g.Routing {
+				p := r.Name + " " + r.State
+				if r.Error != "" {
+					p += " (" + truncate(r.Error, 80) + ")"
+				}
+				parts = append(parts, p)
+			}
+			fmt.Fprintf(tw, "ROUTING: %s\n", strings.Join(parts, ", "))
+		}
+	}
+	_ = tw.Flush() // a failed write to stdout has nowhere better to go
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n-1] + "…"
+}
+
+// age prints a duration like kubectl: 45s, 12m, 3h, 5d.
+func age(d time.Duration) string {
+	switch {
+	case d < 0:
+		return "0s"
+	case d < 2*time.Minute:
+		return fmt.Sprintf("%ds", int(d.Seconds()))
+	case d < 2*time.Hour:
+		return fmt.Sprintf("%dm", int(d.Minutes()))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh", int(d.Hours()))
+	}
+	return fmt.Sprintf("%dd", int(d.Hours()/24))
+}
+
+func lastFailover(f *status.Failover, now time.Time) string {
+	if f == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%s %s→%s %s ago", f.Kind, orDash(f.From), f.To, age(now.Sub(f.At)))
+}
+
+func cooldown(seconds float64) string {
+	if seconds <= 0 {
+		return "-"
+	}
+	return age(time.Duration(seconds * float64(time.Second)))
+}
+
+func replication(s status.Site) string {
+	r := s.Replication
+	if r == nil {
+		return "-"
+	}
+	thread := func(running bool) string {
+		if running {
+			return "on"
+		}
+		return "off"
+	}
+	out := fmt.Sprintf("from %s io=%s sql=%s", orDash(s.ReplicatingFrom), thread(r.IORunning), thread(r.SQLRunning))
+	if r.Broken {
+		out += " BROKEN"
+	}
+	return out
+}
+
+func lag(r *status.Replication) string {
+	switch {
+	case r == nil:
+		return "-"
+	case !r.LagKnown:
+		return "?"
+	}
+	return fmt.Sprintf("%.0fs", r.LagSeconds)
+}
+
+func sidecarAge(s *status.Sidecar) string {
+	switch {
+	case s == nil:
+		return "-"
+	case s.LeaseAgeSeconds < 0:
+		return "never seen"
+	}
+	out := age(time.Duration(s.LeaseAgeSeconds*float64(time.Second))) + " ago"
+	if s.FencedEpoch > 0 {
+		out += fmt.Sprintf(", fenced@%d", s.FencedEpoch)
+	}
+	return out
+}
