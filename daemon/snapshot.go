@@ -5,6 +5,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/failoverd/failoverd/dragonfly"
 	"github.com/failoverd/failoverd/poller"
 	"github.com/failoverd/failoverd/sitepair"
 	"github.com/failoverd/failoverd/status"
@@ -89,8 +90,17 @@ func (g *group) snapshot(now time.Time) status.Group {
 		out.Diverged = append(out.Diverged, status.Divergence{Site: site, GTID: set.String(), Transactions: set.Count()})
 	}
 	viewer, _ := g.obs.(siteViewer)
-	for _, so := range o.Sites {
-		out.Sites = append(out.Sites, g.siteStatus(so, st, viewer, now))
+	cacheMaster := g.follow.followed(dragonfly.FollowerName)
+	for i, so := range o.Sites {
+		site := g.siteStatus(so, st, viewer, now)
+		// The role failoverd last gave the site's cache (not re-read).
+		if i < len(g.cfg.Sites) && g.cfg.Sites[i].Cache != nil && cacheMaster != "" {
+			site.CacheRole = "replica"
+			if so.Name == cacheMaster {
+				site.CacheRole = "master"
+			}
+		}
+		out.Sites = append(out.Sites, site)
 	}
 	out.Routing = g.follow.report()
 	return out

@@ -177,7 +177,8 @@ type Site struct {
 	Diverged string `json:"diverged,omitempty"`
 	// Sidecar is what its sidecar last reported; nil without one.
 	Sidecar *Sidecar `json:"sidecar,omitempty"`
-	// CacheRole is "master", "replica" or "" (no cache or unknown).
+	// CacheRole is the role failoverd last gave the site's Dragonfly/Redis
+	// ("master" or "replica"); "" without a cache or before the first.
 	CacheRole string `json:"cacheRole,omitempty"`
 }
 
