@@ -168,7 +168,8 @@ func TestFailoverLifecycle(t *testing.T) {
 }
 
 // TestDocsCoverEveryCodeAndReason keeps docs/decisions.md in step with the
-// code: every detection code and every reason must be documented.
+// code: every detection code, every reason and every fence proof must be
+// documented.
 func TestDocsCoverEveryCodeAndReason(t *testing.T) {
 	b, err := os.ReadFile("../docs/decisions.md")
 	if err != nil {
@@ -183,6 +184,11 @@ func TestDocsCoverEveryCodeAndReason(t *testing.T) {
 	for _, r := range Reasons() {
 		if !strings.Contains(doc, "`"+string(r)+"`") {
 			t.Errorf("docs/decisions.md does not document reason %s", r)
+		}
+	}
+	for _, p := range FenceProofs() {
+		if !strings.Contains(doc, "| `"+string(p)+"` |") {
+			t.Errorf("docs/decisions.md has no row for fence proof %s", p)
 		}
 	}
 }

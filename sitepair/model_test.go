@@ -463,6 +463,9 @@ func runModel(t *testing.T, n int) modelStats {
 		if d.Action == Promote {
 			stats.proofs[d.FenceProof]++
 		}
+		if d.Action == Promote && !slices.Contains(FenceProofs(), d.FenceProof) {
+			t.Fatalf("promotion with proof %q, not one of FenceProofs()", d.FenceProof)
+		}
 		if err := checkInvariants(obs, st, pol, d); err != nil {
 			failures++
 			if failures <= 5 {

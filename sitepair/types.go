@@ -480,6 +480,13 @@ const (
 	ProofNoFencing FenceProof = "no-fencing"
 )
 
+// FenceProofs returns every FenceProof, strongest evidence first (the order
+// Decide checks them in, no-fencing last).
+func FenceProofs() []FenceProof {
+	return []FenceProof{ProofFenceConfirmed, ProofPrimaryDown, ProofSidecarFenced, ProofSemiSync,
+		ProofLeaseExpired, ProofOperatorConfirmed, ProofNoFencing}
+}
+
 // Divergence is a site holding transactions the primary does not have.
 type Divergence struct {
 	// Site is the diverged site.
