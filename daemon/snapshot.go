@@ -179,6 +179,7 @@ var reasonClass = map[sitepair.Reason]string{
 	sitepair.ReasonPrimaryDebouncing: status.ClassWaiting,
 	sitepair.ReasonAwaitLeaseExpiry:  status.ClassWaiting,
 	sitepair.ReasonAwaitCatchUp:      status.ClassWaiting,
+	sitepair.ReasonPromotionSettling: status.ClassWaiting,
 
 	sitepair.ReasonAdoptPrimary:                status.ClassActing,
 	sitepair.ReasonRejoin:                      status.ClassActing,
