@@ -650,7 +650,7 @@ func (v *view) inFlight() Decision {
 				return d
 			}
 			if blocked != "" && !v.pol.Fencing.UsesSidecar() {
-				return v.decision(ReasonAwaitFenceConfirmation, "semi-sync fencing: %s is unreachable and its mysqld was not seen down, so it may still acknowledge %s's commits; promotion waits (if %s's host is lost, an operator may confirm %s dead: confirm-fence)", blocked, inf.From, inf.From, inf.From)
+				return v.decision(ReasonAwaitFenceConfirmation, "semi-sync fencing: %s is unreachable and its mysqld was not seen down, so it may still acknowledge %s's commits; promotion waits (an operator who knows %s is dead may confirm it: confirm-fence)", blocked, inf.From, inf.From)
 			}
 		}
 		if v.pol.Fencing.UsesSidecar() {
