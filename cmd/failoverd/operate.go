@@ -35,6 +35,9 @@ func addServerFlags(cmd *cobra.Command) {
 	f := cmd.Flags()
 	f.String("server", "http://127.0.0.1:8080", "the daemon's API base URL (env FAILOVERD_SERVER)")
 	f.String("token-file", "", "file holding the API bearer token, as daemon.apiTokenFile (env FAILOVERD_TOKEN_FILE)")
+	f.String("ca-file", "", "CA that signed the daemon's certificate, for an https:// --server (env FAILOVERD_CA_FILE)")
+	f.String("cert-file", "", "client certificate, when daemon.tls.clientCAFile is set (env FAILOVERD_CERT_FILE)")
+	f.String("key-file", "", "key of --cert-file (env FAILOVERD_KEY_FILE)")
 }
 
 // flagOrEnv is a flag's value when set, else FAILOVERD_<NAME>, else its default.
@@ -55,7 +58,11 @@ func (c *cli) client(cmd *cobra.Command, needToken bool) (*api.Client, error) {
 	if !strings.Contains(server, "://") {
 		server = "http://" + server
 	}
-	cl := &api.Client{Server: server}
+	hc, err := httpClient(flagOrEnv(cmd, "ca-file"), flagOrEnv(cmd, "cert-file"), flagOrEnv(cmd, "key-file"))
+	if err != nil {
+		return nil, &exitError{code: exitUsage, err: err}
+	}
+	cl := &api.Client{Server: server, HTTP: hc}
 	if tf := flagOrEnv(cmd, "token-file"); tf != "" {
 		tok, err := configs.ReadSecret(tf)
 		if err != nil {

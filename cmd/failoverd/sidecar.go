@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -76,7 +77,11 @@ replication runs.`,
 			mysqlOpts.Logger = log
 			local := sidecar.DialMySQL(mysqlOpts)
 			defer func() { _ = sidecar.CloseMySQL(local) }() // the process is exiting
-			opts := sidecar.Options{MySQL: local, Logger: log}
+			hc, err := httpClient(c.v.GetString("daemon-ca-file"), c.v.GetString("daemon-cert-file"), c.v.GetString("daemon-key-file"))
+			if err != nil {
+				return &exitError{code: 2, err: fmt.Errorf("sidecar: %w", err)}
+			}
+			opts := sidecar.Options{MySQL: local, Logger: log, HTTPClient: hc}
 			if f := c.v.GetString("mysqld-pid-file"); f != "" {
 				opts.Killer = sidecar.PIDFileKiller{Path: f}
 			}
@@ -99,9 +104,12 @@ replication runs.`,
 	f.StringArray("daemon-url", nil, "base URL of a daemon replica, e.g. http://failoverd:8080 (repeat for every replica; only the leader answers)")
 	f.String("mysqld-pid-file", "", "mysqld's pid file: SIGKILL a mysqld that cannot be fenced within the fence timeout (optional)")
 	f.String("listen", "", "host:port the sidecar listens on (default: the site's sidecar.address from the configuration)")
+	f.String("daemon-ca-file", "", "CA that signed the daemon's certificate, for https:// --daemon-url (daemon.tls)")
+	f.String("daemon-cert-file", "", "client certificate for the daemon, when daemon.tls.clientCAFile is set")
+	f.String("daemon-key-file", "", "key of --daemon-cert-file")
 	f.String("mysql-address", "", "host:port of the LOCAL MySQL server the sidecar fences (default: the site's mysql.address from the configuration)")
 	// FAILOVERD_GROUP, FAILOVERD_SITE, FAILOVERD_DAEMON_URL, FAILOVERD_MYSQLD_PID_FILE,
-	// FAILOVERD_LISTEN, FAILOVERD_MYSQL_ADDRESS
+	// FAILOVERD_LISTEN, FAILOVERD_MYSQL_ADDRESS, FAILOVERD_DAEMON_CA_FILE, ...
 	_ = c.v.BindPFlags(f)
 	return cmd
 }
