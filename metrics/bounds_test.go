@@ -2,7 +2,12 @@ package metrics
 
 import (
 	"errors"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -92,7 +97,24 @@ func TestLabelBounds(t *testing.T) {
 	}
 }
 
+// TestEnumsComeFromTheirSources reads the constants the daemon draws label
+// values from (sitepair's fence proofs, status's states and classes): a word
+// added there without being added here would be exported as "other".
 func TestEnumsComeFromTheirSources(t *testing.T) {
+	for _, c := range []struct {
+		dir, typ, prefix string
+		words            []string
+	}{
+		{"../sitepair", "FenceProof", "Proof", proofs},
+		{"../status", "", "Class", classes},
+		{"../status", "", "State", states},
+	} {
+		for name, v := range constants(t, c.dir, c.typ, c.prefix) {
+			if !slices.Contains(c.words, v) {
+				t.Errorf("%s.%s = %q is missing from the metrics package's label words", filepath.Base(c.dir), name, v)
+			}
+		}
+	}
 	for name, words := range map[string][]string{"reasons": reasons, "actions": actions, "proofs": proofs, "classes": classes} {
 		if len(words) == 0 || slices.Contains(words, "") || slices.Contains(words, other) {
 			t.Errorf("%s = %v", name, words)
@@ -106,4 +128,54 @@ func TestEnumsComeFromTheirSources(t *testing.T) {
 	if oneOf("cooldown", reasons) != "cooldown" || oneOf("cool-down", reasons) != other {
 		t.Error("oneOf does not bound reasons")
 	}
+}
+
+// constants returns the string constants of the package in dir whose name
+// starts with prefix (and whose declared type is typ, when not "").
+func constants(t *testing.T, dir, typ, prefix string) map[string]string {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(dir, "*.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		af, err := parser.ParseFile(token.NewFileSet(), f, nil, 0)
+		if err != nil {
+			t.Fatalf("parse %s: %v", f, err)
+		}
+		for _, d := range af.Decls {
+			gd, ok := d.(*ast.GenDecl)
+			if !ok || gd.Tok != token.CONST {
+				continue
+			}
+			for _, spec := range gd.Specs {
+				vs := spec.(*ast.ValueSpec)
+				if typ != "" {
+					if id, ok := vs.Type.(*ast.Ident); !ok || id.Name != typ {
+						continue
+					}
+				}
+				for i, n := range vs.Names {
+					if !strings.HasPrefix(n.Name, prefix) || i >= len(vs.Values) {
+						continue
+					}
+					if lit, ok := vs.Values[i].(*ast.BasicLit); ok && lit.Kind == token.STRING {
+						v, err := strconv.Unquote(lit.Value)
+						if err != nil {
+							t.Fatal(err)
+						}
+						out[n.Name] = v
+					}
+				}
+			}
+		}
+	}
+	if len(out) == 0 {
+		t.Fatalf("no %s* constants in %s", prefix, dir)
+	}
+	return out
 }

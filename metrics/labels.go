@@ -17,10 +17,12 @@ var (
 	failoverResults = []string{"promoted", "failed", "superseded"}
 	phases          = []string{"revoke", "proof", "drain", "detach", "publish", "writable", "repoint"}
 	fencers         = []string{"daemon", "sidecar"}
-	proofs          = []string{
+	// proofs are sitepair's FenceProof constants (it has no list of them;
+	// TestEnumsComeFromTheirSources reads them from its source).
+	proofs = []string{
 		string(sitepair.ProofFenceConfirmed), string(sitepair.ProofPrimaryDown),
 		string(sitepair.ProofSidecarFenced), string(sitepair.ProofLeaseExpired),
-		string(sitepair.ProofSemiSync), string(sitepair.ProofNoFencing),
+		string(sitepair.ProofSemiSync), "operator-confirmed", string(sitepair.ProofNoFencing),
 	}
 	routingResults = []string{"ok", "error"}
 	states         = []string{status.StateUnknown, status.StateWritable, status.StateReadOnly, status.StateUnreachable}
