@@ -8,8 +8,10 @@ LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 FUZZTIME ?= 30s
 TEST_TIMEOUT ?= 40m
+FAILOVERD_CACHE ?= $(HOME)/.cache/failoverd
+PROMTOOL := $(FAILOVERD_CACHE)/bin/promtool
 
-.PHONY: all build test deps lint fmt fuzz-short bench playground clean
+.PHONY: all build test deps lint fmt fuzz-short bench playground clean test-rules
 
 all: build
 
@@ -21,6 +23,7 @@ deps: ## install MariaDB and Redis, build etcd and kube-apiserver (cached)
 
 test: deps lint ## everything: lint, unit and e2e tests on real servers, short fuzzing
 	$(GO) build ./...
+	$(MAKE) --no-print-directory test-rules
 	@# leftovers runs even when a test failed: a failing test is the likeliest to leak a server.
 	rc=0; $(GO) test -count=1 -p 1 -timeout $(TEST_TIMEOUT) ./... || rc=$$?; \
 	  ./scripts/leftovers || rc=1; exit $$rc
@@ -32,6 +35,10 @@ lint: ## gofmt check, go vet, staticcheck
 	  if [ -n "$$out" ]; then echo "gofmt wants to rewrite:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) run $(STATICCHECK) ./...
+
+test-rules: deps ## promtool check and unit tests of the alert rules in deploy/prometheus
+	$(PROMTOOL) check rules deploy/prometheus/failoverd-rules.yml
+	cd deploy/prometheus && $(PROMTOOL) test rules failoverd-rules.test.yml
 
 fmt: ## rewrite Go files with gofmt
 	gofmt -w $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')
