@@ -218,6 +218,9 @@ func policyOf(gc configs.Group) sitepair.Policy {
 		// Every failing probe refused, and never a single one.
 		RefusedProbes:  max(2, gc.FailureThreshold),
 		CatchUpTimeout: gc.RelayDrainTimeout,
+		// The new primary's writable probes must pass the recovery
+		// threshold before it reads as writable; no alarm before that.
+		PromotionSettle: max(sitepair.DefaultPromotionSettle, 2*(time.Duration(gc.RecoveryThreshold+1)*gc.PollInterval+gc.ProbeTimeout)),
 		// With AFTER_COMMIT, MySQL shows other sessions commits no replica has.
 		SemiSyncAfterSync: gc.Engine != configs.EngineMariaDB,
 	}

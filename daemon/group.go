@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -73,8 +74,8 @@ type request struct {
 
 // Operator request kinds besides kindSwitchover.
 const (
-	kindAcknowledge  = "acknowledge"
-	kindConfirmFence = "confirm-fence"
+	kindAcknowledge  = store.AuditAcknowledge
+	kindConfirmFence = store.AuditConfirmFence
 )
 
 func flavorOf(engine string) gtid.Flavor {
@@ -188,7 +189,18 @@ func (g *group) act(ctx context.Context, d sitepair.Decision) error {
 	case sitepair.RevokeEpoch:
 		return g.revoke(ctx, d)
 	case sitepair.FenceSites:
-		return g.fenceSites(ctx, d.Fence)
+		err := g.fenceSites(ctx, d.Fence)
+		g.mu.Lock()
+		inf := g.state.InFlight
+		g.mu.Unlock()
+		if inf != nil && inf.OperatorConfirmed != nil && slices.Contains(d.Fence, inf.From) {
+			// The old primary came back: a human's confirmation that it was
+			// dead no longer holds, whether or not this fence worked.
+			if cerr := g.commit(ctx, d, "", ""); cerr != nil {
+				return errors.Join(err, cerr)
+			}
+		}
+		return err
 	case sitepair.Promote:
 		return g.promote(ctx, d)
 	case sitepair.ReassertPrimary:
@@ -636,25 +648,65 @@ func (g *group) handle(req request, lead func() (context.Context, time.Time, boo
 	g.mu.Lock()
 	st := g.state
 	g.mu.Unlock()
+	now := g.now()
+	entry := store.AuditEntry{At: now, Action: req.kind, Site: req.target, By: req.by, Result: store.AuditAccepted}
 	switch req.kind {
 	case kindSwitchover:
-		d := sitepair.DecideSwitchover(g.observed(since), st, g.policy, req.target, g.now())
+		d := sitepair.DecideSwitchover(g.observed(since), st, g.policy, req.target, now)
 		if d.Action != sitepair.RevokeEpoch {
 			g.log.Warn("switchover.refused", "target", req.target, "by", req.by, "reason", string(d.Reason), "message", d.Message)
-			return fmt.Errorf("%w: switchover to %s: %s (%s)", ErrRefused, req.target, d.Message, d.Reason)
+			err := fmt.Errorf("%w: switchover to %s: %s (%s)", ErrRefused, req.target, d.Message, d.Reason)
+			g.auditRefused(ctx, entry, err)
+			return err
 		}
 		g.log.Warn("switchover.accepted", "target", req.target, "by", req.by)
+		// The revoke's durable write carries the entry.
+		g.mu.Lock()
+		g.stored.Audit = store.AppendAudit(g.stored.Audit, entry)
+		g.mu.Unlock()
 		g.carryOut(ctx, d)
 		return nil
 	case kindAcknowledge:
 		g.log.Warn("escalation.acknowledged", "by", req.by)
-		now := g.now()
-		g.mu.Lock()
-		next, prev := sitepair.Acknowledge(g.state), g.stored
-		g.mu.Unlock()
-		return g.save(ctx, next, prev, now, "", "")
+		return g.audited(ctx, sitepair.Acknowledge(st), entry)
+	case kindConfirmFence:
+		next, err := sitepair.ConfirmFence(g.observed(since), st, g.policy, req.target, now, req.by)
+		if err != nil {
+			g.log.Warn("fence.confirmation_refused", "site", req.target, "by", req.by, "err", err)
+			err = fmt.Errorf("%w: %w", ErrRefused, err)
+			g.auditRefused(ctx, entry, err)
+			return err
+		}
+		// Recorded before the promotion it allows: a restarted daemon
+		// still knows a human took responsibility for the old primary.
+		if err := g.audited(ctx, next, entry); err != nil {
+			return err
+		}
+		g.log.Warn("fence.confirmed_by_operator", "site", req.target, "by", req.by, "epoch", st.Epoch)
+		return nil
 	}
 	return fmt.Errorf("%w: unknown request %q", ErrRefused, req.kind)
+}
+
+// audited saves next with entry appended to the group's history.
+func (g *group) audited(ctx context.Context, next sitepair.Persisted, entry store.AuditEntry) error {
+	g.mu.Lock()
+	prev := g.stored
+	g.mu.Unlock()
+	prev.Audit = store.AppendAudit(prev.Audit, entry)
+	return g.save(ctx, next, prev, entry.At, "", "")
+}
+
+// auditRefused records a refused request in the history (best effort: the
+// refusal stands whether or not the record is written).
+func (g *group) auditRefused(ctx context.Context, entry store.AuditEntry, why error) {
+	entry.Result = "refused: " + why.Error()
+	g.mu.Lock()
+	st := g.state
+	g.mu.Unlock()
+	if err := g.audited(ctx, st, entry); err != nil {
+		g.log.Warn("audit.write_failed", "action", entry.Action, "err", err)
+	}
 }
 
 // submit hands an operator request to the loop and waits for its outcome.

@@ -80,7 +80,16 @@ func (g *group) snapshot(now time.Time) status.Group {
 		}
 	}
 	if f := stored.LastFailover; f != nil {
-		out.LastFailover = &status.Failover{Kind: f.Kind, From: f.From, To: f.To, At: f.At, Epoch: f.Epoch, PromotionGTID: f.PromotionGTID}
+		out.LastFailover = &status.Failover{Kind: f.Kind, From: f.From, To: f.To, At: f.At, Epoch: f.Epoch, PromotionGTID: f.PromotionGTID, Proof: f.Proof}
+		if c := f.FenceConfirmation; c != nil {
+			out.LastFailover.ConfirmedBy = c.By
+		}
+	}
+	for _, e := range stored.Audit[max(0, len(stored.Audit)-10):] {
+		out.Audit = append(out.Audit, status.AuditEntry{At: e.At, Action: e.Action, Site: e.Site, By: e.By, Result: e.Result})
+	}
+	if f := st.InFlight; f != nil && f.OperatorConfirmed != nil {
+		out.FenceConfirmedBy = f.OperatorConfirmed.By
 	}
 	if f := stored.InFlight; f != nil {
 		out.InFlight = &status.InFlight{ID: f.ID, Kind: f.Kind, From: f.From, To: f.To, Step: f.Step, StepDone: f.StepDone, StartedAt: f.StartedAt}
@@ -134,7 +143,9 @@ func (g *group) siteStatus(so sitepair.SiteObservation, st sitepair.Persisted, v
 			s.ProbeError = v.Latest.Err.Error()
 		}
 	}
-	if v.HasReachable {
+	// Threads and lag as last read, and only while the site answers: an
+	// unreachable replica's old "running" would hide that nobody knows.
+	if v.HasReachable && v.HasLatest && v.Latest.Reachable {
 		if rep := v.LastReachable.Status.Replica; rep != nil {
 			r := &status.Replication{IORunning: rep.IOThread.Running(), SQLRunning: rep.SQLThread.Running(),
 				Broken: v.LastReachable.ReplicationBroken, LagKnown: so.LagKnown}

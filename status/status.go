@@ -98,6 +98,11 @@ type Group struct {
 	Sites []Site `json:"sites"`
 	// Routing is each follower (Service selector, taints, DNS, cache).
 	Routing []Follower `json:"routing,omitempty"`
+	// Audit is the latest operator commands, oldest first (at most 10).
+	Audit []AuditEntry `json:"audit,omitempty"`
+	// FenceConfirmedBy names the operator who confirmed the in-flight
+	// failover's old primary dead ("" when none did).
+	FenceConfirmedBy string `json:"fenceConfirmedBy,omitempty"`
 	// LastError is the latest action's error ("" when it succeeded).
 	LastError string `json:"lastError,omitempty"`
 }
@@ -121,8 +126,20 @@ type Failover struct {
 	Epoch uint64    `json:"epoch"`
 	// PromotionGTID is To's executed set right before it became writable.
 	PromotionGTID string `json:"promotionGTID,omitempty"`
-	// Proof is the fence proof the promotion rested on.
-	Proof string `json:"proof,omitempty"`
+	// Proof is the fence proof the promotion rested on; ConfirmedBy names
+	// the operator when it was operator-confirmed.
+	Proof       string `json:"proof,omitempty"`
+	ConfirmedBy string `json:"confirmedBy,omitempty"`
+}
+
+// AuditEntry is one operator command the daemon handled.
+type AuditEntry struct {
+	At     time.Time `json:"at"`
+	Action string    `json:"action"` // switchover, acknowledge, confirm-fence
+	Site   string    `json:"site,omitempty"`
+	By     string    `json:"by,omitempty"`
+	// Result is "accepted" or "refused: " and why.
+	Result string `json:"result"`
 }
 
 // InFlight is a failover or switchover under way.
