@@ -314,6 +314,29 @@ func TestSemiSyncDefaultTimeoutIsReportedAndNotUsed(t *testing.T) {
 	if w := g.writable(); len(w) != 0 {
 		t.Fatalf("writable sites %v while the hung primary is not proven fenced", w)
 	}
+	// The human's way out: once they know site0 is dead, they say so.
+	token := filepath.Join(g.dir, "api.token")
+	if code, _, errOut := g.cli("confirm-fence", "orders", "site1", "--token-file", token); code != 1 || !strings.Contains(errOut, "not the old primary") {
+		t.Fatalf("confirm-fence of a site that is not the old primary: exit %d %q, want 1 with the reason", code, errOut)
+	}
+	if code, out, errOut := g.cli("confirm-fence", "orders", "site0", "--token-file", token); code != 0 {
+		t.Fatalf("confirm-fence: exit %d\n%s%s", code, out, errOut)
+	}
+	g.waitFor("promotion on the operator's confirmation", failoverTimeout, func() bool {
+		st, err := g.status()
+		return err == nil && st.ActiveSite != "" && st.InFlight == nil
+	})
+	st, _ := g.status()
+	if st.LastFailover == nil || st.LastFailover.Proof != "operator-confirmed" || !strings.Contains(st.LastFailover.ConfirmedBy, "@") {
+		t.Fatalf("last failover %+v: want the operator-confirmed proof and who confirmed", st.LastFailover)
+	}
+	if w := g.writable(); len(w) != 1 || w[0] != st.ActiveSite {
+		t.Fatalf("writable sites %v, want only %s", w, st.ActiveSite)
+	}
+	audit := g.stateFile().Audit
+	if len(audit) != 2 || audit[0].Result == "accepted" || audit[1].Action != "confirm-fence" || audit[1].Site != "site0" || audit[1].Result != "accepted" {
+		t.Fatalf("audit %+v: want the refused and the accepted confirmation", audit)
+	}
 }
 
 // A primary the daemon cannot reach but a peer sidecar can is fenced by
