@@ -33,6 +33,14 @@ func killPrimaryUnderLoad(t *testing.T, sites int) {
 	if st.Epoch != first.Epoch+2 {
 		t.Errorf("epoch %d after failover, want %d (revoke + promote)", st.Epoch, first.Epoch+2)
 	}
+	g.waitHealthyOrDegraded("site1")
+	// The decisions after the promotion account for it: no false alarm
+	// while the new primary's writable probes are still being counted.
+	for _, r := range g.decisionsAfter(`"msg":"failover.promoted"`) {
+		if strings.HasPrefix(r, "no-primary") {
+			t.Errorf("decision %q after the promotion (decisions: %v)", r, g.decisionsAfter(`"msg":"failover.promoted"`))
+		}
+	}
 	before := len(load.Acked())
 	load.WaitForAcks(t, before+50, 30*time.Second) // writes resume on the new primary
 	load.Stop()

@@ -72,7 +72,7 @@ type group struct {
 
 	mu     sync.Mutex
 	cmd    *exec.Cmd
-	logs   *bytes.Buffer
+	logs   *lockedBuffer
 	exited chan struct{}
 }
 
@@ -265,7 +265,7 @@ func (g *group) startDaemon(env ...string) {
 	defer g.mu.Unlock()
 	cmd := exec.Command(binary, "run", "-c", g.config, "--log-format", "json")
 	cmd.Env = append(os.Environ(), env...)
-	g.logs = &bytes.Buffer{}
+	g.logs = &lockedBuffer{}
 	cmd.Stdout, cmd.Stderr = g.logs, g.logs
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
@@ -482,4 +482,51 @@ func (g *group) tryPost(path string) (int, string, error) {
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(b), nil
+}
+
+// lockedBuffer is the daemon's output, written by exec's copying goroutine
+// while a test reads it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// decisionsAfter returns the reasons of the decisions the daemon logged
+// after the first line containing marker.
+func (g *group) decisionsAfter(marker string) []string {
+	var out []string
+	seen := false
+	for _, line := range strings.Split(g.logs.String(), "\n") {
+		if !seen {
+			seen = strings.Contains(line, marker)
+			continue
+		}
+		var l struct{ Msg, Reason string }
+		if json.Unmarshal([]byte(line), &l) == nil && l.Msg == "decision" {
+			out = append(out, l.Reason)
+		}
+	}
+	return out
+}
+
+// waitHealthyOrDegraded waits until site is the primary and the decision
+// is healthy or degraded (a lost replica), the group settled after a failover.
+func (g *group) waitHealthyOrDegraded(site string) {
+	g.t.Helper()
+	g.waitFor(site+" settled", 30*time.Second, func() bool {
+		st, err := g.status()
+		return err == nil && st.ActiveSite == site && (st.Class == status.ClassHealthy || st.Class == status.ClassDegraded)
+	})
 }
