@@ -18,7 +18,7 @@ all: build
 build: ## build bin/failoverd
 	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o bin/failoverd ./cmd/failoverd
 
-deps: ## install MariaDB and Redis, build etcd and kube-apiserver (cached)
+deps: ## install MariaDB and Redis, build etcd, kube-apiserver and promtool (cached)
 	./scripts/deps
 
 test: deps lint ## everything: lint, unit and e2e tests on real servers, short fuzzing
