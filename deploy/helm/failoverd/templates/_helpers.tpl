@@ -1,0 +1,120 @@
+{{/* The release's object name prefix: the release name when it already names the chart. */}}
+{{- define "failoverd.fullname" -}}
+{{- if contains .Chart.Name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name .Chart.Name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Selector labels: the Deployment's selector, Service and policies. */}}
+{{- define "failoverd.selectorLabels" -}}
+app.kubernetes.io/name: {{ .Chart.Name }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{- define "failoverd.labels" -}}
+{{ include "failoverd.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+{{- end -}}
+
+{{- define "failoverd.serviceAccountName" -}}
+{{- default (include "failoverd.fullname" .) .Values.serviceAccount.name -}}
+{{- end -}}
+
+{{- define "failoverd.secretName" -}}
+{{- default (include "failoverd.fullname" .) .Values.secret.name -}}
+{{- end -}}
+
+{{- define "failoverd.configMapName" -}}
+{{- default (printf "%s-config" (include "failoverd.fullname" .)) .Values.config.existingConfigMap -}}
+{{- end -}}
+
+{{/*
+The configuration file: config without existingConfigMap, with the daemon
+section the chart owns (listen, secret files, state store and Lease in the
+home cluster and release namespace).
+*/}}
+{{- define "failoverd.configFile" -}}
+{{- $cfg := omit (deepCopy .Values.config) "existingConfigMap" -}}
+{{- $home := .Values.homeCluster -}}
+{{- $found := false -}}
+{{- range $cfg.clusters -}}
+{{- if and (eq .name $home) .inCluster -}}{{- $found = true -}}{{- end -}}
+{{- end -}}
+{{- if not $found -}}
+{{- fail (printf "config.clusters needs the home cluster {name: %s, inCluster: true}" $home) -}}
+{{- end -}}
+{{- $fullname := include "failoverd.fullname" . -}}
+{{- $daemon := default (dict) $cfg.daemon -}}
+{{- $le := default (dict) $daemon.leaderElection -}}
+{{- $_ := set $daemon "listen" "0.0.0.0:8080" -}}
+{{- $_ = set $daemon "apiTokenFile" "/etc/failoverd/secrets/api.token" -}}
+{{- $_ = set $daemon "viewSigningKeyFile" "/etc/failoverd/secrets/view.key" -}}
+{{- $_ = set $daemon "stateStore" (dict "type" "kubernetes" "cluster" $home "namespace" .Release.Namespace "configMap" (printf "%s-state" $fullname)) -}}
+{{- $_ = set $daemon "leaderElection" (mergeOverwrite $le (dict "enabled" true "cluster" $home "namespace" .Release.Namespace "leaseName" (printf "%s-leader" $fullname))) -}}
+{{- $_ = set $cfg "daemon" $daemon -}}
+{{- toYaml $cfg -}}
+{{- end -}}
+
+{{/*
+Services the daemon routes in the home cluster, as a dict namespace → sorted
+names: rbac.services (always with config.existingConfigMap), or every
+kubernetes.service of a site placed there.
+*/}}
+{{- define "failoverd.routedServices" -}}
+{{- $out := dict -}}
+{{- if or .Values.config.existingConfigMap .Values.rbac.services -}}
+{{- range .Values.rbac.services -}}
+{{- $_ := set $out .namespace (concat (get $out .namespace | default list) .names | uniq | sortAlpha) -}}
+{{- end -}}
+{{- else -}}
+{{- range .Values.config.groups -}}
+{{- range .sites -}}
+{{- $k := .kubernetes -}}
+{{- if and $k (eq (toString $k.cluster) $.Values.homeCluster) $k.service -}}
+{{- $_ := set $out $k.namespace (append (get $out $k.namespace | default list) $k.service | uniq | sortAlpha) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- toJson $out -}}
+{{- end -}}
+
+{{/*
+DNSEndpoints in the home cluster, as a dict namespace → sorted names:
+rbac.dnsEndpoints (always with config.existingConfigMap), or every group's
+dns placed there.
+*/}}
+{{- define "failoverd.dnsEndpoints" -}}
+{{- $out := dict -}}
+{{- if or .Values.config.existingConfigMap .Values.rbac.dnsEndpoints -}}
+{{- range .Values.rbac.dnsEndpoints -}}
+{{- $_ := set $out .namespace (concat (get $out .namespace | default list) .names | uniq | sortAlpha) -}}
+{{- end -}}
+{{- else -}}
+{{- range .Values.config.groups -}}
+{{- if and .dns (eq (toString .dns.cluster) $.Values.homeCluster) -}}
+{{- $_ := set $out .dns.namespace (append (get $out .dns.namespace | default list) .dns.endpointName | uniq | sortAlpha) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- toJson $out -}}
+{{- end -}}
+
+{{/*
+"true" when the daemon taints Nodes of the home cluster: a site placed there
+has a nodeSelector (with config.existingConfigMap: always, rbac.nodeTaints
+decides).
+*/}}
+{{- define "failoverd.taintsNodes" -}}
+{{- $any := false -}}
+{{- range .Values.config.groups -}}
+{{- range .sites -}}
+{{- if and .kubernetes (eq (toString .kubernetes.cluster) $.Values.homeCluster) .kubernetes.nodeSelector -}}{{- $any = true -}}{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- if or $any .Values.config.existingConfigMap -}}true{{- end -}}
+{{- end -}}
