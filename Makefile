@@ -55,8 +55,10 @@ fuzz-short: ## run every fuzzer for $(FUZZTIME)
 bench: deps ## benchmarks; results land in docs/benchmarks/
 	$(GO) test -run='^$$' -bench=. -benchmem ./...
 
-playground: ## a local group of real sites and a failover (arrives with the playground issue)
-	@echo "make playground arrives with the playground issue; see README.md"; exit 1
+playground: ## a real three-site group on 127.0.0.1 and a scripted failover (ARGS="--interactive --with-kubernetes")
+	@if echo " $(ARGS) " | grep -q -- "-with-kubernetes"; then ./scripts/deps; else ./scripts/deps --servers-only; fi
+	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o bin/failoverd ./cmd/failoverd
+	$(GO) test -count=1 -timeout 0 -run '^TestPlayground$$' -v ./test/e2e -args -failoverd=$(CURDIR)/bin/failoverd $(ARGS)
 
 clean:
 	rm -rf bin

@@ -74,6 +74,8 @@ type group struct {
 	cmd    *exec.Cmd
 	logs   *lockedBuffer
 	exited chan struct{}
+	// logTee, when set, also receives the daemon's output (the playground's log file).
+	logTee io.Writer
 }
 
 type groupOptions struct {
@@ -265,7 +267,7 @@ func (g *group) startDaemon(env ...string) {
 	defer g.mu.Unlock()
 	cmd := exec.Command(binary, "run", "-c", g.config, "--log-format", "json")
 	cmd.Env = append(os.Environ(), env...)
-	g.logs = &lockedBuffer{}
+	g.logs = &lockedBuffer{tee: g.logTee}
 	cmd.Stdout, cmd.Stderr = g.logs, g.logs
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
@@ -487,13 +489,17 @@ func (g *group) tryPost(path string) (int, string, error) {
 // lockedBuffer is the daemon's output, written by exec's copying goroutine
 // while a test reads it.
 type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
+	mu  sync.Mutex
+	b   bytes.Buffer
+	tee io.Writer // optional copy
 }
 
 func (l *lockedBuffer) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.tee != nil {
+		_, _ = l.tee.Write(p) // a copy for the reader's convenience
+	}
 	return l.b.Write(p)
 }
 
