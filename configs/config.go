@@ -80,10 +80,45 @@ type StateStore struct {
 	Namespace string `yaml:"namespace" default:"failoverd"`
 	// ConfigMap is the ConfigMap's name for type kubernetes.
 	ConfigMap string `yaml:"configMap" default:"failoverd-state"`
+	// Etcd is the etcd cluster for type etcd: state and leader election in
+	// one cluster with a member per site, so the control plane survives the
+	// loss of any one site (docs/design.md, "Placing daemons and etcd").
+	Etcd Etcd `yaml:"etcd"`
 }
 
-// LeaderElection configures a Kubernetes Lease so that only one of several
-// daemon replicas acts; the others serve read-only status.
+// Etcd is an etcd cluster the daemon stores its state and elects its leader in.
+type Etcd struct {
+	// Endpoints are the client URLs of the members (http:// or https://);
+	// list this site's member first.
+	Endpoints []string `yaml:"endpoints"`
+	// Prefix is the key prefix of everything failoverd writes.
+	Prefix string `yaml:"prefix" default:"/failoverd"`
+	// DialTimeout bounds connecting to a member.
+	DialTimeout time.Duration `yaml:"dialTimeout" default:"2s"`
+	// TLS for https:// endpoints: the CA of the members' certificates and,
+	// when the members require them, a client certificate and key (PEM).
+	TLS EtcdTLS `yaml:"tls"`
+}
+
+// EtcdTLS configures TLS to etcd.
+type EtcdTLS struct {
+	CAFile   string `yaml:"caFile"`
+	CertFile string `yaml:"certFile"`
+	KeyFile  string `yaml:"keyFile"`
+}
+
+// Store types.
+const (
+	StoreFile       = "file"
+	StoreKubernetes = "kubernetes"
+	StoreEtcd       = "etcd"
+)
+
+// LeaderElection lets only one of several daemon replicas act; the others
+// serve read-only status. It runs on a Kubernetes Lease with the kubernetes
+// store, and in etcd (a session lease and an election key) with the etcd
+// store: the state store and the election must live in one place, so a
+// deposed leader's writes can be refused.
 type LeaderElection struct {
 	// Enabled turns leader election on. Off by default (single daemon).
 	Enabled bool `yaml:"enabled"`
@@ -93,7 +128,8 @@ type LeaderElection struct {
 	Namespace string `yaml:"namespace" default:"failoverd"`
 	// LeaseName is the Lease object's name.
 	LeaseName string `yaml:"leaseName" default:"failoverd-leader"`
-	// LeaseDuration is how long a leader's claim lasts without renewal.
+	// LeaseDuration is how long a leader's claim lasts without renewal
+	// (with etcd: the session lease's TTL, whole seconds).
 	LeaseDuration time.Duration `yaml:"leaseDuration" default:"15s"`
 	// RenewDeadline is how long the leader keeps trying to renew before it
 	// steps down. Must be shorter than LeaseDuration.

@@ -165,8 +165,23 @@ func TestInvalidConfigsNameTheField(t *testing.T) {
 			m["daemon"].(map[string]any)["stateStore"] = map[string]any{"type": "kubernetes"}
 		}, "daemon.stateStore.cluster", "missing"},
 		{"unknown state store", func(m map[string]any) {
+			m["daemon"].(map[string]any)["stateStore"] = map[string]any{"type": "zookeeper"}
+		}, "daemon.stateStore.type", "file, kubernetes or etcd"},
+		{"etcd store without endpoints", func(m map[string]any) {
 			m["daemon"].(map[string]any)["stateStore"] = map[string]any{"type": "etcd"}
-		}, "daemon.stateStore.type", "file or kubernetes"},
+			m["daemon"].(map[string]any)["leaderElection"] = map[string]any{"enabled": true}
+		}, "daemon.stateStore.etcd.endpoints", "client URLs"},
+		{"etcd store without election", func(m map[string]any) {
+			m["daemon"].(map[string]any)["stateStore"] = map[string]any{"type": "etcd", "etcd": map[string]any{"endpoints": []any{"http://127.0.0.1:2379"}}}
+		}, "daemon.leaderElection.enabled", "fenced by the election"},
+		{"etcd endpoint not a URL", func(m map[string]any) {
+			m["daemon"].(map[string]any)["stateStore"] = map[string]any{"type": "etcd", "etcd": map[string]any{"endpoints": []any{"etcd-site0:2379"}}}
+			m["daemon"].(map[string]any)["leaderElection"] = map[string]any{"enabled": true}
+		}, "daemon.stateStore.etcd.endpoints[0]", "client URL"},
+		{"etcd session TTL not whole seconds", func(m map[string]any) {
+			m["daemon"].(map[string]any)["stateStore"] = map[string]any{"type": "etcd", "etcd": map[string]any{"endpoints": []any{"http://127.0.0.1:2379"}}}
+			m["daemon"].(map[string]any)["leaderElection"] = map[string]any{"enabled": true, "leaseDuration": "1500ms"}
+		}, "daemon.leaderElection.leaseDuration", "whole seconds"},
 		{"leader election renew >= lease", func(m map[string]any) {
 			m["daemon"].(map[string]any)["leaderElection"] = map[string]any{"enabled": true, "cluster": "east", "renewDeadline": "20s"}
 		}, "daemon.leaderElection.renewDeadline", "shorter than leaseDuration"},

@@ -43,6 +43,9 @@ func (c *Config) resolvePaths(dir string) {
 	abs(&c.Daemon.TLS.CertFile)
 	abs(&c.Daemon.TLS.KeyFile)
 	abs(&c.Daemon.TLS.ClientCAFile)
+	abs(&c.Daemon.StateStore.Etcd.TLS.CAFile)
+	abs(&c.Daemon.StateStore.Etcd.TLS.CertFile)
+	abs(&c.Daemon.StateStore.Etcd.TLS.KeyFile)
 	for i := range c.Clusters {
 		abs(&c.Clusters[i].Kubeconfig)
 	}

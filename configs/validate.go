@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"fmt"
 	"net"
+	"net/url"
 	"os"
 	"regexp"
 	"strconv"
@@ -250,20 +251,31 @@ func (v *validator) daemon(c *Config) {
 		v.clusterRef("daemon.stateStore.cluster", d.StateStore.Cluster)
 		v.nonEmpty("daemon.stateStore.namespace", d.StateStore.Namespace)
 		v.nonEmpty("daemon.stateStore.configMap", d.StateStore.ConfigMap)
+	case StoreEtcd:
+		v.etcd("daemon.stateStore.etcd", d.StateStore.Etcd)
+		if !d.LeaderElection.Enabled && v.intact("daemon.leaderElection") {
+			// The etcd store fences writes with the election's token.
+			v.add("daemon.leaderElection.enabled", "must be true with stateStore type etcd: the etcd store only accepts writes from the elected leader "+
+				"(its writes are fenced by the election key), so even a single daemon runs the election; set enabled: true")
+		}
 	default:
-		v.add("daemon.stateStore.type", "%q is not a store type; write file or kubernetes", d.StateStore.Type)
+		v.add("daemon.stateStore.type", "%q is not a store type; write file, kubernetes or etcd", d.StateStore.Type)
 	}
 	if le := d.LeaderElection; le.Enabled {
 		if d.StateStore.Type == "file" && v.intact("daemon.stateStore.type") {
 			// Each daemon would write its own file: a new leader would start
 			// from its own stale epoch and in-flight record, not the last leader's.
 			v.add("daemon.stateStore.type", "file cannot be shared by leader-elected daemons (daemon.leaderElection.enabled: true): "+
-				"each daemon would read and write its own file, so a new leader would act on a stale epoch; write type: kubernetes (with cluster, namespace, configMap)")
+				"each daemon would read and write its own file, so a new leader would act on a stale epoch; write type: etcd (a member per site) or kubernetes (one cluster)")
 		}
-		v.clusterRef("daemon.leaderElection.cluster", le.Cluster)
-		v.nonEmpty("daemon.leaderElection.namespace", le.Namespace)
-		v.nonEmpty("daemon.leaderElection.leaseName", le.LeaseName)
-		v.leaderTimings(le)
+		if d.StateStore.Type == StoreEtcd {
+			v.etcdElection(le)
+		} else {
+			v.clusterRef("daemon.leaderElection.cluster", le.Cluster)
+			v.nonEmpty("daemon.leaderElection.namespace", le.Namespace)
+			v.nonEmpty("daemon.leaderElection.leaseName", le.LeaseName)
+			v.leaderTimings(le)
+		}
 	}
 	if d.APITokenFile != "" {
 		v.readable("daemon.apiTokenFile", d.APITokenFile)
@@ -309,6 +321,43 @@ func (v *validator) apiTLS(path string, t APITLS) {
 			v.add(path+".clientCAFile", "%v; write PEM certificates", err)
 		}
 	}
+}
+
+// etcd checks the etcd store's settings.
+func (v *validator) etcd(path string, e Etcd) {
+	if len(e.Endpoints) == 0 {
+		v.add(path+".endpoints", "missing; list the client URLs of the etcd members, e.g. [http://etcd-site0:2379, http://etcd-site1:2379, http://etcd-site2:2379]")
+	}
+	for i, ep := range e.Endpoints {
+		u, err := url.Parse(ep)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			v.add(fmt.Sprintf("%s.endpoints[%d]", path, i), "%q is not an etcd client URL; write http://host:2379 or https://host:2379", ep)
+		}
+	}
+	if !strings.HasPrefix(e.Prefix, "/") || strings.HasSuffix(e.Prefix, "/") {
+		v.add(path+".prefix", "%q must start with / and not end with one, e.g. /failoverd", e.Prefix)
+	}
+	v.positive(path+".dialTimeout", e.DialTimeout)
+	if (e.TLS.CertFile == "") != (e.TLS.KeyFile == "") {
+		v.add(path+".tls.keyFile", "certFile and keyFile go together; set both or neither")
+	}
+	for _, f := range []struct{ key, file string }{{"caFile", e.TLS.CAFile}, {"certFile", e.TLS.CertFile}, {"keyFile", e.TLS.KeyFile}} {
+		if f.file != "" {
+			v.readable(path+".tls."+f.key, f.file)
+		}
+	}
+}
+
+// etcdElection checks the election timings in etcd: the session lease TTL
+// is whole seconds, and the leader gives up acting after a third of it
+// without a confirmed renewal (so it stops before the lease can expire and
+// another daemon be elected).
+func (v *validator) etcdElection(le LeaderElection) {
+	const p = "daemon.leaderElection."
+	if le.LeaseDuration < 2*time.Second || le.LeaseDuration%time.Second != 0 {
+		v.add(p+"leaseDuration", "%s: with the etcd store it is the session lease's TTL, whole seconds and at least 2s (the leader steps down after a third of it without renewal); write e.g. 5s", le.LeaseDuration)
+	}
+	v.positive(p+"retryPeriod", le.RetryPeriod)
 }
 
 // leaderTimings refuses what client-go's leaderelection.NewLeaderElector
