@@ -3,9 +3,12 @@
 // it before and after every step of an action, so a daemon killed at any
 // point resumes from what it had durably done, never from in-memory defaults.
 //
-// Two backends: File (default; one JSON document written atomically with
-// temp file + fsync + rename) and ConfigMap (Kubernetes, optimistic
-// concurrency on the resourceVersion) for Deployment installs. A state that
+// Three backends: File (default; one JSON document written atomically with
+// temp file + fsync + rename), ConfigMap (Kubernetes, optimistic
+// concurrency on the resourceVersion) for Deployment installs, and Etcd (one
+// key per group in an etcd cluster spread over the sites; every write is a
+// transaction fenced by the elected leader's token, so a deposed leader
+// cannot write, whatever it believes). A state that
 // cannot be read is an error that stops startup: the store never resets
 // silently, because a forgotten epoch or in-flight failover can let two sites
 // be writable.
@@ -54,8 +57,10 @@ type Store interface {
 	// checkWrite: it refuses an epoch lower than the one stored
 	// (ErrEpochRegression) and, at the stored epoch, a state that replaces or
 	// drops the stored in-flight action (ErrInFlightMismatch). ConfigMap
-	// also refuses a state the caller did not base on the current stored one
-	// (ErrConflict): Load again before retrying.
+	// and Etcd also refuse a state the caller did not base on the current
+	// stored one (ErrConflict): Load again before retrying. Etcd refuses
+	// every Save, and a Load while a token is set, when this process does not
+	// hold the leadership (ErrNotLeader).
 	Save(ctx context.Context, st GroupState) error
 	// Describe names the backend and location for messages ("file /var/...").
 	Describe() string
@@ -230,7 +235,8 @@ func (d *document) check(where string) error {
 // keeps the epoch and does not replace a different in-flight action (stored
 // InFlight with ID X: next carries InFlight with ID X, the same action being
 // advanced). The backend guarantees next is based on stored being the current
-// revision: ConfigMap by compare-and-swap, File by being single-process.
+// revision: ConfigMap and Etcd by compare-and-swap, File by being
+// single-process.
 func checkWrite(stored *GroupState, next GroupState) error {
 	if stored == nil {
 		return nil
