@@ -17,6 +17,7 @@ import (
 	"sync"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 
@@ -73,6 +74,9 @@ type Daemon struct {
 	events   Events
 	tls      *tls.Config // nil serves plain HTTP
 	started  time.Time
+	// etcd and etcdStore are set with the etcd store (election in etcd).
+	etcd      *clientv3.Client
+	etcdStore *store.Etcd
 }
 
 // New prepares a daemon: it opens the state store, reads the secrets and
@@ -156,6 +160,14 @@ func (d *Daemon) openStore(opts Options) (store.Store, error) {
 			return nil, fmt.Errorf("state store: %w", err)
 		}
 		return store.NewConfigMap(cl, ss.Namespace, ss.ConfigMap, opts.Clock), nil
+	case configs.StoreEtcd:
+		cli, err := openEtcd(ss.Etcd)
+		if err != nil {
+			return nil, fmt.Errorf("state store: %w", err)
+		}
+		d.etcd = cli
+		d.etcdStore = store.NewEtcd(cli, ss.Etcd.Prefix, opts.Clock)
+		return d.etcdStore, nil
 	default:
 		f, err := store.OpenFile(ss.Path, opts.Clock)
 		if err != nil {
@@ -198,6 +210,7 @@ func (d *Daemon) newGroup(gc configs.Group) (*group, error) {
 		}
 	}
 	g.events = d.events
+	g.identity = d.opts.Identity
 	return g, nil
 }
 
@@ -311,6 +324,9 @@ func (d *Daemon) Run(ctx context.Context) error {
 	d.log.Info("daemon.started", "groups", len(d.groups), "listen", d.Addr(), "store", d.store.Describe())
 	<-ctx.Done()
 	wg.Wait()
+	if d.etcd != nil {
+		_ = d.etcd.Close() // the process is stopping
+	}
 	d.log.Info("daemon.stopped")
 	select {
 	case err := <-errc:
@@ -330,6 +346,9 @@ var leaderLoadRetry = time.Second
 // a leader that loses the lease stops acting at once: every action's context
 // derives from the term's context, which client-go cancels when renewal fails.
 func (d *Daemon) elect(ctx context.Context) error {
+	if d.etcd != nil {
+		return d.electEtcd(ctx)
+	}
 	le := d.cfg.Daemon.LeaderElection
 	cl, err := d.clusters.Client(le.Cluster)
 	if err != nil {

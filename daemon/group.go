@@ -46,6 +46,7 @@ type group struct {
 	// sidecars holds the sidecars' latest reports (lease proof input).
 	sidecars *sidecars
 	events   Events
+	identity string // this daemon's, recorded with every save
 	obs      Observations
 	now      func() time.Time
 	log      *slog.Logger
@@ -236,6 +237,7 @@ func (g *group) commit(ctx context.Context, d sitepair.Decision, step, promotion
 
 func (g *group) save(ctx context.Context, next sitepair.Persisted, prev store.GroupState, now time.Time, step, promotion string) error {
 	st := fromPersisted(g.cfg.Name, next, prev, now)
+	st.UpdatedBy = g.identity
 	if st.InFlight != nil && step != "" {
 		st.InFlight.Step = step
 		st.InFlight.StepDone = true

@@ -14,6 +14,21 @@ type leadership struct {
 	ctx   context.Context // nil while not leading
 	since time.Time       // when the current term started, on this daemon's clock
 	known string          // identity of the leader last observed ("" when unknown)
+	sess  string          // the election session, for status ("" when none)
+}
+
+// setSession records the election session's description.
+func (l *leadership) setSession(s string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.sess = s
+}
+
+// session describes the election session ("" when none).
+func (l *leadership) session() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.sess
 }
 
 // observed records the identity of the leader the election last saw.

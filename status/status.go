@@ -41,6 +41,11 @@ type Daemon struct {
 	Leader bool `json:"leader"`
 	// LeaderSince is when its current term began (zero when not leading).
 	LeaderSince time.Time `json:"leaderSince,omitzero"`
+	// LeaderIdentity is the leader this daemon knows of ("" when none).
+	LeaderIdentity string `json:"leaderIdentity,omitempty"`
+	// Session describes this daemon's election session (etcd: its lease
+	// and TTL); "" without one.
+	Session string `json:"session,omitempty"`
 	// Store describes the state store ("file /var/lib/...").
 	Store string `json:"store"`
 	// Ready is /readyz: state loaded, leadership known and first probes of

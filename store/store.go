@@ -98,6 +98,9 @@ type GroupState struct {
 	Audit []AuditEntry `json:"audit,omitempty"`
 	// UpdatedAt is when this state was saved (daemon clock).
 	UpdatedAt time.Time `json:"updatedAt"`
+	// UpdatedBy is the identity of the daemon that saved this state (which
+	// leader wrote what, in a store's history).
+	UpdatedBy string `json:"updatedBy,omitempty"`
 }
 
 // Audit actions: the operator requests GroupState.Audit records.

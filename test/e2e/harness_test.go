@@ -86,6 +86,9 @@ type groupOptions struct {
 	extraConfig string // appended to the group's YAML
 	// kube, when set, holds the state (ConfigMap) and the leader Lease.
 	kube *testenv.Kube
+	// etcd, when set, is the etcd client URL holding the state and the
+	// election (leader-elected daemons; peers get their own URL, peerAt).
+	etcd string
 	// cache starts one Redis per site (site0's the primary) that follows
 	// the MySQL primary.
 	cache bool
@@ -196,6 +199,10 @@ func newGroup(t testing.TB, o groupOptions) *group {
 			"  leaderElection:\n    enabled: true\n    cluster: test\n    namespace: default\n" +
 			"    leaseDuration: 3s\n    renewDeadline: 2s\n    retryPeriod: 500ms\n"
 		clusters = fmt.Sprintf("clusters:\n  - name: test\n    kubeconfig: %s\n    context: %s\n", o.kube.Kubeconfig, o.kube.Context)
+	}
+	if o.etcd != "" {
+		daemonCfg = "  stateStore:\n    type: etcd\n    etcd:\n      endpoints: [" + o.etcd + "]\n      prefix: " + etcdPrefix + "\n      dialTimeout: 1s\n" +
+			"  leaderElection:\n    enabled: true\n    leaseDuration: 2s\n    retryPeriod: 300ms\n"
 	}
 	if o.sidecars {
 		if err := os.WriteFile(filepath.Join(g.dir, "view.key"), []byte(viewKey+"\n"), 0o600); err != nil {
