@@ -19,7 +19,7 @@ func (d *Daemon) Snapshot() status.Snapshot {
 	s := status.Snapshot{At: now, Daemon: status.Daemon{
 		Identity: d.opts.Identity, Version: d.opts.Version, Commit: d.opts.Commit, StartedAt: d.started,
 		LeaderElection: d.cfg.Daemon.LeaderElection.Enabled, Leader: leading, Store: d.store.Describe(),
-		LeaderIdentity: d.lead.leader(), Session: d.lead.session(),
+		LeaderIdentity: d.lead.leader(), Session: d.lead.session(), StoreType: d.cfg.Daemon.StateStore.Type,
 	}}
 	if leading {
 		s.Daemon.LeaderSince = since

@@ -15,7 +15,7 @@ type snapshotCollector struct {
 	m        *Metrics
 	build    prometheus.Metric
 
-	leader, ready, termStart *prometheus.Desc
+	leader, ready, termStart, storeInfo, session *prometheus.Desc
 
 	groupInfo, epoch, writableSites, decision, splitBrain, noPrimary,
 	awaitingHuman, blocked, halted, cooldown, inFlight, lastFailover *prometheus.Desc
@@ -43,6 +43,8 @@ func newSnapshotCollector(o Options, m *Metrics) *snapshotCollector {
 		leader:    d("leader", "1 while this daemon leads (acts and serves views), else 0. Group and site gauges are exported by the leader only."),
 		ready:     d("ready", "1 when /readyz passes: state loaded, leadership known and first probes of every site done."),
 		termStart: d("leader_term_start_timestamp_seconds", "When this daemon's current leadership term began (Unix time); absent while not leading."),
+		storeInfo: d("store_info", "Always 1; type is the state store backend (file, kubernetes, etcd).", "type"),
+		session:   d("election_session_up", "1 while this daemon holds an election session (etcd: a live session lease), whether or not it leads; absent without election in etcd."),
 
 		groupInfo:     d("group_info", "Always 1; the labels give the group's engine and fencing mode.", "group", "engine", "fencing"),
 		epoch:         d("group_epoch", "The group's epoch (only grows; a failover adds two).", gs...),
@@ -74,7 +76,7 @@ func newSnapshotCollector(o Options, m *Metrics) *snapshotCollector {
 
 func (c *snapshotCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
-		c.build.Desc(), c.leader, c.ready, c.termStart,
+		c.build.Desc(), c.leader, c.ready, c.termStart, c.storeInfo, c.session,
 		c.groupInfo, c.epoch, c.writableSites, c.decision, c.splitBrain, c.noPrimary,
 		c.awaitingHuman, c.blocked, c.halted, c.cooldown, c.inFlight, c.lastFailover,
 		c.siteState, c.siteActive, c.lag, c.ioRunning, c.sqlRunning, c.broken, c.divergent,
@@ -97,6 +99,12 @@ func (c *snapshotCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(c.ready, boolean(snap.Daemon.Ready))
 	if snap.Daemon.Leader && !snap.Daemon.LeaderSince.IsZero() {
 		gauge(c.termStart, unix(snap.Daemon.LeaderSince))
+	}
+	if t := snap.Daemon.StoreType; t != "" {
+		gauge(c.storeInfo, 1, oneOf(t, storeTypes))
+	}
+	if snap.Daemon.StoreType == "etcd" {
+		gauge(c.session, boolean(snap.Daemon.Session != ""))
 	}
 	for _, g := range snap.Groups {
 		c.m.zeroGroup(g)

@@ -63,3 +63,6 @@ func oneOf(v string, words []string) string {
 	}
 	return other
 }
+
+// storeTypes are the state store backends (configs.Store*).
+var storeTypes = []string{"file", "kubernetes", "etcd"}

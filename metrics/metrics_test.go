@@ -584,3 +584,26 @@ func labelMap(m *dto.Metric) map[string]string {
 }
 
 func near(a, b float64) bool { return a-b < 1e-9 && b-a < 1e-9 }
+
+// The store backend and, with the etcd store, whether this daemon holds an
+// election session (leader or not) are exported by every daemon.
+func TestStoreAndSession(t *testing.T) {
+	snap := fixture()
+	snap.Daemon.Leader = false
+	snap.Daemon.StoreType, snap.Daemon.Session = "etcd", "etcd session 694d8a1b2c3d4e5f, ttl 5s"
+	m := metrics.New(metrics.Options{Snapshot: func() status.Snapshot { return snap }})
+	if v := gaugeValue(t, m.Gatherer(), "failoverd_store_info", map[string]string{"type": "etcd"}); v != 1 {
+		t.Errorf("failoverd_store_info{type=etcd} = %v", v)
+	}
+	if v := gaugeValue(t, m.Gatherer(), "failoverd_election_session_up", nil); v != 1 {
+		t.Errorf("failoverd_election_session_up = %v with a session", v)
+	}
+	snap.Daemon.Session = ""
+	if v := gaugeValue(t, m.Gatherer(), "failoverd_election_session_up", nil); v != 0 {
+		t.Errorf("failoverd_election_session_up = %v without a session", v)
+	}
+	snap.Daemon.StoreType = "zookeeper"
+	if find(t, m.Gatherer(), "failoverd_store_info", map[string]string{"type": "other"}) == nil {
+		t.Error("an unknown store type must read other (bounded labels)")
+	}
+}

@@ -48,6 +48,8 @@ type Daemon struct {
 	Session string `json:"session,omitempty"`
 	// Store describes the state store ("file /var/lib/...").
 	Store string `json:"store"`
+	// StoreType is the store's backend: file, kubernetes or etcd.
+	StoreType string `json:"storeType"`
 	// Ready is /readyz: state loaded, leadership known and first probes of
 	// every site done. NotReady says what is missing when it is false.
 	Ready    bool   `json:"ready"`
