@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/failoverd/failoverd/sidecar"
 )
@@ -30,12 +31,27 @@ type Options struct {
 	Metrics http.Handler
 	// Logger logs refused and failed commands; default slog.Default().
 	Logger *slog.Logger
+	// Leader returns the base URL of the leading daemon when another
+	// daemon leads and its URL is known ("" otherwise): a follower then
+	// forwards what only the leader answers (views, sidecar reports,
+	// commands) instead of answering 503, so clients behind one Service
+	// reach the leader whichever replica they hit.
+	Leader func() string
+	// Client forwards requests to the leader; default a client with a 5 s timeout.
+	Client *http.Client
 }
+
+// ForwardedHeader marks a request a follower forwarded; it is never
+// forwarded again (two daemons that each think the other leads).
+const ForwardedHeader = "X-Failoverd-Forwarded-By"
 
 // Handler returns the API's http.Handler.
 func Handler(o Options) http.Handler {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
+	}
+	if o.Client == nil {
+		o.Client = &http.Client{Timeout: 5 * time.Second}
 	}
 	s := &server{Options: o}
 	mux := http.NewServeMux()
@@ -77,7 +93,7 @@ func (s *server) readyz(w http.ResponseWriter, _ *http.Request) {
 func (s *server) activeSite(w http.ResponseWriter, r *http.Request) {
 	v, err := s.Control.ActiveSite(r.URL.Query().Get("group"))
 	if err != nil {
-		s.fail(w, r, err)
+		s.failOrForward(w, r, err, nil)
 		return
 	}
 	writeJSON(w, http.StatusOK, v)
@@ -91,7 +107,7 @@ func (s *server) sidecarReport(w http.ResponseWriter, r *http.Request) {
 	}
 	v, err := s.Control.SidecarReport(body, r.Header.Get(sidecar.SignatureHeader))
 	if err != nil {
-		s.fail(w, r, err)
+		s.failOrForward(w, r, err, body)
 		return
 	}
 	writeJSON(w, http.StatusOK, v)
@@ -135,7 +151,7 @@ func (s *server) command(run func(w http.ResponseWriter, r *http.Request, group 
 			return
 		}
 		if err := run(w, r, group, body); err != nil {
-			s.fail(w, r, err)
+			s.failOrForward(w, r, err, body)
 			return
 		}
 		writeJSON(w, http.StatusAccepted, Result{Result: "accepted", Group: group})
@@ -217,6 +233,51 @@ func statusOf(err error) int {
 		}
 	}
 	return http.StatusInternalServerError
+}
+
+// failOrForward forwards a request only the leader answers to the leader
+// when this daemon does not lead and knows who does; otherwise it fails.
+func (s *server) failOrForward(w http.ResponseWriter, r *http.Request, err error, body []byte) {
+	leader := ""
+	if s.Leader != nil {
+		leader = s.Leader()
+	}
+	// Forwarded once at most: two daemons that each believe the other
+	// leads must not bounce a request between them.
+	if !errors.Is(err, ErrNotLeader) || leader == "" || r.Header.Get(ForwardedHeader) != "" {
+		s.fail(w, r, err)
+		return
+	}
+	if ferr := s.forward(w, r, leader, body); ferr != nil {
+		s.Logger.Warn("api.forward_failed", "path", r.URL.Path, "leader", leader, "err", ferr)
+		s.fail(w, r, fmt.Errorf("%w; forwarding to the leader %s failed: %v", err, leader, ferr))
+	}
+}
+
+// forward sends r (with body) to the leader and copies its answer back.
+func (s *server) forward(w http.ResponseWriter, r *http.Request, leader string, body []byte) error {
+	req, err := http.NewRequestWithContext(r.Context(), r.Method, strings.TrimRight(leader, "/")+r.URL.RequestURI(), bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	for _, h := range []string{"Authorization", "Content-Type", sidecar.SignatureHeader} {
+		if v := r.Header.Get(h); v != "" {
+			req.Header.Set(h, v)
+		}
+	}
+	req.Header.Set(ForwardedHeader, r.Host)
+	resp, err := s.Client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if ct := resp.Header.Get("Content-Type"); ct != "" {
+		w.Header().Set("Content-Type", ct)
+	}
+	w.Header().Set("X-Failoverd-Answered-By", leader)
+	w.WriteHeader(resp.StatusCode)
+	_, _ = io.Copy(w, io.LimitReader(resp.Body, 16<<20)) // a failed copy means the client left
+	return nil
 }
 
 func (s *server) fail(w http.ResponseWriter, r *http.Request, err error) {

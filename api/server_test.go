@@ -45,6 +45,9 @@ func (f *fakeControl) ActiveSite(group string) (view.Signed, error) {
 }
 
 func (f *fakeControl) SidecarReport(body []byte, sig string) (view.Signed, error) {
+	if !f.leader {
+		return view.Signed{}, fmt.Errorf("%w: follower", ErrNotLeader)
+	}
 	if sig != "good" {
 		return view.Signed{}, fmt.Errorf("%w: bad signature", ErrUnauthorized)
 	}
@@ -53,6 +56,9 @@ func (f *fakeControl) SidecarReport(body []byte, sig string) (view.Signed, error
 }
 
 func (f *fakeControl) Switchover(_ context.Context, group, target string, by Actor) error {
+	if !f.leader {
+		return fmt.Errorf("%w: follower", ErrNotLeader)
+	}
 	f.calls = append(f.calls, fmt.Sprintf("switchover %s %s by %s", group, target, by.Name))
 	return f.err
 }
@@ -274,5 +280,51 @@ func TestClient(t *testing.T) {
 	srv.Close()
 	if _, err := c.Status(ctx); !errors.Is(err, ErrDaemonUnreachable) {
 		t.Fatalf("stopped daemon: %v, want ErrDaemonUnreachable", err)
+	}
+}
+
+// A follower forwards what only the leader answers (views, sidecar
+// reports, commands) to the leader it knows, once: clients behind one
+// Service reach the leader whichever replica they hit.
+func TestFollowerForwardsToTheLeader(t *testing.T) {
+	lead := &fakeControl{leader: true}
+	leaderSrv := serve(t, lead, token)
+	follow := &fakeControl{}
+	followerSrv := httptest.NewServer(Handler(Options{Control: follow, Token: token, Leader: func() string { return leaderSrv.URL },
+		Logger: slog.New(slog.DiscardHandler)}))
+	t.Cleanup(followerSrv.Close)
+
+	code, body := do(t, followerSrv, call{method: "GET", path: "/active-site?group=orders"})
+	if code != 200 || !strings.Contains(body, `"activeSite":"a"`) {
+		t.Fatalf("active-site through a follower: %d %s", code, body)
+	}
+	if code, _ := do(t, followerSrv, call{method: "POST", path: sidecar.ReportPath, body: `{"site":"b"}`, header: map[string]string{sidecar.SignatureHeader: "good"}}); code != 200 {
+		t.Fatalf("sidecar report through a follower: %d", code)
+	}
+	if code, body := do(t, followerSrv, call{method: "POST", path: "/v1/groups/orders/switchover", auth: "Bearer " + token, body: `{"target":"b","by":"ann"}`}); code != 202 {
+		t.Fatalf("switchover through a follower: %d %s", code, body)
+	}
+	if code, _ := do(t, followerSrv, call{method: "POST", path: "/v1/groups/orders/acknowledge", auth: "Bearer wrong"}); code != 401 {
+		t.Fatalf("a wrong token is refused before any forwarding: %d", code)
+	}
+	want := []string{`report {"site":"b"}`, "switchover orders b by ann"}
+	if fmt.Sprint(lead.calls) != fmt.Sprint(want) || len(follow.calls) != 0 {
+		t.Fatalf("leader calls %q (want %q), follower calls %q", lead.calls, want, follow.calls)
+	}
+
+	// Two followers that each think the other leads: one hop, then 503.
+	var other string
+	a := httptest.NewServer(Handler(Options{Control: &fakeControl{}, Leader: func() string { return other }, Logger: slog.New(slog.DiscardHandler)}))
+	t.Cleanup(a.Close)
+	b := httptest.NewServer(Handler(Options{Control: &fakeControl{}, Leader: func() string { return a.URL }, Logger: slog.New(slog.DiscardHandler)}))
+	t.Cleanup(b.Close)
+	other = b.URL
+	if code, body := do(t, a, call{method: "GET", path: "/active-site"}); code != 503 || !strings.Contains(body, "not the leader") {
+		t.Fatalf("a forwarding loop: %d %s, want 503 after one hop", code, body)
+	}
+	// The leader it knows is gone: 503 saying so.
+	leaderSrv.Close()
+	if code, body := do(t, followerSrv, call{method: "GET", path: "/active-site"}); code != 503 || !strings.Contains(body, "forwarding to the leader") {
+		t.Fatalf("leader gone: %d %s", code, body)
 	}
 }

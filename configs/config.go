@@ -49,6 +49,12 @@ type Daemon struct {
 	ViewSigningKeyFile string `yaml:"viewSigningKeyFile"`
 	// TLS serves the HTTP server over HTTPS (optional; plain HTTP without it).
 	TLS APITLS `yaml:"tls"`
+	// AdvertiseURL is how the other daemons reach this one's API, e.g.
+	// http://10.0.3.7:8080 (in a pod: http://$(POD_IP):8080). With leader
+	// election it is this daemon's identity, and followers forward views,
+	// sidecar reports and commands to the leader's URL instead of answering
+	// 503, so sidecars and the CLI may use one Service for every replica.
+	AdvertiseURL string `yaml:"advertiseURL"`
 }
 
 // APITLS serves the daemon's HTTP server (API, /active-site, /metrics,

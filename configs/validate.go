@@ -293,6 +293,11 @@ func (v *validator) daemon(c *Config) {
 		v.add("daemon.viewSigningKeyFile", "missing; sites have sidecars, which only trust views signed with this key: point it at a file with a random secret")
 	}
 	v.apiTLS("daemon.tls", d.TLS)
+	if d.AdvertiseURL != "" {
+		if u, err := url.Parse(d.AdvertiseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") {
+			v.add("daemon.advertiseURL", "%q is not a base URL; write http://host:port (in a pod http://$(POD_IP):8080 through the environment)", d.AdvertiseURL)
+		}
+	}
 }
 
 // apiTLS checks the HTTPS settings of the daemon's HTTP server, and that the

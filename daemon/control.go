@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"time"
 
 	"github.com/failoverd/failoverd/api"
@@ -123,9 +124,22 @@ func (g *group) hasSite(name string) bool {
 	return false
 }
 
+// leaderURL is the leading daemon's API URL when another daemon leads and
+// advertises one (its identity is its daemon.advertiseURL), else "".
+func (d *Daemon) leaderURL() string {
+	l := d.lead.leader()
+	if l == "" || l == d.opts.Identity || d.isLeader() {
+		return ""
+	}
+	if u, err := url.Parse(l); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return ""
+	}
+	return l
+}
+
 // serve runs the HTTP server until ctx ends.
 func (d *Daemon) serve(ctx context.Context, log *slog.Logger) error {
-	h := api.Handler(api.Options{Control: d, Token: d.token, Metrics: d.opts.Metrics, Logger: log})
+	h := api.Handler(api.Options{Control: d, Token: d.token, Metrics: d.opts.Metrics, Logger: log, Leader: d.leaderURL})
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second, TLSConfig: d.tls,
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	errc := make(chan error, 1)

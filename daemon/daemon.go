@@ -14,6 +14,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -91,6 +92,10 @@ func New(ctx context.Context, cfg *configs.Config, opts Options) (*Daemon, error
 	}
 	if opts.Dial == nil {
 		opts.Dial = dialMySQL
+	}
+	if opts.Identity == "" && cfg.Daemon.AdvertiseURL != "" {
+		// Followers forward to the leader's identity (see leaderURL).
+		opts.Identity = strings.TrimRight(cfg.Daemon.AdvertiseURL, "/")
 	}
 	if opts.Identity == "" {
 		host, _ := os.Hostname()

@@ -37,6 +37,7 @@ func (g *group) peerAt(name, url string) *group {
 	p.config = filepath.Join(g.dir, name+".yaml")
 	cfg := strings.Replace(string(b), "listen: "+g.listen, "listen: "+p.listen, 1)
 	cfg = etcdEndpointRE.ReplaceAllString(cfg, "endpoints: ["+url+"]")
+	cfg = strings.ReplaceAll(cfg, "advertiseURL: http://"+g.listen, "advertiseURL: http://"+p.listen)
 	if err := os.WriteFile(p.config, []byte(cfg), 0o600); err != nil {
 		g.t.Fatal(err)
 	}
@@ -87,8 +88,17 @@ func etcdGroup(t testing.TB, viaProxy bool) (c *testenv.EtcdCluster, a, b, cc *g
 	for _, d := range []*group{b, cc} {
 		d.waitFor("follower ready", 30*time.Second, func() bool {
 			s, err := d.snapshot()
-			return err == nil && !s.Daemon.Leader && s.Daemon.Ready && s.Daemon.LeaderIdentity != ""
+			return err == nil && !s.Daemon.Leader && s.Daemon.Ready && s.Daemon.LeaderIdentity == "http://"+a.listen
 		})
+		// A follower forwards what only the leader answers (daemon.advertiseURL).
+		resp, err := http.Get("http://" + d.listen + "/active-site")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || resp.Header.Get("X-Failoverd-Answered-By") != "http://"+a.listen {
+			t.Fatalf("follower /active-site: %d answered by %q, want 200 from the leader", resp.StatusCode, resp.Header.Get("X-Failoverd-Answered-By"))
+		}
 	}
 	return c, a, b, cc, px
 }

@@ -202,7 +202,8 @@ func newGroup(t testing.TB, o groupOptions) *group {
 	}
 	if o.etcd != "" {
 		daemonCfg = "  stateStore:\n    type: etcd\n    etcd:\n      endpoints: [" + o.etcd + "]\n      prefix: " + etcdPrefix + "\n      dialTimeout: 1s\n" +
-			"  leaderElection:\n    enabled: true\n    leaseDuration: 2s\n    retryPeriod: 300ms\n"
+			"  leaderElection:\n    enabled: true\n    leaseDuration: 2s\n    retryPeriod: 300ms\n" +
+			"  advertiseURL: http://" + g.listen + "\n"
 	}
 	if o.sidecars {
 		if err := os.WriteFile(filepath.Join(g.dir, "view.key"), []byte(viewKey+"\n"), 0o600); err != nil {
