@@ -11,6 +11,8 @@
 //     test/testenv/promote does it through mysqlctl for tests that need a
 //     writable primary up front).
 //   - Redis (StartRedis, StartRedisPair).
+//   - etcd clusters of n members, one per site (StartEtcdCluster,
+//     StartEtcdClusterWith: Kill, Restart, Isolate from the quorum).
 //   - Kubernetes API servers with etcd (StartKube, StartKubes), with the
 //     external-dns DNSEndpoint CRD installed (DNSEndpointGVR).
 //   - A fault proxy per network link (NewProxy: Cut, Blackhole, Latency,
