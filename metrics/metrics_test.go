@@ -111,6 +111,7 @@ func fixture() status.Snapshot {
 		Daemon: status.Daemon{
 			Identity: "d0", Version: "v1.2.3", Commit: "abc123", StartedAt: since,
 			LeaderElection: true, Leader: true, LeaderSince: since, Ready: true,
+			StoreType: "etcd", Session: "etcd session 694d8a1b2c3d4e5f, ttl 5s",
 		},
 		Groups: []status.Group{{
 			Name: "orders", Engine: "mariadb", Fencing: "sidecar", Epoch: 7, ActiveSite: "east",
