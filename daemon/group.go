@@ -65,6 +65,12 @@ type group struct {
 	requests  chan request
 }
 
+// kicker asks for a probe of every site now (the poller-backed Observations).
+type kicker interface{ Kick() }
+
+// waker signals when a new observation arrived (the poller-backed Observations).
+type waker interface{ Woken() <-chan struct{} }
+
 // request is an operator action handed to the loop (one action at a time).
 type request struct {
 	kind   string // kindSwitchover, kindAcknowledge or kindConfirmFence
@@ -165,6 +171,11 @@ func (g *group) carryOut(ctx context.Context, d sitepair.Decision) {
 	g.lastErr = err
 	g.barrier = g.now()
 	g.mu.Unlock()
+	// The next decision needs probes taken after this action: ask for them
+	// now rather than waiting up to a poll interval (steps run back to back).
+	if k, ok := g.obs.(kicker); ok {
+		k.Kick()
+	}
 	if err != nil {
 		g.log.Error("action.failed", "action", string(d.Action), "target", d.Target, "err", err)
 		if d.Action == sitepair.Promote || d.Action == sitepair.RevokeEpoch {
@@ -625,6 +636,10 @@ func (g *group) run(ctx context.Context, lead func() (context.Context, time.Time
 	// (the barrier), so this never acts more often than sites are observed.
 	tick := time.NewTicker(max(g.cfg.PollInterval/4, 50*time.Millisecond))
 	defer tick.Stop()
+	var woken <-chan struct{}
+	if w, ok := g.obs.(waker); ok {
+		woken = w.Woken()
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -632,10 +647,11 @@ func (g *group) run(ctx context.Context, lead func() (context.Context, time.Time
 		case req := <-g.requests:
 			req.reply <- g.handle(req, lead)
 		case <-tick.C:
-			lctx, since, ok := lead()
-			if !ok {
-				continue
-			}
+		case <-woken:
+			// A probe just landed: decide on it now (a promotion waits for
+			// the probes its revoke asked for, not for the next tick).
+		}
+		if lctx, since, ok := lead(); ok && ctx.Err() == nil {
 			g.round(lctx, since)
 		}
 	}

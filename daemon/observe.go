@@ -17,7 +17,16 @@ import (
 type polled struct {
 	cfg     configs.Group
 	tracker *poller.Tracker
+	poller  *poller.Poller
+	// wake is signalled after every observation (the group decides on it).
+	wake chan struct{}
 }
+
+// Kick implements kicker: probe every site now.
+func (p *polled) Kick() { p.poller.Kick() }
+
+// Woken implements waker.
+func (p *polled) Woken() <-chan struct{} { return p.wake }
 
 // pollerObservations starts polling every site of g until ctx ends.
 func pollerObservations(ctx context.Context, g configs.Group, log *slog.Logger, events Events) (Observations, error) {
@@ -29,7 +38,7 @@ func pollerObservations(ctx context.Context, g configs.Group, log *slog.Logger, 
 	if err != nil {
 		return nil, err
 	}
-	pl := &polled{cfg: g, tracker: tr}
+	pl := &polled{cfg: g, tracker: tr, poller: p, wake: make(chan struct{}, 1)}
 	go func() {
 		err := p.Run(ctx, func(o poller.Observation) {
 			events.ProbeDone(g.Name, o.Site, o.Duration, o.Reachable)
@@ -37,6 +46,10 @@ func pollerObservations(ctx context.Context, g configs.Group, log *slog.Logger, 
 				log.Error("observe.failed", "site", o.Site, "err", err)
 			} else if changed {
 				log.Info("site.state", "site", ev.Site, "from", ev.From.String(), "to", ev.To.String(), "reason", string(ev.Reason))
+			}
+			select {
+			case pl.wake <- struct{}{}:
+			default: // a wake-up is already pending
 			}
 		})
 		if err != nil {

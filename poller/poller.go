@@ -77,6 +77,9 @@ type Poller struct {
 	cfg     Config
 	book    addressBook
 	running atomic.Bool
+
+	kickMu sync.Mutex
+	kicks  []chan struct{} // one per site loop of the current Run
 }
 
 // New validates cfg and returns a Poller.
@@ -163,8 +166,16 @@ func (p *Poller) Run(ctx context.Context, sink func(Observation)) error {
 	defer p.running.Store(false)
 	var wg sync.WaitGroup
 	n := len(p.cfg.Sites)
+	kicks := make([]chan struct{}, n)
+	for i := range kicks {
+		kicks[i] = make(chan struct{}, 1)
+	}
+	p.kickMu.Lock()
+	p.kicks = kicks
+	p.kickMu.Unlock()
 	for i, s := range p.cfg.Sites {
 		loop := &siteLoop{
+			kick: kicks[i],
 			cfg:  &p.cfg,
 			book: p.book,
 			site: s,
@@ -177,6 +188,23 @@ func (p *Poller) Run(ctx context.Context, sink func(Observation)) error {
 	}
 	wg.Wait()
 	return nil
+}
+
+// Kick asks every site for a probe now instead of at its next tick: the
+// daemon calls it right after an action, so the next decision rests on
+// probes taken after it without waiting up to a poll interval. A site with
+// a probe still stuck in flight, or one backing off (long unreachable), is
+// not probed early: that would pile up probes on a hung server or count
+// failures faster than the failure window allows.
+func (p *Poller) Kick() {
+	p.kickMu.Lock()
+	defer p.kickMu.Unlock()
+	for _, k := range p.kicks {
+		select {
+		case k <- struct{}{}:
+		default: // a kick is already pending
+		}
+	}
 }
 
 // probeResult is what the probe goroutine hands back.
@@ -194,6 +222,7 @@ type siteLoop struct {
 	offset time.Duration
 	log    *slog.Logger
 
+	kick  chan struct{} // Kick: probe now
 	seq   uint64
 	fails int // consecutive failed probes
 	// prober belongs to the probe goroutine while one runs; the loop only
@@ -213,10 +242,16 @@ func (s *siteLoop) run(ctx context.Context, sink func(Observation)) {
 	timer := clock.NewTimer(s.offset)
 	defer timer.Stop()
 	for {
+		kicked := false
 		select {
 		case <-ctx.Done():
 			return
 		case <-timer.C():
+		case <-s.kick:
+			if !s.kickable() {
+				continue
+			}
+			kicked = true
 		}
 		obs, ok := s.probe(ctx)
 		if !ok {
@@ -224,6 +259,11 @@ func (s *siteLoop) run(ctx context.Context, sink func(Observation)) {
 		}
 		sink(obs)
 		now := clock.Now()
+		if kicked {
+			// The regular rhythm restarts from the early probe.
+			timer.Stop()
+			due = now
+		}
 		due = due.Add(s.delay())
 		if due.Before(now) {
 			// Fell behind (overloaded machine, slow sink): probe at once,
@@ -232,6 +272,12 @@ func (s *siteLoop) run(ctx context.Context, sink func(Observation)) {
 		}
 		timer.Reset(due.Sub(now))
 	}
+}
+
+// kickable reports whether an early probe may run now: not while a probe is
+// stuck in flight (a hung server), not while backing off (long unreachable).
+func (s *siteLoop) kickable() bool {
+	return s.inflight == nil && s.fails <= s.cfg.FailureThreshold+BackoffGrace
 }
 
 // BackoffGrace is how many more failed probes, past FailureThreshold, an

@@ -605,3 +605,42 @@ func (s *syncBuffer) String() string {
 	defer s.mu.Unlock()
 	return s.b.String()
 }
+
+// Kick probes a site at once and restarts its rhythm from there; a site
+// whose probe is stuck in flight (hung server) is not probed early.
+func TestKick(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a, hung := newFakeServer(primaryStatus()), newFakeServer(primaryStatus())
+		hung.stuck = true
+		p, err := New(testConfig(fakeNet{"a": a, "hung": hung}, Site{Name: "a", Addr: "h:1"}, Site{Name: "hung", Addr: "h:2"}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec := &recorder{}
+		start := time.Now()
+		stop := running(t, p, rec)
+		time.Sleep(1200 * time.Millisecond) // a: probe at 0 and 1s; hung: at 0.5s, stuck
+		p.Kick()
+		synctest.Wait()
+		time.Sleep(1500 * time.Millisecond) // a: next regular probe 1s after the kicked one
+		close(hung.release)
+		stop()
+		var got []time.Duration
+		for _, o := range rec.site("a") {
+			got = append(got, o.Started.Sub(start))
+		}
+		want := []time.Duration{0, time.Second, 1200 * time.Millisecond, 2200 * time.Millisecond}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("site a probed at %v, want %v", got, want)
+		}
+		// hung: its 0.5s probe times out; the kick at 1.2s finds it still
+		// stuck and does not add a probe; the regular 1.5s and 2.5s ticks report it stuck.
+		var hungAt []time.Duration
+		for _, o := range rec.site("hung") {
+			hungAt = append(hungAt, o.Started.Sub(start))
+		}
+		if want := []time.Duration{500 * time.Millisecond, 1500 * time.Millisecond, 2500 * time.Millisecond}; fmt.Sprint(hungAt) != fmt.Sprint(want) {
+			t.Errorf("hung site probed at %v, want %v (no early probe while one is stuck)", hungAt, want)
+		}
+	})
+}

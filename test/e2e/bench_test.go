@@ -58,7 +58,8 @@ func BenchmarkFailover(b *testing.B) {
   plus a random 0–500ms phase; SIGKILL site0; measure until site1 answers
   read_only=0 (polled every 10ms).
 - The time covers detection (two failed probes plus the replica's lost IO
-  thread), phase 1 (revoking epoch persisted with fsync), a fresh probe round,
+  thread), phase 1 (revoking epoch persisted with fsync), a fresh probe round
+  (asked for right after the revoke, not waited for),
   phase 2 (relay drain, stop/reset replication, promotion GTID persisted,
   read_only=OFF read back).
 
