@@ -71,7 +71,8 @@ func leader(ds ...*group) *group {
 // first and leads.
 func etcdGroup(t testing.TB, viaProxy bool) (c *testenv.EtcdCluster, a, b, cc *group, px *testenv.Proxy) {
 	t.Helper()
-	c = testenv.StartEtcdCluster(t, 3)
+	// Peer traffic through proxies, so a test can isolate a member.
+	c = testenv.StartEtcdClusterWith(t, 3, testenv.EtcdClusterOptions{ProxiedPeers: viaProxy})
 	url0 := c.Members[0].ClientURL()
 	if viaProxy {
 		px = testenv.NewProxy(t, "daemon0-to-etcd0", strings.TrimPrefix(url0, "http://"))
@@ -185,14 +186,28 @@ func stepTimes(logs string) []time.Time {
 // acting before another daemon is elected: it performs no step after the
 // new leader's first one, by both daemons' logs and by the store's history.
 func TestEtcdPartitionedLeaderStopsActing(t *testing.T) {
+	for _, cut := range []string{"daemon-to-member", "member-from-quorum"} {
+		t.Run(cut, func(t *testing.T) { partitionedLeader(t, cut) })
+	}
+}
+
+// partitionedLeader cuts the leading daemon off the etcd quorum — its
+// client link to its member, or its member's links to the other members —
+// and kills the primary at the same moment.
+func partitionedLeader(t *testing.T, cut string) {
 	c, a, b, cc, px := etcdGroup(t, true)
 	snap, err := a.snapshot()
 	if err != nil || !snap.Daemon.Leader {
 		t.Fatalf("daemon0 not leading: %+v %v", snap.Daemon, err)
 	}
 	oldID := snap.Daemon.Identity
-	px.Cut()
+	if cut == "daemon-to-member" {
+		px.Cut()
+	} else if err := c.Members[0].Isolate(); err != nil {
+		t.Fatal(err)
+	}
 	a.kill(0)
+	cutAt := time.Now()
 	var next *group
 	b.waitFor("another daemon leads and fails over", 60*time.Second, func() bool {
 		next = leader(b, cc)
@@ -202,6 +217,7 @@ func TestEtcdPartitionedLeaderStopsActing(t *testing.T) {
 		st, err := next.status()
 		return err == nil && st.ActiveSite != "" && st.ActiveSite != "site0" && st.InFlight == nil
 	})
+	t.Logf("%s: failed over by a new leader %v after the cut", cut, time.Since(cutAt))
 	time.Sleep(2 * time.Second) // give a lingering old leader the chance to misbehave
 	newSteps := stepTimes(next.logs.String())
 	if len(newSteps) == 0 {
@@ -214,7 +230,8 @@ func TestEtcdPartitionedLeaderStopsActing(t *testing.T) {
 		}
 	}
 	// The store's own history: once the new leader wrote, nothing by the old.
-	hist, err := store.NewEtcd(c.Client(t), etcdPrefix, time.Now).History(context.Background(), "orders")
+	// Read through a member of the quorum (member0 may be the one cut off).
+	hist, err := store.NewEtcd(c.Members[1].Client(t), etcdPrefix, time.Now).History(context.Background(), "orders")
 	if err != nil {
 		t.Fatal(err)
 	}
