@@ -83,10 +83,13 @@ func DecideSwitchover(obs Observed, st Persisted, pol Policy, target string, now
 	if why := v.ineligible(t, st.ActiveSite, false); why != "" {
 		return v.decision(ReasonSwitchoverBadTarget, "%s cannot be promoted: %s", target, why)
 	}
-	// The target must already hold what every other replica holds; the old
-	// primary's newest transactions are awaited after it is fenced.
-	if j := v.lacking(t, st.ActiveSite); j >= 0 {
-		return v.decision(ReasonSwitchoverTargetBehind, "%s lacks %s", target, v.missing(t, j))
+	// The target must hold what every other replica holds, or be able to
+	// get it from the primary it streams from: under load a target a few
+	// transactions behind another replica is normal. Phase 2 promotes only
+	// once it holds everything the fenced primary committed (or, at the
+	// catch-up timeout, re-asserts the old primary): nothing is lost either way.
+	if j := v.lacking(t, st.ActiveSite); j >= 0 && !v.catchesUpFrom(t, st.ActiveSite) {
+		return v.decision(ReasonSwitchoverTargetBehind, "%s lacks %s and cannot get it from %s", target, v.missing(t, j), st.ActiveSite)
 	}
 	d = v.decision(ReasonSwitchover, "planned switchover from %s to %s: revoking epoch %d", st.ActiveSite, target, st.Epoch)
 	d.Epoch = st.Epoch + 1
@@ -271,6 +274,27 @@ func (v *view) ineligible(i int, oldPrimary string, checkLag bool) string {
 		return fmt.Sprintf("lag %v over %v", s.Lag, v.pol.MaxLag)
 	}
 	return ""
+}
+
+// catchesUpFrom reports whether site t streams from the writable primary
+// and everything any reachable site holds is on t or on that primary: once
+// the primary is fenced, t receives the rest from it.
+func (v *view) catchesUpFrom(t int, primary string) bool {
+	p := v.index(primary)
+	if p < 0 {
+		return false
+	}
+	s, ps := v.sites[t], v.sites[p]
+	if ps.State != statemachine.Writable || s.ReplicatingFrom != primary || !s.IOConnected || s.SourceSilent || s.ReplicationBroken {
+		return false
+	}
+	reach := v.have[t].Union(v.have[p])
+	for j, o := range v.sites {
+		if j != t && o.State.Reachable() && !reach.Covers(v.need(j)) {
+			return false
+		}
+	}
+	return true
 }
 
 // need is what a promoted site must hold of site j's transactions: all of

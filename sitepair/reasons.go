@@ -177,7 +177,8 @@ const (
 	// dr-only, operator-fenced, known-diverged, not read-only or broken.
 	ReasonSwitchoverBadTarget Reason = "switchover-refused-bad-target"
 	// ReasonSwitchoverTargetBehind (None): refused, the target lacks
-	// transactions another replica has.
+	// transactions another replica has and cannot get them from the primary
+	// (it does not stream from it, or only that replica holds them).
 	ReasonSwitchoverTargetBehind Reason = "switchover-refused-target-behind"
 )
 
