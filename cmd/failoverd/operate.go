@@ -279,6 +279,25 @@ func (c *cli) waitSwitchover(ctx context.Context, cl *api.Client, before status.
 	}
 }
 
+// command runs one API command with the token and prints what it says on
+// success.
+func (c *cli) command(run func(ctx context.Context, cl *api.Client, args []string) (string, error)) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, args []string) error {
+		cl, err := c.client(cmd, true)
+		if err != nil {
+			return err
+		}
+		ctx, stop := signalContext(cmd)
+		defer stop()
+		done, err := run(ctx, cl, args)
+		if err != nil {
+			return apiError(err)
+		}
+		fmt.Fprintln(c.stdout, done)
+		return nil
+	}
+}
+
 func newAcknowledgeCmd(c *cli) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "acknowledge GROUP",
@@ -289,19 +308,9 @@ escalation limit; automatic failover resumes. Recorded in the group's history.
 Exit codes: 0 done, 1 refused, 2 bad arguments or no --token-file, 3 no
 answer from the daemon.`,
 		Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			cl, err := c.client(cmd, true)
-			if err != nil {
-				return err
-			}
-			ctx, stop := signalContext(cmd)
-			defer stop()
-			if err := cl.Acknowledge(ctx, args[0], actor()); err != nil {
-				return apiError(err)
-			}
-			fmt.Fprintf(c.stdout, "%s acknowledged; automatic failover resumes\n", args[0])
-			return nil
-		},
+		RunE: c.command(func(ctx context.Context, cl *api.Client, args []string) (string, error) {
+			return args[0] + " acknowledged; automatic failover resumes", cl.Acknowledge(ctx, args[0], actor())
+		}),
 	}
 	addServerFlags(cmd)
 	return cmd
@@ -321,19 +330,9 @@ the group's history with your name.
 Exit codes: 0 recorded, 1 refused (no failover from SITE awaits a fence),
 2 bad arguments or no --token-file, 3 no answer from the daemon.`,
 		Args: cobra.ExactArgs(2),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			cl, err := c.client(cmd, true)
-			if err != nil {
-				return err
-			}
-			ctx, stop := signalContext(cmd)
-			defer stop()
-			if err := cl.ConfirmFence(ctx, args[0], args[1], actor()); err != nil {
-				return apiError(err)
-			}
-			fmt.Fprintf(c.stdout, "fence of %s/%s confirmed; the failover goes on\n", args[0], args[1])
-			return nil
-		},
+		RunE: c.command(func(ctx context.Context, cl *api.Client, args []string) (string, error) {
+			return "fence of " + args[0] + "/" + args[1] + " confirmed; the failover goes on", cl.ConfirmFence(ctx, args[0], args[1], actor())
+		}),
 	}
 	addServerFlags(cmd)
 	return cmd
