@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -258,14 +259,36 @@ func (g *group) peer() *group {
 	return p
 }
 
+// handed records the ports freeAddr gave out in this test binary.
+var (
+	handedMu sync.Mutex
+	handed   = map[int]bool{}
+)
+
+// freeAddr returns a free address for a process the test starts later (the
+// daemon, a sidecar). It picks below the kernel's ephemeral range
+// (32768–60999 here): the fault proxies and servers a test starts in
+// between bind ephemeral ports, and could otherwise take this one first.
 func freeAddr(t testing.TB) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	handedMu.Lock()
+	defer handedMu.Unlock()
+	for range 100 {
+		port := 20000 + rand.IntN(12000)
+		if handed[port] {
+			continue // given to an earlier caller that may not have bound it yet
+		}
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err != nil {
+			continue // taken: try another
+		}
+		addr := l.Addr().String()
+		l.Close()
+		handed[port] = true
+		return addr
 	}
-	defer l.Close()
-	return l.Addr().String()
+	t.Fatal("no free port between 20000 and 32000")
+	return ""
 }
 
 // startDaemon runs failoverd with extra environment (e.g. a failpoint).
