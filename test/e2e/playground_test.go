@@ -204,7 +204,7 @@ func timeline(logs string, killed time.Time, target string) []event {
 		case l.Msg == "epoch.revoked":
 			once("revoked", l.Time, fmt.Sprintf("epoch %d revoked: no site may accept writes", l.Epoch))
 		case l.Msg == "decision" && l.Action == "promote":
-			once("proof", l.Time, "proof the old primary cannot acknowledge writes: "+l.Proof)
+			once("proof", l.Time, "old primary fenced: "+fenceWords(l.Proof))
 		case l.Msg == "failover.promoted":
 			once("promoted", l.Time, fmt.Sprintf("%s promoted: writable at epoch %d", target, l.Epoch))
 		case l.Msg == "follow.done" && l.ActiveSite == target:
@@ -212,6 +212,23 @@ func timeline(logs string, killed time.Time, target string) []event {
 		}
 	}
 	return out
+}
+
+// fenceWords says how a fence proof fenced the old primary.
+func fenceWords(proof string) string {
+	switch proof {
+	case "primary-down":
+		return "its mysqld is down (refused every probe; the replicas lost it too)"
+	case "fence-confirmed":
+		return "read_only=ON read back"
+	case "sidecar-fenced":
+		return "its sidecar fenced it"
+	case "lease-expired":
+		return "its sidecar's lease expired"
+	case "semisync":
+		return "no replica can acknowledge its commits"
+	}
+	return proof
 }
 
 func siteList(g *group) string {
