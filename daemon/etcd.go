@@ -71,7 +71,19 @@ func (d *Daemon) electEtcd(ctx context.Context) error {
 		e := concurrency.NewElection(sess, prefix)
 		octx, stopObserve := context.WithCancel(ctx)
 		go d.observeEtcdLeader(octx, e)
-		if err := e.Campaign(ctx, d.opts.Identity); err != nil {
+		// A session that expires while campaigning (cut off from the
+		// quorum) ends the campaign: its key is gone, so it could never win.
+		cctx, stopCampaign := context.WithCancel(ctx)
+		go func() {
+			select {
+			case <-sess.Done():
+				stopCampaign()
+			case <-cctx.Done():
+			}
+		}()
+		err = e.Campaign(cctx, d.opts.Identity)
+		stopCampaign()
+		if err != nil {
 			stopObserve()
 			_ = sess.Close()
 			d.lead.setSession("")
