@@ -86,6 +86,9 @@
 //   - [Set.Count] is only an upper bound for MariaDB, because the intervals
 //     of different servers in one domain cover the same shared seq_nos:
 //     "0-1-50,0-2-100" really holds 100 transactions but counts 150.
+//     [DivergentCount] counts what one server holds that another lacks
+//     exactly, from the point where their histories fork (it assumes
+//     gtid_strict_mode).
 //
 // Results of Subtract or Intersect may hold intervals that do not start at 1.
 // [Set.String] prints an interval [1, n] as the plain triple "d-s-n" and any

@@ -107,6 +107,12 @@ func FuzzAlgebra(f *testing.F) {
 		case Comparable(a, b) != (a.Contains(b) || b.Contains(a)):
 			t.Fatalf("Comparable inconsistent\nA=%q\nB=%q", a, b)
 		}
+		// The exact divergent count never exceeds the plain difference's
+		// count, is zero when B holds all of A, and equals it for MySQL.
+		switch dc := DivergentCount(a, b); {
+		case dc > diff.Count(), b.Contains(a) && dc != 0, fl == MySQL && dc != diff.Count():
+			t.Fatalf("DivergentCount = %d, |A−B| = %d\nA=%q\nB=%q", dc, diff.Count(), a, b)
+		}
 		// Count(A∪B) = Count(A)+Count(B)−Count(A∩B), checked as
 		// Count(A∪B)+Count(A∩B) = Count(A)+Count(B) in 128 bits, unless
 		// Count saturated.

@@ -108,7 +108,8 @@ func (s Set) Flavor() Flavor { return s.f }
 func (s Set) IsEmpty() bool { return len(s.runs) == 0 }
 
 // Count returns the number of transactions in the set, saturating at
-// math.MaxUint64. For MariaDB it is an upper bound (see the package doc).
+// math.MaxUint64. For MariaDB it is an upper bound (see the package doc);
+// use DivergentCount to count what one server has that another lacks.
 func (s Set) Count() uint64 {
 	var n, carry uint64
 	for _, r := range s.runs {
@@ -391,3 +392,63 @@ func (s Set) Covers(o Set) bool { return s.Contains(o.Heads()) }
 // Uncovered returns what s lacks of o's history: MySQL o − s; MariaDB the
 // part of o's heads that s lacks (empty exactly when s.Covers(o)).
 func (s Set) Uncovered(o Set) Set { return o.Heads().Subtract(s) }
+
+// DivergentCount returns how many transactions site holds that primary
+// lacks, saturating at math.MaxUint64. Like the other binary operations it
+// panics with an error wrapping ErrFlavorMismatch on non-empty sets of
+// different flavors (see CheckFlavor); an empty set combines with anything.
+//
+// MySQL: exactly site.Subtract(primary).Count().
+//
+// MariaDB: Count over-counts (the servers of one domain share its seq_nos),
+// so the count is computed per domain d from the fork point instead. It
+// assumes gtid_strict_mode: a domain's history on one server is one chain
+// whose seq_nos are consecutive, so "d-s-n" on both sides means both hold
+// that chain up to n. The last position both histories share is
+// fork_d = max over servers s of min(site's top seq_no for (d,s),
+// primary's top seq_no for (d,s) or 0), and the site's divergent
+// transactions are its seq_nos of d above fork_d: max(0, siteTop_d − fork_d)
+// for a site whose intervals start at 1, as a server reports them. A domain
+// the primary lacks entirely counts all of the site's seq_nos in it.
+// When a binlog state lost a server's entry (purged binlogs, RESET MASTER, a
+// restore from a backup) the shared prefix can be found shorter than it is,
+// so the result is an upper bound; without strict mode it is an estimate.
+// It is never more than site.Subtract(primary).Count().
+func DivergentCount(site, primary Set) uint64 {
+	if resultFlavor("DivergentCount", site, primary) != MariaDB {
+		return site.Subtract(primary).Count()
+	}
+	var n, carry uint64
+	i := 0
+	for lo := 0; lo < len(site.runs); {
+		d := site.runs[lo].k.major
+		hi := lo
+		for hi < len(site.runs) && site.runs[hi].k.major == d {
+			hi++
+		}
+		// fork: the highest seq_no of d both histories hold under one
+		// server; every seq_no of the site above it is the site's alone.
+		var fork uint64
+		var held []interval
+		for _, r := range site.runs[lo:hi] {
+			for i < len(primary.runs) && cmpKey(primary.runs[i].k, r.k) < 0 {
+				i++
+			}
+			if i < len(primary.runs) && primary.runs[i].k == r.k {
+				p := primary.runs[i].iv
+				fork = max(fork, min(r.iv[len(r.iv)-1].hi, p[len(p)-1].hi))
+			}
+			held = unionIv(held, r.iv)
+		}
+		if fork > 0 {
+			held = subtractIv(held, []interval{{1, fork}})
+		}
+		for _, v := range held {
+			if n, carry = bits.Add64(n, v.size(), 0); carry != 0 {
+				return math.MaxUint64
+			}
+		}
+		lo = hi
+	}
+	return n
+}
