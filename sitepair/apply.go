@@ -20,6 +20,7 @@ const MaxHistory = 64
 func Apply(st Persisted, d Decision, now time.Time) Persisted {
 	next := st
 	next.Diverged = maps.Clone(st.Diverged)
+	next.DivergedCount = maps.Clone(st.DivergedCount)
 	next.OperatorFenced = slices.Clone(st.OperatorFenced)
 	next.FailoverHistory = slices.Clone(st.FailoverHistory)
 	if st.InFlight != nil {
@@ -64,8 +65,12 @@ func Apply(st Persisted, d Decision, now time.Time) Persisted {
 		if next.Diverged == nil {
 			next.Diverged = map[string]gtid.Set{}
 		}
+		if next.DivergedCount == nil {
+			next.DivergedCount = map[string]uint64{}
+		}
 		for _, x := range d.Diverged {
 			next.Diverged[x.Site] = x.Set
+			next.DivergedCount[x.Site] = x.Count
 		}
 	case HaltFailover:
 		next.EscalationHalted = true

@@ -14,6 +14,7 @@ import (
 func TestApply(t *testing.T) {
 	base := with(promoted("a"), func(p *Persisted) {
 		p.Diverged = map[string]gtid.Set{"x": errant("x", 1)}
+		p.DivergedCount = map[string]uint64{"x": 1}
 		p.OperatorFenced = []string{"y"}
 	})
 	tests := []struct {
@@ -59,10 +60,18 @@ func TestApply(t *testing.T) {
 			if !got.Diverged["c"].Equal(errant("c", 2)) || !got.Diverged["x"].Equal(errant("x", 1)) {
 				t.Errorf("diverged %v", got.Diverged)
 			}
+			if want := map[string]uint64{"c": 2, "x": 1}; !reflect.DeepEqual(got.DivergedCount, want) {
+				t.Errorf("diverged counts %v, want %v", got.DivergedCount, want)
+			}
 		}},
 		{"mark diverged on a fresh state", Persisted{}, Decision{Action: MarkDiverged, Diverged: []Divergence{{Site: "c", Set: errant("c", 2), Count: 2}}}, func(t *testing.T, got Persisted) {
-			if len(got.Diverged) != 1 {
-				t.Errorf("diverged %v", got.Diverged)
+			if len(got.Diverged) != 1 || len(got.DivergedCount) != 1 || got.DivergedCount["c"] != 2 {
+				t.Errorf("diverged %v, counts %v", got.Diverged, got.DivergedCount)
+			}
+		}},
+		{"other decisions keep the counts", base, Decision{Action: HaltFailover}, func(t *testing.T, got Persisted) {
+			if got.DivergedCount["x"] != 1 || len(got.DivergedCount) != 1 {
+				t.Errorf("diverged counts %v", got.DivergedCount)
 			}
 		}},
 		{"halt sets the flag", base, Decision{Action: HaltFailover}, func(t *testing.T, got Persisted) {

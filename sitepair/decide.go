@@ -946,7 +946,11 @@ func (v *view) healthy() Decision {
 			// A replica that wrote transactions of its own (errant) must
 			// never be promoted: mark it while the primary can still tell.
 			if extra := v.errant(s, v.sites[pi]); !extra.IsEmpty() {
-				div = append(div, Divergence{Site: s.Name, Set: extra, Count: extra.Count()})
+				// Counted against the primary plus everything s holds that
+				// it did not originate, as errant decides: a primary
+				// observed a moment before s adds nothing to the count.
+				seen := v.sites[pi].Executed.Union(s.Executed.Subtract(extra))
+				div = append(div, Divergence{Site: s.Name, Set: extra, Count: gtid.DivergentCount(s.Executed, seen)})
 			}
 			continue
 		}
@@ -957,12 +961,16 @@ func (v *view) healthy() Decision {
 			continue
 		}
 		extra := v.sites[pi].Executed.Uncovered(s.Executed)
-		div = append(div, Divergence{Site: s.Name, Set: extra, Count: extra.Count()})
+		div = append(div, Divergence{Site: s.Name, Set: extra, Count: gtid.DivergentCount(s.Executed, v.sites[pi].Executed)})
 	}
 	if len(div) > 0 {
 		var parts []string
 		for _, x := range div {
-			parts = append(parts, fmt.Sprintf("%s has %d transactions %s lacks (%s)", x.Site, x.Count, p, x.Set.Compact()))
+			noun := "transactions"
+			if x.Count == 1 {
+				noun = "transaction"
+			}
+			parts = append(parts, fmt.Sprintf("%s has %d %s %s lacks (%s)", x.Site, x.Count, noun, p, x.Set.Compact()))
 		}
 		d := v.decision(ReasonMarkDiverged, "diverged from primary %s: %s; a human must reconcile", p, strings.Join(parts, "; "))
 		d.Target = p

@@ -246,6 +246,45 @@ func TestMarkDivergedReportsTheDivergentSet(t *testing.T) {
 	}
 }
 
+// A MariaDB triple d-s-n is a position, not a count: the count of a
+// diverged site's transactions starts where its history forks from the
+// primary's (issue 16).
+func TestMarkDivergedCountsMariaDBTransactionsExactly(t *testing.T) {
+	md := func(s string) gtid.Set { return gtid.MustParse(gtid.MariaDB, s) }
+	ids := func(id string) so { return func(o *SiteObservation) { o.ServerID = id } }
+	tests := []struct {
+		name    string
+		a       SiteObservation
+		primary string
+		want    uint64
+		text    string
+	}{
+		// Server 2 wrote seq 4 while primary, then lost a failover to server
+		// 1, which had 1..3 and went on to 10: one errant insert, not 4.
+		{"old primary back with one errant insert", site("a", RO, exec(md("0-1-3,0-2-4"))), "0-1-10", 1, "a has 1 transaction b lacks (0-2-4)"},
+		{"two unreplicated writes", site("a", RO, exec(md("0-1-10,0-2-12"))), "0-1-15", 2, "a has 2 transactions b lacks"},
+		{"three servers in the domain", site("a", RO, exec(md("0-3-5,0-1-8,0-2-9"))), "0-3-5,0-1-12", 1, "a has 1 transaction b lacks"},
+		{"a domain the primary lacks", site("a", RO, exec(md("0-1-10,1-2-7"))), "0-1-10", 7, "a has 7 transactions b lacks"},
+		// An errant write on a streaming replica observed after the
+		// primary's newer transactions arrived on it: the primary, observed
+		// a moment earlier, lacks 0-1-11 too, but only a's own write counts.
+		{"errant write on a replica ahead of the primary's observation", site("a", RO, follows("b"), ids("3"), exec(md("0-1-11,0-3-12"))), "0-1-10", 1, "a has 1 transaction b lacks (0-3-12)"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			st := with(promoted("b"), func(p *Persisted) { p.PromotionGTID = md(tt.primary) })
+			d := Decide(group(tt.a, site("b", W, exec(md(tt.primary)))), st, DefaultPolicy(), now)
+			if d.Action != MarkDiverged || len(d.Diverged) != 1 || d.Diverged[0].Count != tt.want || !strings.Contains(d.Message, tt.text) {
+				t.Fatalf("decision %s (%+v), want a marked diverged with %d transactions, message with %q", d, d.Diverged, tt.want, tt.text)
+			}
+			next := Apply(st, d, now)
+			if next.DivergedCount["a"] != tt.want || !next.Diverged["a"].Equal(d.Diverged[0].Set) {
+				t.Fatalf("persisted %v / %v, want a: %d", next.Diverged, next.DivergedCount, tt.want)
+			}
+		})
+	}
+}
+
 func TestPromoteCarriesThePromotionSet(t *testing.T) {
 	d := Decide(group(site("a", UR, down), site("b", RO, lost("a"), retr(upto(11)))), revoked("a", "b", leasePending), DefaultPolicy(), now)
 	if d.Action != Promote || !d.PromotionGTID.Equal(upto(11)) {

@@ -447,6 +447,9 @@ func checkInvariants(obs Observed, st Persisted, pol Policy, d Decision) error {
 			if x.Set.IsEmpty() || x.Count == 0 {
 				return fmt.Errorf("divergence of %s is empty", x.Site)
 			}
+			if x.Count > x.Set.Count() {
+				return fmt.Errorf("divergence of %s counts %d transactions, more than its set %s holds", x.Site, x.Count, x.Set)
+			}
 		}
 	}
 	return nil

@@ -213,6 +213,12 @@ type Persisted struct {
 	// Diverged maps known-diverged sites to their divergent transactions
 	// (their set minus the primary's). Only a human clears an entry.
 	Diverged map[string]gtid.Set
+	// DivergedCount maps known-diverged sites to how many transactions
+	// they held that the primary lacked when marked (Divergence.Count).
+	// It is kept and cleared with the site's Diverged entry; a site with
+	// no entry here (recorded before counts were kept) has only its
+	// Diverged set, whose Count() is an upper bound for MariaDB.
+	DivergedCount map[string]uint64
 	// OperatorFenced lists sites an operator fenced: never promoted,
 	// rejoined or chosen as split-brain winner.
 	OperatorFenced []string
@@ -443,7 +449,8 @@ const (
 	ReassertPrimary Action = "reassert-primary"
 	// Rejoin: repoint every site in Repoint to replicate from Target.
 	Rejoin Action = "rejoin"
-	// MarkDiverged: record every Diverged entry in Persisted.Diverged.
+	// MarkDiverged: record every Diverged entry in Persisted.Diverged (and
+	// its Count in Persisted.DivergedCount).
 	MarkDiverged Action = "mark-diverged"
 	// HaltFailover: set Persisted.EscalationHalted.
 	HaltFailover Action = "halt-failover"
@@ -491,9 +498,13 @@ func FenceProofs() []FenceProof {
 type Divergence struct {
 	// Site is the diverged site.
 	Site string
-	// Set is its GTID set minus the primary's.
+	// Set is its GTID set minus the primary's (MariaDB: the part of its
+	// heads the primary lacks, see gtid.Set.Uncovered).
 	Set gtid.Set
-	// Count is Set.Count() (an upper bound for MariaDB).
+	// Count is how many transactions the site holds that the primary
+	// lacks, gtid.DivergentCount of the two executed sets: exact for MySQL
+	// and, under gtid_strict_mode, for MariaDB (where Set.Count() is only
+	// an upper bound: a seq_no is not a count).
 	Count uint64
 }
 
