@@ -22,6 +22,7 @@ func withSchema2(group string, epoch uint64) GroupState {
 	st.LastFailover.Proof = "operator-confirmed"
 	st.LastFailover.FenceConfirmation = conf
 	st.InFlight.FenceConfirmation = &FenceConfirmation{Site: "east", Epoch: epoch, At: t0, By: "bob"}
+	st.DivergedCount = map[string]uint64{"west": 1}
 	st.Audit = []AuditEntry{
 		{At: t0.Add(-time.Hour), Action: AuditSwitchover, Site: "east", By: "carol", Result: AuditAccepted},
 		{At: t0, Action: AuditConfirmFence, Site: "east", By: "bob", Result: AuditAccepted},
@@ -118,7 +119,7 @@ func TestSchema1DocumentsStillLoad(t *testing.T) {
 			}
 			if !st.Exists || st.Epoch != 7 || st.LastFailover == nil || st.LastFailover.PromotionGTID != "0-1-42" ||
 				st.LastFailover.Proof != "" || st.LastFailover.FenceConfirmation != nil ||
-				st.InFlight == nil || st.InFlight.ID != "orders-7" || st.InFlight.FenceConfirmation != nil || st.Audit != nil {
+				st.InFlight == nil || st.InFlight.ID != "orders-7" || st.InFlight.FenceConfirmation != nil || st.Audit != nil || st.DivergedCount != nil {
 				t.Fatalf("loaded %+v (last %+v, in flight %+v)", st, st.LastFailover, st.InFlight)
 			}
 			// The same action advanced at the same epoch, now with a

@@ -18,6 +18,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 )
@@ -30,6 +31,11 @@ import (
 // and the operator audit (GroupState.Audit). A version 1 document loads as
 // is (the fields are absent); the next save writes version 2, which a
 // version 1 binary refuses rather than decoding it without those fields.
+//
+// GroupState.DivergedCount was added within version 2: it is only the
+// count shown for a diverged site, so a version 2 binary that drops it on
+// rewrite loses nothing a decision needs (readers then fall back to the
+// Diverged set), and refusing older binaries for it would block rollbacks.
 const SchemaVersion = 2
 
 // Sentinel errors.
@@ -88,6 +94,11 @@ type GroupState struct {
 	HaltedReason string `json:"haltedReason,omitempty"`
 	// Diverged maps a site to the GTID set it has that the primary lacks.
 	Diverged map[string]string `json:"diverged,omitempty"`
+	// DivergedCount maps a diverged site to how many transactions it held
+	// that the primary lacked when it was marked (exact, unlike the MariaDB
+	// count of its Diverged set); absent for sites marked before it was
+	// kept.
+	DivergedCount map[string]uint64 `json:"divergedCount,omitempty"`
 	// OperatorFenced lists sites an operator excluded from promotion.
 	OperatorFenced []string `json:"operatorFenced,omitempty"`
 	// InFlight is the action under way, if any.
@@ -278,6 +289,8 @@ func snapshot(st GroupState) *GroupState {
 		st.LastFailover = &lf
 	}
 	st.Audit = slices.Clone(st.Audit)
+	st.Diverged = maps.Clone(st.Diverged)
+	st.DivergedCount = maps.Clone(st.DivergedCount)
 	return &st
 }
 
