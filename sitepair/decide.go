@@ -756,7 +756,27 @@ func (v *view) caughtUp(t, from int) (Decision, bool) {
 		}
 		return v.decision(ReasonAwaitCatchUp, "%s still lacks %s; waiting for it to arrive from %s", s.Name, v.missing(t, wait), v.sites[from].Name), false
 	}
+	// Received but not applied: the promotion's relay drain waits for it.
+	// A target whose applier cannot get there (blocked, far behind) must not
+	// keep the group without a primary while the old one is right there,
+	// fenced and holding everything: after the deadline, give it back.
+	if v.sites[from].State == statemachine.ReadOnly && !v.applied(t) {
+		if dl := v.st.InFlight.RevokedAt.Add(v.pol.CatchUpTimeout); !v.now.Before(dl) {
+			return v.abandon(from, fmt.Sprintf("%s has not applied what it received %v after the revoke", s.Name, v.pol.CatchUpTimeout)), false
+		}
+	}
 	return Decision{}, true
+}
+
+// applied reports whether site t has applied (not only received) what
+// every other reachable site holds.
+func (v *view) applied(t int) bool {
+	for j, o := range v.sites {
+		if j != t && o.State.Reachable() && !v.sites[t].Executed.Covers(v.need(j)) {
+			return false
+		}
+	}
+	return true
 }
 
 // abandon ends an in-flight failover whose target cannot catch up by

@@ -87,6 +87,8 @@ type groupOptions struct {
 	extraConfig string // appended to the group's YAML
 	// kube, when set, holds the state (ConfigMap) and the leader Lease.
 	kube *testenv.Kube
+	// relayDrainTimeout is the group's; default 20s.
+	relayDrainTimeout string
 	// etcd, when set, is the etcd client URL holding the state and the
 	// election (leader-elected daemons; peers get their own URL, peerAt).
 	etcd string
@@ -148,6 +150,9 @@ func newGroup(t testing.TB, o groupOptions) *group {
 	g.listen = freeAddr(t)
 	if o.cooldown == "" {
 		o.cooldown = "10m"
+	}
+	if o.relayDrainTimeout == "" {
+		o.relayDrainTimeout = "20s"
 	}
 	if o.cache {
 		for i := range topo.Sites {
@@ -223,7 +228,7 @@ func newGroup(t testing.TB, o groupOptions) *group {
     probeTimeout: 400ms
     fencing: %s
     failoverCooldown: %s
-    relayDrainTimeout: 20s
+    relayDrainTimeout: %s
     credentials:
       admin:
         user: %s
@@ -232,7 +237,7 @@ func newGroup(t testing.TB, o groupOptions) *group {
         user: %s
         passwordFile: repl.pw
 %s    sites:
-%s`, g.listen, daemonCfg, clusters, o.fencing, o.cooldown, testenv.AdminUser, testenv.ReplUser, o.extraConfig, sites.String())
+%s`, g.listen, daemonCfg, clusters, o.fencing, o.cooldown, o.relayDrainTimeout, testenv.AdminUser, testenv.ReplUser, o.extraConfig, sites.String())
 	g.config = filepath.Join(g.dir, "failoverd.yaml")
 	if err := os.WriteFile(g.config, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)

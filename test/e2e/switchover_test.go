@@ -130,3 +130,52 @@ Reproduce: `+"`FAILOVERD_BENCH_WRITE=1 go test -run '^$' -bench BenchmarkSwitcho
 `, benchdoc.MachineInfo(), load, runs, len(gaps), st.Min.Milliseconds(), st.P50.Milliseconds(), st.P90.Milliseconds(),
 		st.Max.Milliseconds(), st.Mean.Milliseconds(), strings.Join(raw, ", ")))
 }
+
+// A switchover whose target cannot apply what it received in time (its
+// applier is blocked) gives up: the old primary is writable again, nothing
+// written is lost, the target still replicates, and the reason is reported.
+func TestSwitchoverLagTimeoutRestoresTheSource(t *testing.T) {
+	g := newGroup(t, groupOptions{sites: 3, relayDrainTimeout: "2s"})
+	g.startDaemon()
+	before := g.waitHealthy("site0", 30*time.Second)
+	// A global read lock on site1 blocks its SQL thread: it receives but
+	// cannot apply.
+	lock, err := g.topo.Sites[1].AdminDB(t).Conn(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Close()
+	if _, err := lock.ExecContext(t.Context(), "FLUSH TABLES WITH READ LOCK"); err != nil {
+		t.Fatal(err)
+	}
+	g.topo.Sites[0].Exec(t, "CREATE TABLE app.blocked (id INT PRIMARY KEY)")
+	for i := range 10 {
+		g.topo.Sites[0].Exec(t, "INSERT INTO app.blocked VALUES (?)", i)
+	}
+	g.waitFor("site1 received the writes", 10*time.Second, func() bool {
+		return g.topo.Sites[1].ReplicaStatus(t)["Gtid_IO_Pos"] == g.topo.Sites[0].QueryString(t, "SELECT @@global.gtid_binlog_pos")
+	})
+	if code, body := g.post("/v1/groups/orders/switchover?target=site1"); code != http.StatusAccepted {
+		t.Fatalf("switchover: %d %s", code, body)
+	}
+	g.waitFor("the old primary re-asserted", 60*time.Second, func() bool {
+		st, err := g.status()
+		return err == nil && st.ActiveSite == "site0" && st.InFlight == nil && st.Epoch > before.Epoch
+	})
+	if w := g.writable(); len(w) != 1 || w[0] != "site0" {
+		t.Fatalf("writable sites %v, want only site0 again", w)
+	}
+	g.topo.Sites[0].Exec(t, "INSERT INTO app.blocked VALUES (100)") // the source takes writes again
+	if n := g.topo.Sites[0].QueryString(t, "SELECT COUNT(*) FROM app.blocked"); n != "11" {
+		t.Fatalf("site0 holds %s rows, want 11", n)
+	}
+	if !strings.Contains(g.logs.String(), "relay.drain_timeout_aborting") {
+		t.Error("the drain timeout was not reported")
+	}
+	if _, err := lock.ExecContext(t.Context(), "UNLOCK TABLES"); err != nil {
+		t.Fatal(err)
+	}
+	g.waitFor("site1 catches up and replicates from site0 again", 30*time.Second, func() bool {
+		return g.follows(g.topo.Sites[1], g.topo.Sites[0]) && g.topo.Sites[1].QueryString(t, "SELECT COUNT(*) FROM app.blocked") == "11"
+	})
+}
