@@ -41,6 +41,14 @@ func toPersisted(st store.GroupState, flavor gtid.Flavor) (sitepair.Persisted, e
 			p.Diverged = map[string]gtid.Set{}
 		}
 		p.Diverged[site] = set
+		// A count outlives no entry: a human who deleted a site's
+		// divergent set from the document cleared its count with it.
+		if n, ok := st.DivergedCount[site]; ok {
+			if p.DivergedCount == nil {
+				p.DivergedCount = map[string]uint64{}
+			}
+			p.DivergedCount[site] = n
+		}
 	}
 	if f := st.InFlight; f != nil && f.RevokedEpoch > 0 {
 		p.InFlight = &sitepair.InFlight{Epoch: f.RevokedEpoch, RevokedAt: f.RevokedAt, From: f.From, To: f.To, Planned: f.Kind == kindSwitchover,
@@ -95,6 +103,12 @@ func fromPersisted(group string, p sitepair.Persisted, prev store.GroupState, no
 			st.Diverged = map[string]string{}
 		}
 		st.Diverged[site] = set.String()
+		if n, ok := p.DivergedCount[site]; ok {
+			if st.DivergedCount == nil {
+				st.DivergedCount = map[string]uint64{}
+			}
+			st.DivergedCount[site] = n
+		}
 	}
 	if p.LastFailoverTarget != "" && (prev.LastFailover == nil || !prev.LastFailover.At.Equal(p.LastFailoverAt)) {
 		kind := kindFailover

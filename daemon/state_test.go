@@ -52,6 +52,45 @@ func TestStateRoundTripThroughAFailover(t *testing.T) {
 	}
 }
 
+// A diverged site's exact count is persisted with its divergent set and
+// survives a reload; a count whose set a human removed from the document
+// goes with it, and a set recorded before counts were kept loads without.
+func TestStateKeepsTheDivergedCount(t *testing.T) {
+	st := store.GroupState{Group: "orders", Epoch: 3, ActiveSite: "b", Diverged: map[string]string{"old": "0-2-9"}}
+	p, err := toPersisted(st, gtid.MariaDB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.DivergedCount != nil {
+		t.Fatalf("counts %v from a document without any", p.DivergedCount)
+	}
+	mark := sitepair.Decision{Action: sitepair.MarkDiverged, Target: "b",
+		Diverged: []sitepair.Divergence{{Site: "a", Set: gtid.MustParse(gtid.MariaDB, "0-2-4"), Count: 1}}}
+	p = sitepair.Apply(p, mark, t0)
+	st = fromPersisted("orders", p, st, t0)
+	if want := map[string]uint64{"a": 1}; !reflect.DeepEqual(st.DivergedCount, want) || st.Diverged["a"] != "0-2-4" || st.Diverged["old"] != "0-2-9" {
+		t.Fatalf("stored diverged %v counts %v, want counts %v", st.Diverged, st.DivergedCount, want)
+	}
+	back, err := toPersisted(st, gtid.MariaDB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(back, p) {
+		t.Fatalf("reloaded %+v, want %+v", back, p)
+	}
+	delete(st.Diverged, "a") // a human reconciled a
+	back, err = toPersisted(st, gtid.MariaDB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := back.DivergedCount["a"]; ok || len(back.Diverged) != 1 {
+		t.Fatalf("after clearing a: diverged %v counts %v", back.Diverged, back.DivergedCount)
+	}
+	if again := fromPersisted("orders", back, st, t0); again.DivergedCount != nil {
+		t.Fatalf("saved counts %v for no counted site", again.DivergedCount)
+	}
+}
+
 func TestStoredGTIDThatDoesNotParseIsAnError(t *testing.T) {
 	st := store.GroupState{Group: "orders", Epoch: 3, ActiveSite: "b", Diverged: map[string]string{"c": "not a gtid"}}
 	if _, err := toPersisted(st, gtid.MariaDB); !errors.Is(err, gtid.ErrParse) {
