@@ -97,7 +97,11 @@ func (g *group) snapshot(now time.Time) status.Group {
 	}
 	for _, site := range slices.Sorted(maps.Keys(st.Diverged)) {
 		set := st.Diverged[site]
-		out.Diverged = append(out.Diverged, status.Divergence{Site: site, GTID: set.String(), Transactions: set.Count()})
+		n, ok := st.DivergedCount[site]
+		if !ok {
+			n = set.Count() // marked before counts were kept: an upper bound for MariaDB
+		}
+		out.Diverged = append(out.Diverged, status.Divergence{Site: site, GTID: set.String(), Transactions: n})
 	}
 	viewer, _ := g.obs.(siteViewer)
 	cacheMaster := g.follow.followed(dragonfly.FollowerName)

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/failoverd/failoverd/gtid"
 	"github.com/failoverd/failoverd/sitepair"
 	"github.com/failoverd/failoverd/statemachine"
 	"github.com/failoverd/failoverd/status"
@@ -75,5 +76,21 @@ func TestPromotionEventsAndSnapshot(t *testing.T) {
 	}
 	if len(s.Sites) != 3 || !s.Sites[1].Active || s.Sites[0].State != status.StateUnreachable || s.Class != status.ClassWaiting {
 		t.Fatalf("sites %+v class %q", s.Sites, s.Class)
+	}
+}
+
+// A diverged site shows the exact count kept when it was marked, not the
+// MariaDB triple's sequence number.
+func TestSnapshotShowsTheDivergedCount(t *testing.T) {
+	ms := &memStore{}
+	g, _ := testGroup(t, ms, "b", clockAt(t0))
+	g.obs = fixedObs{}
+	g.mu.Lock()
+	g.state.Diverged = map[string]gtid.Set{"c": gtid.MustParse(gtid.MariaDB, "0-2-4")}
+	g.state.DivergedCount = map[string]uint64{"c": 1}
+	g.mu.Unlock()
+	s := g.snapshot(t0)
+	if len(s.Diverged) != 1 || s.Diverged[0].Site != "c" || s.Diverged[0].Transactions != 1 || s.Diverged[0].GTID != "0-2-4" {
+		t.Fatalf("diverged %+v, want c with 1 transaction (0-2-4)", s.Diverged)
 	}
 }

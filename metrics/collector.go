@@ -65,7 +65,7 @@ func newSnapshotCollector(o Options, m *Metrics) *snapshotCollector {
 		ioRunning:  d("site_replication_io_running", "1 while the replica's IO (receiver) thread runs; only for sites with a replication channel.", ss...),
 		sqlRunning: d("site_replication_sql_running", "1 while the replica's SQL (applier) thread runs; only for sites with a replication channel.", ss...),
 		broken:     d("site_replication_broken", "1 when a replication thread stopped on an error; only for sites with a replication channel.", ss...),
-		divergent:  d("site_divergent_transactions", "Transactions the site holds that the primary lacks (an upper bound for MariaDB); 0 when not diverged.", ss...),
+		divergent:  d("site_divergent_transactions", "Transactions the site holds that the primary lacks (exact under gtid_strict_mode; an upper bound for MariaDB sites marked before counts were kept); 0 when not diverged.", ss...),
 		leaseAge:   d("site_sidecar_lease_age_seconds", "Time since the site's sidecar last reported; absent without a sidecar or before its first report to this leader.", ss...),
 		lastProbe:  d("site_last_probe_timestamp_seconds", "When the latest probe of the site finished (Unix time); absent before the first.", ss...),
 		cacheRole:  d("cache_role", "1 for the role (master, replica) the site's cache server holds, 0 for the other; absent without a cache or while unknown.", "group", "site", "role"),

@@ -256,7 +256,7 @@ failoverd_site_replication_sql_running{group="orders",site="west"} 1
 # TYPE failoverd_site_replication_broken gauge
 failoverd_site_replication_broken{group="orders",site="dr"} 1
 failoverd_site_replication_broken{group="orders",site="west"} 0
-# HELP failoverd_site_divergent_transactions Transactions the site holds that the primary lacks (an upper bound for MariaDB); 0 when not diverged.
+# HELP failoverd_site_divergent_transactions Transactions the site holds that the primary lacks (exact under gtid_strict_mode; an upper bound for MariaDB sites marked before counts were kept); 0 when not diverged.
 # TYPE failoverd_site_divergent_transactions gauge
 failoverd_site_divergent_transactions{group="billing",site="a"} 0
 failoverd_site_divergent_transactions{group="billing",site="b"} 0

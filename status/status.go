@@ -164,7 +164,8 @@ type InFlight struct {
 type Divergence struct {
 	Site string `json:"site"`
 	GTID string `json:"gtid"`
-	// Transactions counts them (an upper bound for MariaDB).
+	// Transactions counts them (exact under gtid_strict_mode; an upper bound
+	// for MariaDB sites marked before counts were kept).
 	Transactions uint64 `json:"transactions"`
 }
 
