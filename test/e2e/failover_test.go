@@ -251,3 +251,63 @@ func TestCorruptStateFileStopsStartup(t *testing.T) {
 		t.Error("the corrupt state file was modified")
 	}
 }
+
+// An old primary that comes back with a write of its own (errant) is never
+// rejoined: it stays fenced and the status shows its divergent set and the
+// exact number of divergent transactions (one, not the sequence number).
+func TestReturningOldPrimaryWithErrantWriteStaysFenced(t *testing.T) {
+	g := newGroup(t, groupOptions{sites: 3})
+	g.startDaemon()
+	g.waitHealthy("site0", 30*time.Second)
+	g.topo.Sites[0].Exec(t, "CREATE TABLE app.errant_back (id INT PRIMARY KEY)")
+	for i := range 5 {
+		g.topo.Sites[0].Exec(t, "INSERT INTO app.errant_back VALUES (?)", i)
+	}
+	g.waitFor("replicas caught up", 10*time.Second, func() bool {
+		return g.topo.Sites[1].QueryString(t, "SELECT COUNT(*) FROM app.errant_back") == "5"
+	})
+	g.kill(0)
+	g.expectSolePrimary("site1")
+	g.topo.Sites[1].Exec(t, "INSERT INTO app.errant_back VALUES (100)") // the new primary moves on
+	// While no daemon watches, the old primary comes back and takes one
+	// write nobody else has (an admin account passes read_only).
+	g.stopDaemon()
+	if err := g.topo.Sites[0].Restart(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	// The pool still holds connections to the killed server: retry past
+	// them. Semi-sync off: no replica would acknowledge this write.
+	var err error
+	for range 5 {
+		if _, err = g.topo.Sites[0].AdminDB(t).Exec("SET GLOBAL rpl_semi_sync_master_enabled = OFF"); err != nil {
+			continue
+		}
+		_, err = g.topo.Sites[0].AdminDB(t).Exec("INSERT INTO app.errant_back VALUES (99)")
+		if err == nil || strings.Contains(err.Error(), "Error 1062") {
+			err = nil // an earlier attempt committed but its answer was lost
+			break
+		}
+	}
+	if err != nil {
+		t.Fatalf("errant write on site0: %v", err)
+	}
+	g.startDaemon()
+	g.waitFor("site0 marked diverged", 30*time.Second, func() bool {
+		st, err := g.status()
+		return err == nil && len(st.Diverged) == 1 && st.Diverged[0].Site == "site0"
+	})
+	st, _ := g.status()
+	if d := st.Diverged[0]; d.Transactions != 1 || d.GTID == "" {
+		t.Fatalf("divergence %+v, want exactly 1 transaction and its set", d)
+	}
+	time.Sleep(2 * time.Second) // it must stay fenced, never rejoined
+	if ro := readOnly(t, g.topo.Sites[0]); ro != "1" {
+		t.Fatalf("the diverged old primary is writable (read_only=%s)", ro)
+	}
+	if g.follows(g.topo.Sites[0], g.topo.Sites[1]) {
+		t.Fatal("the diverged old primary was rejoined")
+	}
+	if w := g.writable(); len(w) != 1 || w[0] != "site1" {
+		t.Fatalf("writable sites %v, want only site1", w)
+	}
+}
