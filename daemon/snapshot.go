@@ -105,8 +105,13 @@ func (g *group) snapshot(now time.Time) status.Group {
 	}
 	viewer, _ := g.obs.(siteViewer)
 	cacheMaster := g.follow.followed(dragonfly.FollowerName)
+	oldPrimary := ""
+	if f := stored.LastFailover; f != nil {
+		oldPrimary = f.From
+	}
 	for i, so := range o.Sites {
 		site := g.siteStatus(so, st, viewer, now)
+		site.Recovery = recovery(site, so, st, oldPrimary)
 		// The role failoverd last gave the site's cache (not re-read).
 		if i < len(g.cfg.Sites) && g.cfg.Sites[i].Cache != nil && cacheMaster != "" {
 			site.CacheRole = "replica"
@@ -167,6 +172,22 @@ func (g *group) siteStatus(so sitepair.SiteObservation, st sitepair.Persisted, v
 		}
 	}
 	return s
+}
+
+// recovery says where the last failover's old primary stands, or that a
+// site is blocked as diverged (see status.Site.Recovery).
+func recovery(s status.Site, so sitepair.SiteObservation, st sitepair.Persisted, oldPrimary string) string {
+	switch {
+	case s.Diverged != "":
+		return status.RecoveryBlocked
+	case oldPrimary == "" || st.ActiveSite == "" || so.Name == st.ActiveSite || so.Name != oldPrimary:
+		return ""
+	}
+	r := s.Replication
+	if so.ReplicatingFrom == st.ActiveSite && r != nil && r.IORunning && r.SQLRunning && !r.Broken && r.LagKnown && r.LagSeconds == 0 && so.IOConnected {
+		return ""
+	}
+	return status.RecoveryInProgress
 }
 
 // classOf sorts a decision reason for operators and alerts.

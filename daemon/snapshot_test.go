@@ -94,3 +94,29 @@ func TestSnapshotShowsTheDivergedCount(t *testing.T) {
 		t.Fatalf("diverged %+v, want c with 1 transaction (0-2-4)", s.Diverged)
 	}
 }
+
+// The last failover's old primary is in recovery until it is a healthy
+// replica of the active site; a diverged site is blocked.
+func TestRecovery(t *testing.T) {
+	st := sitepair.Persisted{ActiveSite: "b"}
+	healthy := &status.Replication{IORunning: true, SQLRunning: true, LagKnown: true}
+	for _, tc := range []struct {
+		name string
+		s    status.Site
+		so   sitepair.SiteObservation
+		old  string
+		want string
+	}{
+		{"diverged", status.Site{Diverged: "0-1-5"}, sitepair.SiteObservation{Name: "a"}, "a", status.RecoveryBlocked},
+		{"old primary down", status.Site{}, sitepair.SiteObservation{Name: "a"}, "a", status.RecoveryInProgress},
+		{"old primary replicating, lag unknown", status.Site{Replication: &status.Replication{IORunning: true, SQLRunning: true}},
+			sitepair.SiteObservation{Name: "a", ReplicatingFrom: "b", IOConnected: true}, "a", status.RecoveryInProgress},
+		{"old primary a healthy replica", status.Site{Replication: healthy}, sitepair.SiteObservation{Name: "a", ReplicatingFrom: "b", IOConnected: true}, "a", ""},
+		{"another replica", status.Site{}, sitepair.SiteObservation{Name: "c"}, "a", ""},
+		{"no failover yet", status.Site{}, sitepair.SiteObservation{Name: "a"}, "", ""},
+	} {
+		if got := recovery(tc.s, tc.so, st, tc.old); got != tc.want {
+			t.Errorf("%s: recovery %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}

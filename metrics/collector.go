@@ -20,7 +20,7 @@ type snapshotCollector struct {
 	groupInfo, epoch, writableSites, decision, splitBrain, noPrimary,
 	awaitingHuman, blocked, halted, cooldown, inFlight, lastFailover *prometheus.Desc
 
-	siteState, siteActive, lag, ioRunning, sqlRunning, broken, divergent,
+	siteState, siteActive, lag, ioRunning, sqlRunning, broken, divergent, recovery,
 	leaseAge, lastProbe, cacheRole *prometheus.Desc
 
 	routingInSync *prometheus.Desc
@@ -65,6 +65,7 @@ func newSnapshotCollector(o Options, m *Metrics) *snapshotCollector {
 		ioRunning:  d("site_replication_io_running", "1 while the replica's IO (receiver) thread runs; only for sites with a replication channel.", ss...),
 		sqlRunning: d("site_replication_sql_running", "1 while the replica's SQL (applier) thread runs; only for sites with a replication channel.", ss...),
 		broken:     d("site_replication_broken", "1 when a replication thread stopped on an error; only for sites with a replication channel.", ss...),
+		recovery:   d("site_recovery", "1 while the site recovers: state in-progress (the last failover's old primary not yet a healthy replica of the active site) or blocked (diverged: stays fenced until a human repairs or reclones it). Absent otherwise.", "group", "site", "state"),
 		divergent:  d("site_divergent_transactions", "Transactions the site holds that the primary lacks (exact under gtid_strict_mode; an upper bound for MariaDB sites marked before counts were kept); 0 when not diverged.", ss...),
 		leaseAge:   d("site_sidecar_lease_age_seconds", "Time since the site's sidecar last reported; absent without a sidecar or before its first report to this leader.", ss...),
 		lastProbe:  d("site_last_probe_timestamp_seconds", "When the latest probe of the site finished (Unix time); absent before the first.", ss...),
@@ -79,7 +80,7 @@ func (c *snapshotCollector) Describe(ch chan<- *prometheus.Desc) {
 		c.build.Desc(), c.leader, c.ready, c.termStart, c.storeInfo, c.session,
 		c.groupInfo, c.epoch, c.writableSites, c.decision, c.splitBrain, c.noPrimary,
 		c.awaitingHuman, c.blocked, c.halted, c.cooldown, c.inFlight, c.lastFailover,
-		c.siteState, c.siteActive, c.lag, c.ioRunning, c.sqlRunning, c.broken, c.divergent,
+		c.siteState, c.siteActive, c.lag, c.ioRunning, c.sqlRunning, c.broken, c.divergent, c.recovery,
 		c.leaseAge, c.lastProbe, c.cacheRole, c.routingInSync,
 	} {
 		ch <- d
@@ -169,6 +170,9 @@ func (c *snapshotCollector) collectGroup(g status.Group, gauge func(*prometheus.
 			}
 		}
 		gauge(c.divergent, float64(diverged), n, s.Name)
+		if s.Recovery != "" {
+			gauge(c.recovery, 1, n, s.Name, oneOf(s.Recovery, recoveries))
+		}
 		if sc := s.Sidecar; sc != nil && !sc.LastReportAt.IsZero() && sc.LeaseAgeSeconds >= 0 {
 			gauge(c.leaseAge, sc.LeaseAgeSeconds, n, s.Name)
 		}

@@ -66,3 +66,6 @@ func oneOf(v string, words []string) string {
 
 // storeTypes are the state store backends (configs.Store*).
 var storeTypes = []string{"file", "kubernetes", "etcd"}
+
+// recoveries are the recovery states of a site (status.Recovery*).
+var recoveries = []string{"in-progress", "blocked"}

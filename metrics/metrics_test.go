@@ -129,11 +129,11 @@ func fixture() status.Snapshot {
 				Executed: "0-1-41", ReplicatingFrom: "east", LastProbeAt: at,
 				Replication: &status.Replication{IORunning: true, SQLRunning: true, LagSeconds: 1.5, LagKnown: true},
 				Sidecar:     &status.Sidecar{LeaseAgeSeconds: -1},
-				CacheRole:   "replica",
+				CacheRole:   "replica", Recovery: status.RecoveryInProgress,
 			}, {
 				Name: "dr", Role: "dr-only", State: status.StateUnreachable,
 				Replication: &status.Replication{IORunning: true, Broken: true, LastError: "Error 1062 on 0-9-3"},
-				ProbeError:  "dial tcp: i/o timeout", Diverged: "0-9-3",
+				ProbeError:  "dial tcp: i/o timeout", Diverged: "0-9-3", Recovery: status.RecoveryBlocked,
 			}},
 			Routing: []status.Follower{{Name: "kube-service", InSync: true, State: "ok"}, {Name: "dns", State: "error", Error: "boom"}},
 		}, {
@@ -606,5 +606,21 @@ func TestStoreAndSession(t *testing.T) {
 	snap.Daemon.StoreType = "zookeeper"
 	if find(t, m.Gatherer(), "failoverd_store_info", map[string]string{"type": "other"}) == nil {
 		t.Error("an unknown store type must read other (bounded labels)")
+	}
+}
+
+// A recovering old primary and a diverged site are exported with their
+// recovery state; a healthy site is absent.
+func TestSiteRecovery(t *testing.T) {
+	m := newFixture()
+	for site, state := range map[string]string{"west": "in-progress", "dr": "blocked"} {
+		if v := gaugeValue(t, m.Gatherer(), "failoverd_site_recovery", map[string]string{"group": "orders", "site": site, "state": state}); v != 1 {
+			t.Errorf("failoverd_site_recovery{site=%s,state=%s} = %v", site, state, v)
+		}
+	}
+	for _, mt := range family(t, m.Gatherer(), "failoverd_site_recovery").GetMetric() {
+		if labelMap(mt)["site"] == "east" {
+			t.Error("the healthy primary has a recovery series")
+		}
 	}
 }

@@ -169,6 +169,12 @@ type Divergence struct {
 	Transactions uint64 `json:"transactions"`
 }
 
+// Recovery states (Site.Recovery).
+const (
+	RecoveryInProgress = "in-progress"
+	RecoveryBlocked    = "blocked"
+)
+
 // Site states (Site.State), as debounced by the state machine.
 const (
 	StateUnknown     = "unknown"
@@ -202,6 +208,11 @@ type Site struct {
 	Diverged string `json:"diverged,omitempty"`
 	// Sidecar is what its sidecar last reported; nil without one.
 	Sidecar *Sidecar `json:"sidecar,omitempty"`
+	// Recovery is RecoveryInProgress for the last failover's old primary
+	// until it replicates from the active site with both threads running
+	// and no lag, RecoveryBlocked for a site known to be diverged (it stays
+	// fenced until a human repairs or reclones it), "" otherwise.
+	Recovery string `json:"recovery,omitempty"`
 	// CacheRole is the role failoverd last gave the site's Dragonfly/Redis
 	// ("master" or "replica"); "" without a cache or before the first.
 	CacheRole string `json:"cacheRole,omitempty"`

@@ -54,7 +54,11 @@ func writeTable(w io.Writer, d status.Daemon, groups []status.Group, now time.Ti
 			if s.Active {
 				name += "*"
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", name, s.Role, s.State, replication(s), lag(s.Replication),
+			state := s.State
+			if s.Recovery != "" {
+				state += " (recovery " + s.Recovery + ")"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", name, s.Role, state, replication(s), lag(s.Replication),
 				orDash(truncate(s.Executed, 48)), sidecarAge(s.Sidecar), orDash(s.CacheRole))
 		}
 		if len(g.Routing) > 0 {

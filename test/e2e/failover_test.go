@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/failoverd/failoverd/daemon"
+	"github.com/failoverd/failoverd/status"
 	"github.com/failoverd/failoverd/test/testenv"
 )
 
@@ -299,6 +300,9 @@ func TestReturningOldPrimaryWithErrantWriteStaysFenced(t *testing.T) {
 	st, _ := g.status()
 	if d := st.Diverged[0]; d.Transactions != 1 || d.GTID == "" {
 		t.Fatalf("divergence %+v, want exactly 1 transaction and its set", d)
+	}
+	if s, _ := st.Site("site0"); s.Recovery != status.RecoveryBlocked {
+		t.Fatalf("site0 recovery %q, want %q", s.Recovery, status.RecoveryBlocked)
 	}
 	time.Sleep(2 * time.Second) // it must stay fenced, never rejoined
 	if ro := readOnly(t, g.topo.Sites[0]); ro != "1" {
