@@ -1,0 +1,45 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"testing"
+
+	"github.com/failoverd/failoverd/api"
+	"github.com/failoverd/failoverd/configs"
+)
+
+// The daemon's answers to the API's commands for what does not exist, and
+// from a daemon that does not lead: the errors the API maps to 404 and 503.
+func TestCommandsRefuseUnknownGroupSiteAndFollowers(t *testing.T) {
+	cfg := configs.Group{Name: "g", Sites: []configs.Site{{Name: "a"}, {Name: "b"}}}
+	g := &group{cfg: cfg, sidecars: newSidecars(cfg)}
+	d := &Daemon{cfg: &configs.Config{}, log: slog.New(slog.DiscardHandler), groups: []*group{g}, pub: &publisher{}}
+	ctx := context.Background()
+	by := api.Actor{Name: "ann"}
+	// Not leading: every command is refused before it reaches the loop.
+	for name, err := range map[string]error{
+		"switchover":    d.Switchover(ctx, "g", "b", by),
+		"acknowledge":   d.Acknowledge(ctx, "g", by),
+		"confirm-fence": d.ConfirmFence(ctx, "g", "a", by),
+	} {
+		if !errors.Is(err, api.ErrNotLeader) {
+			t.Errorf("%s on a follower: %v, want api.ErrNotLeader", name, err)
+		}
+	}
+	lctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	d.lead.begin(lctx, t0)
+	for name, err := range map[string]error{
+		"switchover, unknown group":    d.Switchover(ctx, "nope", "b", by),
+		"switchover, unknown site":     d.Switchover(ctx, "g", "z", by),
+		"acknowledge, unknown group":   d.Acknowledge(ctx, "nope", by),
+		"confirm-fence, unknown group": d.ConfirmFence(ctx, "nope", "a", by),
+		"confirm-fence, unknown site":  d.ConfirmFence(ctx, "g", "z", by),
+	} {
+		if !errors.Is(err, api.ErrNotFound) {
+			t.Errorf("%s: %v, want api.ErrNotFound", name, err)
+		}
+	}
+}
