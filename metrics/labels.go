@@ -22,7 +22,7 @@ var (
 	proofs = []string{
 		string(sitepair.ProofFenceConfirmed), string(sitepair.ProofPrimaryDown),
 		string(sitepair.ProofSidecarFenced), string(sitepair.ProofLeaseExpired),
-		string(sitepair.ProofSemiSync), "operator-confirmed", string(sitepair.ProofNoFencing),
+		string(sitepair.ProofSemiSync), string(sitepair.ProofOperatorConfirmed), string(sitepair.ProofNoFencing),
 	}
 	routingResults = []string{"ok", "error"}
 	states         = []string{status.StateUnknown, status.StateWritable, status.StateReadOnly, status.StateUnreachable}
@@ -67,5 +67,5 @@ func oneOf(v string, words []string) string {
 // storeTypes are the state store backends (configs.Store*).
 var storeTypes = []string{"file", "kubernetes", "etcd"}
 
-// recoveries are the recovery states of a site (status.Recovery*).
-var recoveries = []string{"in-progress", "blocked"}
+// recoveries are the recovery states of a site.
+var recoveries = []string{status.RecoveryInProgress, status.RecoveryBlocked}
