@@ -1,9 +1,7 @@
 package store
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -88,21 +86,7 @@ func (c *ConfigMap) decode(cm *corev1.ConfigMap, group string) (*GroupState, err
 	if !ok {
 		return nil, nil
 	}
-	var doc struct {
-		Version int        `json:"version"`
-		State   GroupState `json:"state"`
-	}
-	dec := json.NewDecoder(bytes.NewReader([]byte(raw)))
-	dec.DisallowUnknownFields()
-	where := fmt.Sprintf("%s key %s%s", c.Describe(), group, configMapKeySuffix)
-	if err := dec.Decode(&doc); err != nil {
-		return nil, fmt.Errorf("%s: %w: %v; restore the key from a backup, or check every site by hand and delete the key to start from an empty state", where, ErrCorrupt, err)
-	}
-	d := document{Version: doc.Version, Groups: map[string]*GroupState{group: &doc.State}}
-	if err := d.check(where); err != nil {
-		return nil, err
-	}
-	return &doc.State, nil
+	return decodeKey([]byte(raw), group, fmt.Sprintf("%s key %s%s", c.Describe(), group, configMapKeySuffix))
 }
 
 // baseOf records cm as the group's base. Call with c.mu held.
@@ -179,10 +163,7 @@ func (c *ConfigMap) Save(ctx context.Context, st GroupState) error {
 	}
 	st.UpdatedAt = c.now()
 	st.Exists = false
-	enc, err := json.MarshalIndent(struct {
-		Version int        `json:"version"`
-		State   GroupState `json:"state"`
-	}{SchemaVersion, st}, "", "  ")
+	enc, err := encodeKey(st)
 	if err != nil {
 		return fmt.Errorf("save group %s: encode: %w", st.Group, err)
 	}

@@ -1,9 +1,7 @@
 package store
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -169,22 +167,7 @@ func (e *Etcd) read(ctx context.Context, t Token, group string) (etcdBase, error
 // decode reads one key's document, refusing a newer schema and anything
 // that does not describe group.
 func (e *Etcd) decode(raw []byte, group string, rev int64) (*GroupState, error) {
-	var doc struct {
-		Version int        `json:"version"`
-		State   GroupState `json:"state"`
-	}
-	where := fmt.Sprintf("%s key %s (revision %d)", e.Describe(), e.Key(group), rev)
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&doc); err != nil {
-		return nil, fmt.Errorf("%s: %w: %v; failoverd will not guess the epoch or an in-flight failover: restore the key from a backup, "+
-			"or check every site by hand (exactly one writable) and delete the key to start from an empty state", where, ErrCorrupt, err)
-	}
-	d := document{Version: doc.Version, Groups: map[string]*GroupState{group: &doc.State}}
-	if err := d.check(where); err != nil {
-		return nil, err
-	}
-	return &doc.State, nil
+	return decodeKey(raw, group, fmt.Sprintf("%s key %s (revision %d)", e.Describe(), e.Key(group), rev))
 }
 
 // Load implements Store. It always reads etcd (linearizably), fenced by the
@@ -259,10 +242,7 @@ func (e *Etcd) Save(ctx context.Context, st GroupState) error {
 	}
 	st.UpdatedAt = e.now()
 	st.Exists = false
-	raw, err := json.MarshalIndent(struct {
-		Version int        `json:"version"`
-		State   GroupState `json:"state"`
-	}{SchemaVersion, st}, "", "  ")
+	raw, err := encodeKey(st)
 	if err != nil {
 		return fmt.Errorf("save group %s: encode: %w", st.Group, err)
 	}

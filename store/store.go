@@ -15,7 +15,9 @@
 package store
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -242,6 +244,35 @@ func (d *document) check(where string) error {
 		}
 	}
 	return nil
+}
+
+// keyDocument is one group's state stored under its own key (ConfigMap and
+// Etcd): {"version": SchemaVersion, "state": {...}}.
+type keyDocument struct {
+	Version int        `json:"version"`
+	State   GroupState `json:"state"`
+}
+
+// encodeKey returns st's key document at the current schema version.
+func encodeKey(st GroupState) ([]byte, error) {
+	return json.MarshalIndent(keyDocument{SchemaVersion, st}, "", "  ")
+}
+
+// decodeKey reads one group's key document, refusing a newer schema and
+// anything that does not describe group; where names the key for messages.
+func decodeKey(raw []byte, group, where string) (*GroupState, error) {
+	var doc keyDocument
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&doc); err != nil {
+		return nil, fmt.Errorf("%s: %w: %v; failoverd will not guess the epoch or an in-flight failover: restore the key from a backup, "+
+			"or check every site by hand (exactly one writable) and delete the key to start from an empty state", where, ErrCorrupt, err)
+	}
+	d := document{Version: doc.Version, Groups: map[string]*GroupState{group: &doc.State}}
+	if err := d.check(where); err != nil {
+		return nil, err
+	}
+	return &doc.State, nil
 }
 
 // checkWrite holds the write rules of every backend: next may replace
