@@ -46,6 +46,29 @@ func Percentile(ds []time.Duration, q float64) time.Duration {
 	return s[min(max(i, 0), len(s)-1)]
 }
 
+// Runs runs measure n times, as the sub-benchmarks run0 … run<n-1>, and
+// returns what each run measured; a failed run fails the benchmark.
+func Runs(b *testing.B, n int, measure func(testing.TB) time.Duration) []time.Duration {
+	b.Helper()
+	var out []time.Duration
+	for i := range n {
+		if !b.Run(fmt.Sprintf("run%d", i), func(b *testing.B) { out = append(out, measure(b)) }) {
+			b.Fatalf("run %d failed", i)
+		}
+	}
+	return out
+}
+
+// Millis lists ds in whole milliseconds (truncated, like the Stats a
+// results file shows), comma-separated: a results file's raw line.
+func Millis(ds []time.Duration) string {
+	raw := make([]string, len(ds))
+	for i, d := range ds {
+		raw[i] = fmt.Sprint(d.Milliseconds())
+	}
+	return strings.Join(raw, ", ")
+}
+
 // LoadAverage is /proc/loadavg's first three fields.
 func LoadAverage() string {
 	b, err := os.ReadFile("/proc/loadavg")

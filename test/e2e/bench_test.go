@@ -3,7 +3,6 @@ package e2e
 import (
 	"fmt"
 	"math/rand/v2"
-	"strings"
 	"testing"
 	"time"
 
@@ -25,12 +24,7 @@ func BenchmarkFailover(b *testing.B) {
 	load := benchdoc.LoadAverage()
 	var lat []time.Duration
 	for range b.N {
-		for i := range runs {
-			ok := b.Run(fmt.Sprintf("run%d", i), func(b *testing.B) { lat = append(lat, killToWritable(b)) })
-			if !ok {
-				b.Fatalf("run %d failed", i)
-			}
-		}
+		lat = append(lat, benchdoc.Runs(b, runs, killToWritable)...)
 	}
 	st := benchdoc.Distribution(lat)
 	b.ReportMetric(float64(st.P50)/float64(time.Millisecond), "p50-ms")
@@ -38,10 +32,6 @@ func BenchmarkFailover(b *testing.B) {
 	b.Logf("kill → new primary writable over %d runs: min %v p50 %v p90 %v max %v", len(lat), st.Min, st.P50, st.P90, st.Max)
 	if !benchdoc.Enabled() {
 		return
-	}
-	raw := make([]string, len(lat))
-	for i, d := range lat {
-		raw[i] = fmt.Sprint(d.Round(time.Millisecond).Milliseconds())
 	}
 	benchdoc.Write(b, "../..", "failover.md", fmt.Sprintf(`# Failover time: primary killed → new primary writable
 
@@ -75,11 +65,11 @@ Raw (ms): %s
 
 Reproduce: `+"`FAILOVERD_BENCH_WRITE=1 go test -run '^$' -bench BenchmarkFailover -benchtime 1x ./test/e2e/`"+`
 `, benchdoc.MachineInfo(), load, len(lat), st.Min.Milliseconds(), st.P50.Milliseconds(), st.P90.Milliseconds(),
-		st.Max.Milliseconds(), st.Mean.Milliseconds(), strings.Join(raw, ", ")))
+		st.Max.Milliseconds(), st.Mean.Milliseconds(), benchdoc.Millis(lat)))
 }
 
 // killToWritable measures one kill → writable on a fresh 2-site group.
-func killToWritable(b *testing.B) time.Duration {
+func killToWritable(b testing.TB) time.Duration {
 	g := newGroup(b, groupOptions{sites: 2})
 	g.startDaemon()
 	g.waitActive("site0", 30*time.Second)

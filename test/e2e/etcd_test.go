@@ -299,21 +299,13 @@ func BenchmarkSiteLoss(b *testing.B) {
 	load := benchdoc.LoadAverage()
 	var lat []time.Duration
 	for range b.N {
-		for i := range runs {
-			if !b.Run(fmt.Sprintf("run%d", i), func(b *testing.B) { lat = append(lat, siteLoss(b)) }) {
-				b.Fatalf("run %d failed", i)
-			}
-		}
+		lat = append(lat, benchdoc.Runs(b, runs, siteLoss)...)
 	}
 	st := benchdoc.Distribution(lat)
 	b.ReportMetric(float64(st.P50)/float64(time.Millisecond), "p50-ms")
 	b.Logf("site loss → writable over %d runs: min %v p50 %v max %v", len(lat), st.Min, st.P50, st.Max)
 	if !benchdoc.Enabled() {
 		return
-	}
-	raw := make([]string, len(lat))
-	for i, d := range lat {
-		raw[i] = fmt.Sprint(d.Milliseconds())
 	}
 	benchdoc.Write(b, "../..", "site-loss.md", fmt.Sprintf(`# Site loss with the etcd control plane: site lost → a surviving site writable
 
@@ -344,5 +336,5 @@ func BenchmarkSiteLoss(b *testing.B) {
 Raw (ms): %s
 
 Reproduce: `+"`FAILOVERD_BENCH_WRITE=1 go test -run '^$' -bench BenchmarkSiteLoss -benchtime 1x ./test/e2e/`"+`
-`, benchdoc.MachineInfo(), load, len(lat), st.Min.Milliseconds(), st.P50.Milliseconds(), st.Max.Milliseconds(), st.Mean.Milliseconds(), strings.Join(raw, ", ")))
+`, benchdoc.MachineInfo(), load, len(lat), st.Min.Milliseconds(), st.P50.Milliseconds(), st.Max.Milliseconds(), st.Mean.Milliseconds(), benchdoc.Millis(lat)))
 }

@@ -94,10 +94,6 @@ func BenchmarkSwitchover(b *testing.B) {
 	if !benchdoc.Enabled() {
 		return
 	}
-	raw := make([]string, len(gaps))
-	for i, d := range gaps {
-		raw[i] = fmt.Sprint(d.Milliseconds())
-	}
 	benchdoc.Write(b, "../..", "switchover.md", fmt.Sprintf(`# Planned switchover under load: client-observed write unavailability
 
 %s
@@ -128,7 +124,7 @@ Raw (ms): %s
 
 Reproduce: `+"`FAILOVERD_BENCH_WRITE=1 go test -run '^$' -bench BenchmarkSwitchover -benchtime 1x ./test/e2e/`"+`
 `, benchdoc.MachineInfo(), load, runs, len(gaps), st.Min.Milliseconds(), st.P50.Milliseconds(), st.P90.Milliseconds(),
-		st.Max.Milliseconds(), st.Mean.Milliseconds(), strings.Join(raw, ", ")))
+		st.Max.Milliseconds(), st.Mean.Milliseconds(), benchdoc.Millis(gaps)))
 }
 
 // A switchover whose target cannot apply what it received in time (its
