@@ -72,7 +72,6 @@ type Daemon struct {
 	listener net.Listener
 	clusters *kube.Clusters
 	lead     leadership
-	events   Events
 	tls      *tls.Config // nil serves plain HTTP
 	started  time.Time
 	// etcd and etcdStore are set with the etcd store (election in etcd).
@@ -105,7 +104,7 @@ func New(ctx context.Context, cfg *configs.Config, opts Options) (*Daemon, error
 		opts.Events = noEvents{}
 	}
 	d := &Daemon{cfg: cfg, opts: opts, log: opts.Logger, clusters: kube.New(cfg.Clusters), pub: &publisher{},
-		events: opts.Events, started: opts.Clock()}
+		started: opts.Clock()}
 	if f := cfg.Daemon.ViewSigningKeyFile; f != "" {
 		key, err := configs.ReadSecret(f)
 		if err != nil {
@@ -209,12 +208,12 @@ func (d *Daemon) newGroup(gc configs.Group) (*group, error) {
 	}
 	g.follow = newHandoff(fs, log)
 	g.follow.onDone = func(follower string, v view.View, err error) {
-		d.events.RoutingDone(gc.Name, follower, err)
+		d.opts.Events.RoutingDone(gc.Name, follower, err)
 		if err == nil && follower == dragonfly.FollowerName {
-			d.events.CachePromoted(gc.Name, v.ActiveSite)
+			d.opts.Events.CachePromoted(gc.Name, v.ActiveSite)
 		}
 	}
-	g.events = d.events
+	g.events = d.opts.Events
 	g.identity = d.opts.Identity
 	return g, nil
 }
@@ -282,7 +281,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		observe := d.opts.Observe
 		if observe == nil {
 			observe = func(ctx context.Context, gc configs.Group, log *slog.Logger) (Observations, error) {
-				return pollerObservations(ctx, gc, log, d.events)
+				return pollerObservations(ctx, gc, log, d.opts.Events)
 			}
 		}
 		obs, err := observe(ctx, g.cfg, g.log)
