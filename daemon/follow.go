@@ -82,11 +82,11 @@ func (h *handoff) report() []status.Follower {
 	if h == nil {
 		return nil
 	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
 	var out []status.Follower
 	for _, f := range h.followers {
-		h.mu.Lock()
 		errText, done, wanted := h.errs[f.Name()], h.done[f.Name()], h.wanted.Epoch
-		h.mu.Unlock()
 		r := status.Follower{Name: f.Name(), InSync: wanted > 0 && done == wanted, State: "pending", Error: errText}
 		switch {
 		case errText != "":
