@@ -64,15 +64,6 @@ func richSample(group string, epoch uint64) GroupState {
 	return st
 }
 
-func mustLoad(ctx context.Context, t *testing.T, s Store, group string) GroupState {
-	t.Helper()
-	st, err := s.Load(ctx, group)
-	if err != nil {
-		t.Fatalf("load %s: %v", group, err)
-	}
-	return st
-}
-
 func TestEtcdStore(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts etcd")
@@ -148,38 +139,10 @@ func TestEtcdStore(t *testing.T) {
 	})
 
 	t.Run("write rules", func(t *testing.T) {
-		for _, tc := range []struct {
-			name         string
-			stored, next GroupState
-			want         error
-		}{
-			{"higher epoch", withInFlight("orders", 5, "", ""), withInFlight("orders", 6, "", ""), nil},
-			{"lower epoch", withInFlight("orders", 5, "", ""), withInFlight("orders", 4, "", ""), ErrEpochRegression},
-			{"same epoch, action starts", withInFlight("orders", 5, "", ""), withInFlight("orders", 5, "f1", "fence"), nil},
-			{"same epoch, same action advanced", withInFlight("orders", 5, "f1", "fence"), withInFlight("orders", 5, "f1", "drain"), nil},
-			{"same epoch, another action", withInFlight("orders", 5, "f1", "fence"), withInFlight("orders", 5, "f2", "fence"), ErrInFlightMismatch},
-			{"same epoch, action dropped", withInFlight("orders", 5, "f1", "fence"), withInFlight("orders", 5, "", ""), ErrInFlightMismatch},
-			{"higher epoch, another action", withInFlight("orders", 5, "f1", "fence"), withInFlight("orders", 6, "f2", "fence"), nil},
-			{"lower epoch, same action", withInFlight("orders", 5, "f1", "fence"), withInFlight("orders", 4, "f1", "drain"), ErrEpochRegression},
-		} {
+		for _, tc := range writeRules() {
 			t.Run(tc.name, func(t *testing.T) {
 				s, prefix := leading(ctx, t, cli)
-				if err := s.Save(ctx, tc.stored); err != nil {
-					t.Fatal(err)
-				}
-				err := s.Save(ctx, tc.next)
-				if !errors.Is(err, tc.want) || (tc.want == nil) != (err == nil) {
-					t.Fatalf("Save: %v, want %v", err, tc.want)
-				}
-				want := tc.next
-				if err != nil {
-					want = tc.stored // a refused save changes nothing
-				}
-				got := mustLoad(ctx, t, NewEtcd(cli, prefix, fixedNow), "orders")
-				if got.Epoch != want.Epoch || (got.InFlight == nil) != (want.InFlight == nil) ||
-					(got.InFlight != nil && (got.InFlight.ID != want.InFlight.ID || got.InFlight.Step != want.InFlight.Step)) {
-					t.Fatalf("stored %+v (in flight %+v), want epoch %d in flight %+v", got, got.InFlight, want.Epoch, want.InFlight)
-				}
+				checkWriteRule(ctx, t, s, NewEtcd(cli, prefix, fixedNow), tc)
 			})
 		}
 	})
