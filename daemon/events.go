@@ -70,7 +70,7 @@ func (g *group) phase(name string, start time.Time) {
 
 // promotionStarted reports the wait for a fence proof: from the revoke to
 // the promotion's first step.
-func (g *group) promotionStarted(d sitepair.Decision) {
+func (g *group) promotionStarted() {
 	g.mu.Lock()
 	f := g.state.InFlight
 	g.mu.Unlock()

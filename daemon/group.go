@@ -446,7 +446,7 @@ func (g *group) fenceSites(ctx context.Context, sites []string) error {
 // idempotent and recorded, so a restarted daemon re-runs it safely.
 func (g *group) promote(ctx context.Context, d sitepair.Decision) error {
 	log := g.log.With("target", d.Target, "from", d.From, "proof", string(d.FenceProof))
-	g.promotionStarted(d)
+	g.promotionStarted()
 	if err := g.retarget(ctx, d.Target); err != nil {
 		return fmt.Errorf("promote %s: %w", d.Target, err)
 	}
