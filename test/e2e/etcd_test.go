@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"os"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -29,20 +27,9 @@ var etcdEndpointRE = regexp.MustCompile(`endpoints: \[[^\]]*\]`)
 // (each daemon talks to its own site's member).
 func (g *group) peerAt(name, url string) *group {
 	g.t.Helper()
-	b, err := os.ReadFile(g.config)
-	if err != nil {
-		g.t.Fatal(err)
-	}
-	p := &group{t: g.t, topo: g.topo, dir: g.dir, listen: freeAddr(g.t), proxies: g.proxies}
-	p.config = filepath.Join(g.dir, name+".yaml")
-	cfg := strings.Replace(string(b), "listen: "+g.listen, "listen: "+p.listen, 1)
-	cfg = etcdEndpointRE.ReplaceAllString(cfg, "endpoints: ["+url+"]")
-	cfg = strings.ReplaceAll(cfg, "advertiseURL: http://"+g.listen, "advertiseURL: http://"+p.listen)
-	if err := os.WriteFile(p.config, []byte(cfg), 0o600); err != nil {
-		g.t.Fatal(err)
-	}
-	g.t.Cleanup(p.stopDaemon)
-	return p
+	return g.peerWith(name, func(cfg string) string {
+		return etcdEndpointRE.ReplaceAllString(cfg, "endpoints: ["+url+"]")
+	})
 }
 
 // snapshot is the daemon's whole status document.

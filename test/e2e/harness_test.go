@@ -248,15 +248,24 @@ func newGroup(t testing.TB, o groupOptions) *group {
 
 // peer returns a second daemon for the same sites: same configuration but
 // its own listen address (leader-election tests).
-func (g *group) peer() *group {
+func (g *group) peer() *group { return g.peerWith("peer", nil) }
+
+// peerWith is a second daemon named name for the same sites: g's
+// configuration with its own listen (and advertise) address, then edit
+// applied when not nil.
+func (g *group) peerWith(name string, edit func(cfg string) string) *group {
 	g.t.Helper()
 	b, err := os.ReadFile(g.config)
 	if err != nil {
 		g.t.Fatal(err)
 	}
 	p := &group{t: g.t, topo: g.topo, dir: g.dir, listen: freeAddr(g.t), proxies: g.proxies}
-	p.config = filepath.Join(g.dir, "peer.yaml")
+	p.config = filepath.Join(g.dir, name+".yaml")
 	cfg := strings.Replace(string(b), "listen: "+g.listen, "listen: "+p.listen, 1)
+	cfg = strings.ReplaceAll(cfg, "advertiseURL: http://"+g.listen, "advertiseURL: http://"+p.listen)
+	if edit != nil {
+		cfg = edit(cfg)
+	}
 	if err := os.WriteFile(p.config, []byte(cfg), 0o600); err != nil {
 		g.t.Fatal(err)
 	}
