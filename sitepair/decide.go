@@ -288,9 +288,14 @@ func (v *view) catchesUpFrom(t int, primary string) bool {
 	if ps.State != statemachine.Writable || s.ReplicatingFrom != primary || !s.IOConnected || s.SourceSilent || s.ReplicationBroken {
 		return false
 	}
-	reach := v.have[t].Union(v.have[p])
+	return v.coversOthers(t, v.have[t].Union(v.have[p]))
+}
+
+// coversOthers reports whether held covers what every reachable site other
+// than t holds (see need).
+func (v *view) coversOthers(t int, held gtid.Set) bool {
 	for j, o := range v.sites {
-		if j != t && o.State.Reachable() && !reach.Covers(v.need(j)) {
+		if j != t && o.State.Reachable() && !held.Covers(v.need(j)) {
 			return false
 		}
 	}
@@ -770,14 +775,7 @@ func (v *view) caughtUp(t, from int) (Decision, bool) {
 
 // applied reports whether site t has applied (not only received) what
 // every other reachable site holds.
-func (v *view) applied(t int) bool {
-	for j, o := range v.sites {
-		if j != t && o.State.Reachable() && !v.sites[t].Executed.Covers(v.need(j)) {
-			return false
-		}
-	}
-	return true
-}
+func (v *view) applied(t int) bool { return v.coversOthers(t, v.sites[t].Executed) }
 
 // abandon ends an in-flight failover whose target cannot catch up by
 // re-asserting the reachable old primary from, which holds what the target
