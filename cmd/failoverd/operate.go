@@ -253,11 +253,14 @@ func (c *cli) waitSwitchover(ctx context.Context, cl *api.Client, before status.
 	defer cancel()
 	start := time.Now()
 	lastStep := ""
+	timedOut := func() error {
+		return &exitError{code: exitTimeout, err: fmt.Errorf("switchover of %s to %s not complete after %v; see failoverd status", before.Name, target, timeout)}
+	}
 	for {
 		g, err := cl.Group(ctx, before.Name)
 		switch {
 		case err != nil && ctx.Err() != nil:
-			return &exitError{code: exitTimeout, err: fmt.Errorf("switchover of %s to %s not complete after %v; see failoverd status", before.Name, target, timeout)}
+			return timedOut()
 		case err != nil:
 			return apiError(err)
 		case g.ActiveSite == target && g.InFlight == nil:
@@ -273,7 +276,7 @@ func (c *cli) waitSwitchover(ctx context.Context, cl *api.Client, before status.
 		}
 		select {
 		case <-ctx.Done():
-			return &exitError{code: exitTimeout, err: fmt.Errorf("switchover of %s to %s not complete after %v; see failoverd status", before.Name, target, timeout)}
+			return timedOut()
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
