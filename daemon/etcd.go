@@ -2,11 +2,8 @@ package daemon
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
-	"os"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -23,23 +20,9 @@ func openEtcd(e configs.Etcd) (*clientv3.Client, error) {
 		// Without keepalives a dead member is noticed only by a request's deadline.
 		DialKeepAliveTime: time.Second, DialKeepAliveTimeout: time.Second}
 	if t := e.TLS; t.CAFile != "" || t.CertFile != "" {
-		tc := &tls.Config{MinVersion: tls.VersionTLS12}
-		if t.CAFile != "" {
-			pem, err := os.ReadFile(t.CAFile)
-			if err != nil {
-				return nil, fmt.Errorf("etcd tls: %w", err)
-			}
-			tc.RootCAs = x509.NewCertPool()
-			if !tc.RootCAs.AppendCertsFromPEM(pem) {
-				return nil, fmt.Errorf("etcd tls: %s holds no PEM certificate", t.CAFile)
-			}
-		}
-		if t.CertFile != "" {
-			pair, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
-			if err != nil {
-				return nil, fmt.Errorf("etcd tls: %w", err)
-			}
-			tc.Certificates = []tls.Certificate{pair}
+		tc, err := configs.ClientTLS(t.CAFile, t.CertFile, t.KeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("etcd tls: %w", err)
 		}
 		cfg.TLS = tc
 	}
