@@ -76,7 +76,9 @@ func etcdGroup(t testing.TB, viaProxy bool) (c *testenv.EtcdCluster, a, b, cc *g
 	for _, d := range []*group{b, cc} {
 		d.waitFor("follower ready", 30*time.Second, func() bool {
 			s, err := d.snapshot()
-			return err == nil && !s.Daemon.Leader && s.Daemon.Ready && s.Daemon.LeaderIdentity == "http://"+a.listen
+			// Status shows the leader, the store and this daemon's session.
+			return err == nil && !s.Daemon.Leader && s.Daemon.Ready && s.Daemon.LeaderIdentity == "http://"+a.listen &&
+				s.Daemon.StoreType == "etcd" && strings.HasPrefix(s.Daemon.Store, "etcd ") && strings.HasPrefix(s.Daemon.Session, "etcd session ")
 		})
 		// A follower forwards what only the leader answers (daemon.advertiseURL).
 		resp, err := http.Get("http://" + d.listen + "/active-site")

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"syscall"
@@ -142,6 +143,12 @@ func TestPlayground(t *testing.T) {
 		fmt.Fprintf(out, "  %8s  %s\n", fmt.Sprintf("+%dms", e.at.Sub(killed).Milliseconds()), e.what)
 	}
 	fmt.Fprintf(out, "  acknowledged writes lost: %d (of %d acknowledged)\n\n", len(missing), len(acked))
+	// The timeline the playground promises: every milestone is in it.
+	for _, milestone := range []string{"detected:", "revoked:", "old primary fenced:", "promoted:", "routing: cache follows", "first write acknowledged"} {
+		if !slices.ContainsFunc(events, func(e event) bool { return strings.Contains(e.what, milestone) }) {
+			t.Errorf("the timeline lacks %q: %v", milestone, events)
+		}
+	}
 	if len(missing) > 0 {
 		t.Fatalf("%d acknowledged writes missing on %s: %v", len(missing), st.ActiveSite, missing[:min(len(missing), 10)])
 	}
