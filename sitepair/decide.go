@@ -288,7 +288,21 @@ func (v *view) catchesUpFrom(t int, primary string) bool {
 	if ps.State != statemachine.Writable || s.ReplicatingFrom != primary || !s.IOConnected || s.SourceSilent || s.ReplicationBroken {
 		return false
 	}
-	return v.coversOthers(t, v.have[t].Union(v.have[p]))
+	held := v.have[t].Union(v.have[p])
+	for j, o := range v.sites {
+		if j == t || !o.State.Reachable() || held.Covers(v.need(j)) {
+			continue
+		}
+		// A replica of the same primary probed a moment after it holds
+		// more of the primary's newest transactions than the primary's own
+		// probe showed: the target gets those from the primary as well.
+		// Only the replica's own writes (errant) could not come from there.
+		if o.ReplicatingFrom == primary && o.ServerID != "" && v.errant(o, ps).IsEmpty() {
+			continue
+		}
+		return false
+	}
+	return true
 }
 
 // coversOthers reports whether held covers what every reachable site other

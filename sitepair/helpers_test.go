@@ -33,6 +33,11 @@ func errant(site string, n int) gtid.Set {
 	return gs(fmt.Sprintf("00000000-0000-0000-0000-%012x:1-%d", []byte(site)[0], n))
 }
 
+// errantUUID is the server UUID errant(site, n) writes with.
+func errantUUID(site string) string {
+	return fmt.Sprintf("00000000-0000-0000-0000-%012x", []byte(site)[0])
+}
+
 type so func(*SiteObservation)
 
 func exec(s gtid.Set) so        { return func(o *SiteObservation) { o.Executed = s } }
@@ -40,6 +45,7 @@ func retr(s gtid.Set) so        { return func(o *SiteObservation) { o.Retrieved 
 func prio(p int) so             { return func(o *SiteObservation) { o.Priority = p } }
 func lag(d time.Duration) so    { return func(o *SiteObservation) { o.Lag = d } }
 func fencedAt(e uint64) so      { return func(o *SiteObservation) { o.FencedEpoch = e } }
+func withID(id string) so       { return func(o *SiteObservation) { o.ServerID = id } }
 func dr(o *SiteObservation)     { o.Role = DROnly }
 func broken(o *SiteObservation) { o.ReplicationBroken = true }
 func down(o *SiteObservation)   { o.RefusedProbes = 2 }
