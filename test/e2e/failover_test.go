@@ -269,6 +269,9 @@ func TestReturningOldPrimaryWithErrantWriteStaysFenced(t *testing.T) {
 	})
 	g.kill(0)
 	g.expectSolePrimary("site1")
+	// site2 must replicate from the new primary before the old one is back:
+	// one still pointed at site0 would receive its errant write as well.
+	g.waitFor("site2 follows site1", 30*time.Second, func() bool { return g.follows(g.topo.Sites[2], g.topo.Sites[1]) })
 	g.topo.Sites[1].Exec(t, "INSERT INTO app.errant_back VALUES (100)") // the new primary moves on
 	// While no daemon watches, the old primary comes back and takes one
 	// write nobody else has (an admin account passes read_only).
