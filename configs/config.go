@@ -231,6 +231,11 @@ type Group struct {
 	// RelayDrainTimeout bounds waiting for a candidate to apply what it had
 	// already received from the old primary.
 	RelayDrainTimeout time.Duration `yaml:"relayDrainTimeout" default:"30s"`
+	// MaxLagWait bounds a planned switchover's wait, with the source fenced,
+	// for the target to hold everything the source committed; when it
+	// passes, the switchover is abandoned and the source made writable
+	// again (nothing lost, nothing else changed).
+	MaxLagWait time.Duration `yaml:"maxLagWait" default:"10s"`
 	// OnDrainTimeout is "abort" (default: keep the data, try a better
 	// candidate or wait for a human) or "promote" (accept the loss).
 	OnDrainTimeout string `yaml:"onDrainTimeout" default:"abort"`

@@ -409,6 +409,7 @@ func (v *validator) group(path string, g Group) {
 	v.atLeastOne(path+".escalation.maxFailovers", g.Escalation.MaxFailovers)
 	v.positive(path+".escalation.window", g.Escalation.Window)
 	v.positive(path+".relayDrainTimeout", g.RelayDrainTimeout)
+	v.positive(path+".maxLagWait", g.MaxLagWait)
 	v.oneOf(path+".onDrainTimeout", g.OnDrainTimeout, "abort", "promote")
 	v.positive(path+".maxCandidateLag", g.MaxCandidateLag)
 	v.account(path+".credentials.admin", g.Credentials.Admin)

@@ -189,7 +189,7 @@ func (d *Daemon) newGroup(gc configs.Group) (*group, error) {
 	}
 	g := &group{
 		cfg: gc, flavor: flavorOf(gc.Engine), policy: pol, store: d.store, pub: d.pub, now: d.opts.Clock, log: log,
-		actionTimeout: gc.RelayDrainTimeout + 30*time.Second,
+		actionTimeout: gc.RelayDrainTimeout + 30*time.Second, // maxLagWait only shortens the drain
 		fenced:        map[string]uint64{},
 		sidecars:      newSidecars(gc),
 		requests:      make(chan request),
@@ -235,6 +235,7 @@ func policyOf(gc configs.Group) sitepair.Policy {
 		// Every failing probe refused, and never a single one.
 		RefusedProbes:  max(2, gc.FailureThreshold),
 		CatchUpTimeout: gc.RelayDrainTimeout,
+		MaxLagWait:     gc.MaxLagWait,
 		// The new primary's writable probes must pass the recovery
 		// threshold before it reads as writable; no alarm before that.
 		PromotionSettle: max(sitepair.DefaultPromotionSettle, 2*(time.Duration(gc.RecoveryThreshold+1)*gc.PollInterval+gc.ProbeTimeout)),

@@ -209,8 +209,8 @@ type drainResult struct {
 }
 
 // drain freezes what target received and waits until it applied it: stop
-// the IO thread, read the final retrieved set, wait (at most
-// relayDrainTimeout) until the executed set contains it. The SQL thread
+// the IO thread, read the final retrieved set, wait (at most timeout:
+// relayDrainTimeout, or less for a switchover) until the executed set contains it. The SQL thread
 // keeps running; detach stops and resets replication afterwards.
 //
 // On a timeout, onDrainTimeout=promote returns the result with a nil error
@@ -221,10 +221,10 @@ type drainResult struct {
 // ErrApplierStopped) leaves the IO thread stopped: the candidate's
 // replication needs a human or a repoint. Re-running drain after a crash is
 // safe: the IO thread is already stopped and the set read is the same.
-func (e *executor) drain(ctx context.Context, target string) (drainResult, error) {
+func (e *executor) drain(ctx context.Context, target string, timeout time.Duration) (drainResult, error) {
 	var res drainResult
-	var timeout error // the wait's ErrDrainTimeout, with its details
-	err := e.on(ctx, target, e.group.RelayDrainTimeout+stepTimeout, func(ctx context.Context, in Instance) error {
+	var timedOut error // the wait's ErrDrainTimeout, with its details
+	err := e.on(ctx, target, timeout+stepTimeout, func(ctx context.Context, in Instance) error {
 		// Receiving stops before the set is read: transactions that arrived
 		// after the read would be discarded unapplied by RESET REPLICA ALL.
 		if err := in.StopReplicaIO(ctx); err != nil {
@@ -245,9 +245,9 @@ func (e *executor) drain(ctx context.Context, target string) (drainResult, error
 		if res.Retrieved.IsEmpty() {
 			return nil
 		}
-		err = in.WaitRelayDrained(ctx, res.Retrieved, e.group.RelayDrainTimeout)
+		err = in.WaitRelayDrained(ctx, res.Retrieved, timeout)
 		if errors.Is(err, mysqlctl.ErrDrainTimeout) {
-			res.TimedOut, timeout = true, err
+			res.TimedOut, timedOut = true, err
 			return nil // the connection is fine; decided below
 		}
 		// A trailing transaction received only in part: no replica could
@@ -266,12 +266,12 @@ func (e *executor) drain(ctx context.Context, target string) (drainResult, error
 			"note", "onDrainTimeout=promote: transactions retrieved but not applied are lost")
 		return res, nil
 	case res.TimedOut:
-		e.log.Warn("relay.drain_timeout_aborting", "site", target, "retrieved", res.Retrieved.Compact(), "timeout", e.group.RelayDrainTimeout)
+		e.log.Warn("relay.drain_timeout_aborting", "site", target, "retrieved", res.Retrieved.Compact(), "timeout", timeout)
 		// The candidate stays a replica: let it receive again.
 		if err := e.on(ctx, target, stepTimeout, func(ctx context.Context, in Instance) error { return in.StartReplicaIO(ctx) }); err != nil {
 			e.log.Warn("relay.io_restart_failed", "site", target, "err", err)
 		}
-		return res, fmt.Errorf("drain %s: %w: %w", target, ErrDrainAborted, timeout)
+		return res, fmt.Errorf("drain %s: %w: %w", target, ErrDrainAborted, timedOut)
 	}
 	e.log.Info("relay.drained", "site", target, "retrieved", res.Retrieved.Compact())
 	return res, nil

@@ -158,7 +158,7 @@ func TestDrainFreezesTheRetrievedSetFirst(t *testing.T) {
 			site := tt.site
 			site.site = "b"
 			e, log := scriptedExecutor(t, tt.onDrainTimeout, &site)
-			res, err := e.drain(context.Background(), "b")
+			res, err := e.drain(context.Background(), "b", e.group.RelayDrainTimeout)
 			if tt.wantErr == nil && err != nil {
 				t.Fatalf("drain: %v", err)
 			}
@@ -303,7 +303,7 @@ func TestEveryStepHasADeadline(t *testing.T) {
 		run  func() error
 	}{
 		{"fence", func() error { return e.fence(ctx, "a") }},
-		{"drain", func() error { _, err := e.drain(ctx, "b"); return err }},
+		{"drain", func() error { _, err := e.drain(ctx, "b", time.Second); return err }},
 		{"detach", func() error { _, err := e.detach(ctx, "b"); return err }},
 		{"makeWritable", func() error { return e.makeWritable(ctx, "b") }},
 		{"repoint", func() error { return e.repoint(ctx, "b", []string{"a"}) }},
@@ -394,7 +394,7 @@ func realFailover(t *testing.T, e *executor, from, to string) drainResult {
 	if err := e.fence(ctx, from); err != nil {
 		t.Fatal(err)
 	}
-	res, err := e.drain(ctx, to)
+	res, err := e.drain(ctx, to, e.group.RelayDrainTimeout)
 	if err != nil {
 		t.Fatal(err)
 	}

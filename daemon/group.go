@@ -455,7 +455,7 @@ func (g *group) promote(ctx context.Context, d sitepair.Decision) error {
 		_ = g.bestEffortFence(ctx, fence)
 	}
 	start := g.now()
-	res, err := g.exec.drain(ctx, d.Target)
+	res, err := g.exec.drain(ctx, d.Target, g.drainTimeout())
 	g.phase("drain", start)
 	if err != nil {
 		return fmt.Errorf("promote %s: %w", d.Target, err)
@@ -519,6 +519,19 @@ func (g *group) promote(ctx context.Context, d sitepair.Decision) error {
 	g.phase("repoint", start)
 	g.failpoint(StepRepointed)
 	return nil
+}
+
+// drainTimeout bounds the promotion's relay drain: relayDrainTimeout, and
+// at most maxLagWait for a planned switchover (whose source is fenced and
+// waiting to be given back its writes if the target cannot catch up).
+func (g *group) drainTimeout() time.Duration {
+	g.mu.Lock()
+	planned := g.state.InFlight != nil && g.state.InFlight.Planned
+	g.mu.Unlock()
+	if planned {
+		return min(g.cfg.RelayDrainTimeout, g.cfg.MaxLagWait)
+	}
+	return g.cfg.RelayDrainTimeout
 }
 
 // refuseLoss is onDrainTimeout=promote's limit: the candidate may give up

@@ -46,3 +46,21 @@ func TestUnappliedTargetIsGivenUpAfterTheDeadline(t *testing.T) {
 		})
 	}
 }
+
+// A planned switchover waits maxLagWait (Policy.MaxLagWait), not the
+// failover's catch-up timeout, before giving the fenced source back its
+// writes; an unplanned failover keeps the longer bound.
+func TestSwitchoverCatchUpIsBoundedByMaxLagWait(t *testing.T) {
+	pol := DefaultPolicy()
+	pol.CatchUpTimeout = 30 * time.Second
+	pol.MaxLagWait = 2 * time.Second
+	// b lacks 11, which the fenced source a holds and is sending it.
+	obs := group(site("a", RO, exec(upto(11)), fencedAt(2)), site("b", RO, follows("a"), exec(upto(10)), retr(upto(10))), site("c", RO, follows("a"), exec(upto(10))))
+	inFlight := func(planned bool) Persisted {
+		p := revoked("a", "b", now.Add(-3*time.Second))
+		p.InFlight.Planned = planned
+		return p
+	}
+	want{action: ReassertPrimary, reason: ReasonCatchUpTimeout, target: "a", epoch: 3}.check(t, Decide(obs, inFlight(true), pol, now))
+	want{action: None, reason: ReasonAwaitCatchUp}.check(t, Decide(obs, inFlight(false), pol, now))
+}

@@ -770,8 +770,8 @@ func (v *view) caughtUp(t, from int) (Decision, bool) {
 	if wait >= 0 {
 		// Every wait has a deadline: a target that cannot catch up must not
 		// leave the group without a primary forever.
-		if dl := v.st.InFlight.RevokedAt.Add(v.pol.CatchUpTimeout); !v.now.Before(dl) {
-			return v.abandon(from, fmt.Sprintf("%s still lacks %s %v after the revoke", s.Name, v.missing(t, wait), v.pol.CatchUpTimeout)), false
+		if limit := v.catchUpTimeout(); !v.now.Before(v.st.InFlight.RevokedAt.Add(limit)) {
+			return v.abandon(from, fmt.Sprintf("%s still lacks %s %v after the revoke", s.Name, v.missing(t, wait), limit)), false
 		}
 		return v.decision(ReasonAwaitCatchUp, "%s still lacks %s; waiting for it to arrive from %s", s.Name, v.missing(t, wait), v.sites[from].Name), false
 	}
@@ -780,11 +780,21 @@ func (v *view) caughtUp(t, from int) (Decision, bool) {
 	// keep the group without a primary while the old one is right there,
 	// fenced and holding everything: after the deadline, give it back.
 	if v.sites[from].State == statemachine.ReadOnly && !v.applied(t) {
-		if dl := v.st.InFlight.RevokedAt.Add(v.pol.CatchUpTimeout); !v.now.Before(dl) {
-			return v.abandon(from, fmt.Sprintf("%s has not applied what it received %v after the revoke", s.Name, v.pol.CatchUpTimeout)), false
+		if limit := v.catchUpTimeout(); !v.now.Before(v.st.InFlight.RevokedAt.Add(limit)) {
+			return v.abandon(from, fmt.Sprintf("%s has not applied what it received %v after the revoke", s.Name, limit)), false
 		}
 	}
 	return Decision{}, true
+}
+
+// catchUpTimeout is how long the failover in flight may wait for its target
+// to catch up: maxLagWait for a planned switchover (the source was healthy
+// and only its writes wait), CatchUpTimeout otherwise.
+func (v *view) catchUpTimeout() time.Duration {
+	if v.st.InFlight.Planned && v.pol.MaxLagWait > 0 {
+		return v.pol.MaxLagWait
+	}
+	return v.pol.CatchUpTimeout
 }
 
 // applied reports whether site t has applied (not only received) what

@@ -330,6 +330,11 @@ type Policy struct {
 	// receive what the reachable old primary has; then the failover is
 	// abandoned and the old primary re-asserted.
 	CatchUpTimeout time.Duration
+	// MaxLagWait replaces CatchUpTimeout for a planned switchover: how long
+	// the fenced source may stay unwritable while the target catches up
+	// before the switchover is abandoned and the source made writable
+	// again; 0 = CatchUpTimeout.
+	MaxLagWait time.Duration
 	// PromotionSettle is how long after a promotion the new primary may
 	// still be seen read-only (its writable probes are being debounced)
 	// before the no-primary rules apply to it; 0 = DefaultPromotionSettle.

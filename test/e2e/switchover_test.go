@@ -127,11 +127,12 @@ Reproduce: `+"`FAILOVERD_BENCH_WRITE=1 go test -run '^$' -bench BenchmarkSwitcho
 		st.Max.Milliseconds(), st.Mean.Milliseconds(), benchdoc.Millis(gaps)))
 }
 
-// A switchover whose target cannot apply what it received in time (its
-// applier is blocked) gives up: the old primary is writable again, nothing
-// written is lost, the target still replicates, and the reason is reported.
+// A switchover whose target cannot apply what it received within maxLagWait
+// (its applier is blocked) gives up: the old primary is writable again,
+// nothing written is lost, the target still replicates, and the reason is
+// reported. relayDrainTimeout stays long: maxLagWait alone bounds the wait.
 func TestSwitchoverLagTimeoutRestoresTheSource(t *testing.T) {
-	g := newGroup(t, groupOptions{sites: 3, relayDrainTimeout: "2s"})
+	g := newGroup(t, groupOptions{sites: 3, relayDrainTimeout: "60s", extraConfig: "    maxLagWait: 2s\n"})
 	g.startDaemon()
 	before := g.waitHealthy("site0", 30*time.Second)
 	// A global read lock on site1 blocks its SQL thread: it receives but
