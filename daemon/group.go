@@ -196,7 +196,7 @@ func (g *group) carryOut(ctx context.Context, d sitepair.Decision) {
 // act carries out one decision.
 func (g *group) act(ctx context.Context, d sitepair.Decision) error {
 	switch d.Action {
-	case sitepair.AdoptPrimary, sitepair.MarkDiverged, sitepair.HaltFailover:
+	case sitepair.AdoptPrimary, sitepair.MarkDiverged, sitepair.ClearDiverged, sitepair.HaltFailover:
 		return g.commit(ctx, d, "", "")
 	case sitepair.RevokeEpoch:
 		return g.revoke(ctx, d)

@@ -221,6 +221,7 @@ var reasonClass = map[sitepair.Reason]string{
 	sitepair.ReasonAdoptPrimary:                status.ClassActing,
 	sitepair.ReasonRejoin:                      status.ClassActing,
 	sitepair.ReasonMarkDiverged:                status.ClassActing,
+	sitepair.ReasonDivergenceRepaired:          status.ClassActing,
 	sitepair.ReasonReassertPrimary:             status.ClassActing,
 	sitepair.ReasonFailoverRevoke:              status.ClassActing,
 	sitepair.ReasonFenceWritableDuringFailover: status.ClassActing,

@@ -50,6 +50,12 @@ func toPersisted(st store.GroupState, flavor gtid.Flavor) (sitepair.Persisted, e
 			p.DivergedCount[site] = n
 		}
 	}
+	for site, r := range st.Recloning {
+		if p.Recloning == nil {
+			p.Recloning = map[string]sitepair.Reclone{}
+		}
+		p.Recloning[site] = sitepair.Reclone{Donor: r.Donor, Epoch: r.Epoch, At: r.At, By: r.By, Failed: r.Failed}
+	}
 	if f := st.InFlight; f != nil && f.RevokedEpoch > 0 {
 		p.InFlight = &sitepair.InFlight{Epoch: f.RevokedEpoch, RevokedAt: f.RevokedAt, From: f.From, To: f.To, Planned: f.Kind == kindSwitchover,
 			PublishedEpoch: f.PublishedEpoch, PublishedTo: f.PublishedTo, OperatorConfirmed: confirmationIn(f.FenceConfirmation)}
@@ -109,6 +115,12 @@ func fromPersisted(group string, p sitepair.Persisted, prev store.GroupState, no
 			}
 			st.DivergedCount[site] = n
 		}
+	}
+	for site, r := range p.Recloning {
+		if st.Recloning == nil {
+			st.Recloning = map[string]store.Reclone{}
+		}
+		st.Recloning[site] = store.Reclone{Donor: r.Donor, Epoch: r.Epoch, At: r.At, By: r.By, Failed: r.Failed}
 	}
 	if p.LastFailoverTarget != "" && (prev.LastFailover == nil || !prev.LastFailover.At.Equal(p.LastFailoverAt)) {
 		kind := kindFailover

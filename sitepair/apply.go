@@ -22,6 +22,7 @@ func Apply(st Persisted, d Decision, now time.Time) Persisted {
 	next.Diverged = maps.Clone(st.Diverged)
 	next.DivergedCount = maps.Clone(st.DivergedCount)
 	next.OperatorFenced = slices.Clone(st.OperatorFenced)
+	next.Recloning = maps.Clone(st.Recloning)
 	next.FailoverHistory = slices.Clone(st.FailoverHistory)
 	if st.InFlight != nil {
 		f := *st.InFlight
@@ -71,6 +72,11 @@ func Apply(st Persisted, d Decision, now time.Time) Persisted {
 		for _, x := range d.Diverged {
 			next.Diverged[x.Site] = x.Set
 			next.DivergedCount[x.Site] = x.Count
+		}
+	case ClearDiverged:
+		for _, site := range d.Repaired {
+			delete(next.Diverged, site)
+			delete(next.DivergedCount, site)
 		}
 	case HaltFailover:
 		next.EscalationHalted = true

@@ -221,6 +221,11 @@ func (v *view) index(name string) int {
 
 func (v *view) opFenced(name string) bool { return slices.Contains(v.st.OperatorFenced, name) }
 
+func (v *view) recloning(name string) bool {
+	_, ok := v.st.Recloning[name]
+	return ok
+}
+
 func (v *view) diverged(name string) bool {
 	_, ok := v.st.Diverged[name]
 	return ok
@@ -247,6 +252,8 @@ func (v *view) unpromotable(i int) string {
 		return "operator-fenced"
 	case v.diverged(s.Name):
 		return "known-diverged"
+	case v.recloning(s.Name):
+		return "recloning"
 	}
 	return ""
 }
@@ -320,6 +327,10 @@ func (v *view) coversOthers(t int, held gtid.Set) bool {
 // them, except the divergent set recorded for a known-diverged site (its
 // errant transactions must not be required; anything newer still is).
 func (v *view) need(j int) gtid.Set {
+	// Its data is being replaced by the primary's: none of it is owed.
+	if v.recloning(v.sites[j].Name) {
+		return v.have[j].Subtract(v.have[j])
+	}
 	if d, ok := v.st.Diverged[v.sites[j].Name]; ok {
 		return v.have[j].Subtract(d)
 	}
@@ -851,7 +862,7 @@ func (v *view) promote(t int, proof FenceProof, r Reason, format string, args ..
 		d.Fence = []string{inf.From} // best effort; the proof already holds
 	}
 	for _, s := range v.sites {
-		if s.Name != d.Target && s.Name != inf.From && s.State == statemachine.ReadOnly && !v.diverged(s.Name) && !v.opFenced(s.Name) {
+		if s.Name != d.Target && s.Name != inf.From && s.State == statemachine.ReadOnly && !v.diverged(s.Name) && !v.opFenced(s.Name) && !v.recloning(s.Name) {
 			d.Repoint = append(d.Repoint, s.Name)
 		}
 	}
@@ -978,10 +989,20 @@ func (v *view) healthy() Decision {
 		return d
 	}
 	pi := v.index(p)
-	var rejoin []string
+	var rejoin, repaired []string
 	var div []Divergence
 	for _, s := range v.sites {
-		if s.Name == p || s.State != statemachine.ReadOnly || v.opFenced(s.Name) || v.diverged(s.Name) {
+		// A recloning site is mid-restore: its data and GTID set mean
+		// nothing until the reclone finished (a partial restore looks
+		// contained and would be rejoined with rows missing).
+		if s.Name == p || s.State != statemachine.ReadOnly || v.opFenced(s.Name) || v.recloning(s.Name) {
+			continue
+		}
+		if v.diverged(s.Name) {
+			// Re-checked on every round: a human may have repaired it.
+			if v.repaired(s, v.sites[pi]) {
+				repaired = append(repaired, s.Name)
+			}
 			continue
 		}
 		if s.ReplicatingFrom == p {
@@ -1019,6 +1040,12 @@ func (v *view) healthy() Decision {
 		d.Diverged = div
 		return d
 	}
+	if len(repaired) > 0 {
+		d := v.decision(ReasonDivergenceRepaired, "%s no longer %s transactions primary %s lacks: divergence cleared, it may rejoin", strings.Join(repaired, ", "), plural(len(repaired), "holds", "hold"), p)
+		d.Target = p
+		d.Repaired = repaired
+		return d
+	}
 	if len(rejoin) > 0 {
 		d := v.decision(ReasonRejoin, "%s not replicating from primary %s and contained in it: rejoining", strings.Join(rejoin, ", "), p)
 		d.Target = p
@@ -1041,4 +1068,21 @@ func (v *view) healthy() Decision {
 		}
 	}
 	return v.decision(ReasonHealthy, "primary %s is writable and every replica follows it", p)
+}
+
+// repaired reports whether the known-diverged site s no longer holds
+// anything primary lacks: it replicates from primary without errant
+// transactions, or its whole history is contained in primary's.
+func (v *view) repaired(s, primary SiteObservation) bool {
+	if s.ReplicatingFrom == primary.Name && s.ServerID != "" {
+		return v.errant(s, primary).IsEmpty()
+	}
+	return primary.Executed.Covers(s.Executed)
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }

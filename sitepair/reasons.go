@@ -41,6 +41,10 @@ const (
 	// ReasonMarkDiverged (MarkDiverged): read-only sites not replicating
 	// from the primary hold transactions the primary lacks.
 	ReasonMarkDiverged Reason = "mark-diverged"
+	// ReasonDivergenceRepaired (ClearDiverged): a known-diverged, read-only
+	// site's history is now contained in the primary's (a human repaired
+	// or re-seeded it): it is no longer diverged and may rejoin.
+	ReasonDivergenceRepaired Reason = "divergence-repaired"
 
 	// ReasonWaitingForProbes (None): some site has no debounced state yet.
 	ReasonWaitingForProbes Reason = "waiting-for-probes"
@@ -194,6 +198,7 @@ var reasonAction = map[Reason]Action{
 	ReasonUnexpectedPrimary:          Alert,
 	ReasonRejoin:                     Rejoin,
 	ReasonMarkDiverged:               MarkDiverged,
+	ReasonDivergenceRepaired:         ClearDiverged,
 
 	ReasonWaitingForProbes:   None,
 	ReasonPrimaryDebouncing:  None,

@@ -222,6 +222,12 @@ type Persisted struct {
 	// OperatorFenced lists sites an operator fenced: never promoted,
 	// rejoined or chosen as split-brain winner.
 	OperatorFenced []string
+	// Recloning maps sites a human asked to re-seed from the primary
+	// (StartReclone) to that request, until FinishReclone records its
+	// success; a failed one stays, with its Failed reason, until retried.
+	// A recloning site is never promoted, rejoined, marked diverged or
+	// found repaired, and nothing it holds is required of a candidate.
+	Recloning map[string]Reclone
 	// FailoverHistory holds the times of automatic failovers, for the
 	// escalation limit.
 	FailoverHistory []time.Time
@@ -457,6 +463,9 @@ const (
 	// MarkDiverged: record every Diverged entry in Persisted.Diverged (and
 	// its Count in Persisted.DivergedCount).
 	MarkDiverged Action = "mark-diverged"
+	// ClearDiverged: drop the Persisted.Diverged entry of every site in
+	// Repaired (its history is now contained in the primary's).
+	ClearDiverged Action = "clear-diverged"
 	// HaltFailover: set Persisted.EscalationHalted.
 	HaltFailover Action = "halt-failover"
 )
@@ -542,6 +551,8 @@ type Decision struct {
 	Detach []string
 	// Diverged lists the divergences to record (MarkDiverged).
 	Diverged []Divergence
+	// Repaired lists the known-diverged sites found repaired (ClearDiverged).
+	Repaired []string
 	// FenceProof says why a Promote is safe; "" for every other action.
 	FenceProof FenceProof
 	// PromotionGTID is Target's GTID set at promotion (Promote).

@@ -103,6 +103,9 @@ type GroupState struct {
 	DivergedCount map[string]uint64 `json:"divergedCount,omitempty"`
 	// OperatorFenced lists sites an operator excluded from promotion.
 	OperatorFenced []string `json:"operatorFenced,omitempty"`
+	// Recloning maps a site a human asked to re-seed from the primary to
+	// that request, until it succeeded; a failed one keeps its reason.
+	Recloning map[string]Reclone `json:"recloning,omitempty"`
 	// InFlight is the action under way, if any.
 	InFlight *InFlight `json:"inFlight,omitempty"`
 	// Audit lists the latest operator requests (switchover, acknowledge,
@@ -121,7 +124,21 @@ const (
 	AuditSwitchover   = "switchover"
 	AuditAcknowledge  = "acknowledge"
 	AuditConfirmFence = "confirm-fence"
+	AuditReclone      = "reclone"
 )
+
+// Reclone is a human's request to re-seed a site from the primary.
+type Reclone struct {
+	// Donor is the primary the site is copied from.
+	Donor string `json:"donor"`
+	// Epoch is the group epoch the request was accepted at.
+	Epoch uint64 `json:"epoch"`
+	// At is when it was accepted (daemon clock); By who asked.
+	At time.Time `json:"at"`
+	By string    `json:"by,omitempty"`
+	// Failed says why the last attempt failed; "" while it runs.
+	Failed string `json:"failed,omitempty"`
+}
 
 // AuditAccepted is AuditEntry.Result for a request that was carried out;
 // a refused one says "refused: " and why.
