@@ -148,9 +148,10 @@ func (w *WriteLoad) work(worker int) {
 			"INSERT INTO %s (run, id, worker) VALUES ('%s', %d, %d)", WriteLoadTable, w.run, id, worker))
 		cancel()
 		if err == nil {
-			at := time.Now()
+			// Timed under the lock: two workers acknowledged at once must
+			// still be recorded in the order of their timestamps.
 			w.mu.Lock()
-			w.acks = append(w.acks, Ack{ID: id, At: at, Target: int(target)})
+			w.acks = append(w.acks, Ack{ID: id, At: time.Now(), Target: int(target)})
 			w.mu.Unlock()
 			refusedInARow = 0
 			w.sleep(w.opts.Interval)
