@@ -36,14 +36,13 @@ func dataOf(t *testing.T, m *testenv.MariaDB) string {
 	return b.String()
 }
 
-// TestMariaDBDumpHookReseedsDivergedSite runs the mariadb-dump reclone hook
-// against two real MariaDB servers: a recipient that diverged from the donor
-// (errant writes, a database of its own) must end with the donor's data,
-// read-only, no binlog GTIDs of its own and gtid_current_pos = the donor's
-// position, and then rejoin as a GTID replica with MASTER_USE_GTID=current_pos.
-func TestMariaDBDumpHookReseedsDivergedSite(t *testing.T) {
-	donor := testenv.StartMariaDB(t, testenv.MariaDBOptions{Name: "donor"})
-	recipient := testenv.StartMariaDB(t, testenv.MariaDBOptions{Name: "recipient"})
+// divergedPair starts a writable donor with data in two databases and an
+// event, and a recipient that replicated from it, then stopped and took
+// errant writes (the admin holds READ_ONLY ADMIN) while the donor went on.
+func divergedPair(t *testing.T) (donor, recipient *testenv.MariaDB) {
+	t.Helper()
+	donor = testenv.StartMariaDB(t, testenv.MariaDBOptions{Name: "donor"})
+	recipient = testenv.StartMariaDB(t, testenv.MariaDBOptions{Name: "recipient"})
 	promote.Site(t, donor)
 
 	donor.Exec(t, "CREATE TABLE app.orders (id INT PRIMARY KEY, v VARCHAR(40)) ENGINE=InnoDB")
@@ -73,7 +72,13 @@ func TestMariaDBDumpHookReseedsDivergedSite(t *testing.T) {
 	if !strings.Contains(errant, fmt.Sprintf("-%d-", recipient.ServerID)) {
 		t.Fatalf("setup: the recipient has no errant GTID of its own: gtid_binlog_state=%s", errant)
 	}
+	return donor, recipient
+}
 
+// runDumpHook runs test/e2e/testdata/reclone-mariadb-dump.sh through Hook
+// as the admin account, its password in a file.
+func runDumpHook(t *testing.T, donor, recipient *testenv.MariaDB) {
+	t.Helper()
 	pwFile := filepath.Join(t.TempDir(), "password")
 	if err := os.WriteFile(pwFile, []byte(testenv.AdminPassword+"\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -90,6 +95,34 @@ func TestMariaDBDumpHookReseedsDivergedSite(t *testing.T) {
 	if err := hook.Run(context.Background(), j); err != nil {
 		t.Fatalf("reclone hook: %v", err)
 	}
+}
+
+// rejoin makes recipient a replica of donor as the daemon does after a
+// reclone (MASTER_USE_GTID=current_pos).
+func rejoin(t *testing.T, donor, recipient *testenv.MariaDB) {
+	t.Helper()
+	recipient.Exec(t, fmt.Sprintf("CHANGE MASTER TO MASTER_HOST='%s', MASTER_PORT=%d, MASTER_USER='%s', MASTER_PASSWORD='%s', "+
+		"MASTER_USE_GTID=current_pos, MASTER_CONNECT_RETRY=1", donor.Host, donor.Port, testenv.ReplUser, testenv.ReplPassword))
+	recipient.Exec(t, "START SLAVE")
+}
+
+// requireReplicating fails unless both replication threads of m run.
+func requireReplicating(t *testing.T, m *testenv.MariaDB) {
+	t.Helper()
+	if st := m.ReplicaStatus(t); st["Slave_SQL_Running"] != "Yes" || st["Slave_IO_Running"] != "Yes" {
+		t.Fatalf("%s replication after rejoin: io=%s sql=%s last errors %q %q",
+			m.Name, st["Slave_IO_Running"], st["Slave_SQL_Running"], st["Last_IO_Error"], st["Last_SQL_Error"])
+	}
+}
+
+// TestMariaDBDumpHookReseedsDivergedSite runs the mariadb-dump reclone hook
+// against two real MariaDB servers: a recipient that diverged from the donor
+// (errant writes, a database of its own) must end with the donor's data,
+// read-only, no binlog GTIDs of its own and gtid_current_pos = the donor's
+// position, and then rejoin as a GTID replica with MASTER_USE_GTID=current_pos.
+func TestMariaDBDumpHookReseedsDivergedSite(t *testing.T) {
+	donor, recipient := divergedPair(t)
+	runDumpHook(t, donor, recipient)
 
 	if got, want := dataOf(t, recipient), dataOf(t, donor); got != want {
 		t.Fatalf("recipient data after reclone:\n%s\nwant the donor's:\n%s", got, want)
@@ -112,19 +145,44 @@ func TestMariaDBDumpHookReseedsDivergedSite(t *testing.T) {
 	}
 
 	// Rejoin as the daemon does, then a new donor row must arrive.
-	recipient.Exec(t, fmt.Sprintf("CHANGE MASTER TO MASTER_HOST='%s', MASTER_PORT=%d, MASTER_USER='%s', MASTER_PASSWORD='%s', "+
-		"MASTER_USE_GTID=current_pos, MASTER_CONNECT_RETRY=1", donor.Host, donor.Port, testenv.ReplUser, testenv.ReplPassword))
-	recipient.Exec(t, "START SLAVE")
+	rejoin(t, donor, recipient)
 	donor.Exec(t, "INSERT INTO app.orders VALUES (9, 'after-reclone')")
 	recipient.WaitGTID(t, donor.QueryString(t, "SELECT @@gtid_binlog_pos"), 30*time.Second)
 	if v := recipient.QueryString(t, "SELECT v FROM app.orders WHERE id=9"); v != "after-reclone" {
 		t.Fatalf("row written on the donor after the reclone: recipient has %q", v)
 	}
-	if st := recipient.ReplicaStatus(t); st["Slave_SQL_Running"] != "Yes" || st["Slave_IO_Running"] != "Yes" {
-		t.Fatalf("recipient replication after rejoin: io=%s sql=%s last error %q %q",
-			st["Slave_IO_Running"], st["Slave_SQL_Running"], st["Last_IO_Error"], st["Last_SQL_Error"])
-	}
+	requireReplicating(t, recipient)
 	if got, want := dataOf(t, recipient), dataOf(t, donor); got != want {
 		t.Fatalf("recipient data after rejoin:\n%s\nwant the donor's:\n%s", got, want)
+	}
+}
+
+// TestMariaDBDumpHookUnderWriteLoad reclones while the application keeps
+// writing to the donor: the dump's snapshot and its gtid_slave_pos must
+// match, or the rejoined replica would miss rows or apply some twice
+// (duplicate key, SQL thread stopped).
+func TestMariaDBDumpHookUnderWriteLoad(t *testing.T) {
+	donor, recipient := divergedPair(t)
+	wl := testenv.StartWriteLoad(t, testenv.AppDSNs(donor), testenv.WriteLoadOptions{Workers: 2, Interval: time.Millisecond})
+	wl.WaitForAcks(t, 50, 30*time.Second)
+	runDumpHook(t, donor, recipient)
+	if st := recipient.QueryString(t, "SELECT @@gtid_binlog_state"); st != "" {
+		t.Errorf("recipient gtid_binlog_state=%q after reclone, want empty", st)
+	}
+	wl.WaitForAcks(t, len(wl.Acked())+50, 30*time.Second)
+	rejoin(t, donor, recipient)
+	wl.WaitForAcks(t, len(wl.Acked())+50, 30*time.Second)
+	wl.Stop()
+	recipient.WaitGTID(t, donor.QueryString(t, "SELECT @@gtid_binlog_pos"), 30*time.Second)
+	requireReplicating(t, recipient)
+	if m := wl.Missing(t, recipient.AdminDB(t)); len(m) > 0 {
+		t.Fatalf("%d acknowledged writes missing on the recipient after reclone and rejoin, e.g. %v", len(m), m[:min(len(m), 10)])
+	}
+	load := "SELECT CONCAT(COUNT(*), '/', COALESCE(SUM(id), 0)) FROM " + testenv.WriteLoadTable
+	if got, want := recipient.QueryString(t, load), donor.QueryString(t, load); got != want {
+		t.Fatalf("recipient %s count/sum %s, donor %s", testenv.WriteLoadTable, got, want)
+	}
+	if got, want := dataOf(t, recipient), dataOf(t, donor); got != want {
+		t.Fatalf("recipient data:\n%s\nwant the donor's:\n%s", got, want)
 	}
 }
