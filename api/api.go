@@ -1,7 +1,7 @@
 // Package api is failoverd's HTTP API: health and readiness, the Prometheus
 // metrics, the signed view sidecars renew their lease on, the status of
 // every group and the operator's commands (switchover, acknowledge,
-// confirm-fence). It reads the status.Snapshot the daemon publishes and
+// confirm-fence, reclone). It reads the status.Snapshot the daemon publishes and
 // hands commands to a Control; it owns no state of its own.
 //
 //	GET  /healthz                            the process answers
@@ -14,6 +14,7 @@
 //	POST /v1/groups/{g}/switchover           {"target": "SITE"}         (bearer token)
 //	POST /v1/groups/{g}/acknowledge          {}                         (bearer token)
 //	POST /v1/groups/{g}/confirm-fence        {"site": "OLD-PRIMARY"}    (bearer token)
+//	POST /v1/groups/{g}/reclone              {"site": "S", "token": "T"} (bearer token)
 //	GET  /status                             alias of /v1/groups (deprecated)
 package api
 
@@ -61,6 +62,10 @@ type Control interface {
 	// ConfirmFence records an operator's assertion that site, the old
 	// primary of the failover in flight, can no longer accept writes.
 	ConfirmFence(ctx context.Context, group, site string, by Actor) error
+	// Reclone starts re-seeding site from the primary, throwing away what
+	// it holds; token must repeat the start of its divergent GTID set (the
+	// site name when none is recorded).
+	Reclone(ctx context.Context, group, site, token string, by Actor) error
 }
 
 // Actor says who asked for a command, for the history.
@@ -96,6 +101,16 @@ type ConfirmFenceRequest struct {
 	// Site is the old primary the operator asserts is dead or fenced.
 	Site string `json:"site"`
 	By   string `json:"by,omitempty"`
+}
+
+// RecloneRequest is the body of POST /v1/groups/{g}/reclone.
+type RecloneRequest struct {
+	// Site is the site to re-seed from the primary.
+	Site string `json:"site"`
+	// Token is the first 8 or more characters of the site's recorded
+	// divergent GTID set, or the site name when none is recorded.
+	Token string `json:"token"`
+	By    string `json:"by,omitempty"`
 }
 
 // Result is the body of a successful command.

@@ -62,6 +62,12 @@ func (c *Client) Acknowledge(ctx context.Context, group, by string) error {
 	return c.do(ctx, http.MethodPost, "/v1/groups/"+url.PathEscape(group)+"/acknowledge", AcknowledgeRequest{By: by}, nil)
 }
 
+// Reclone starts re-seeding site of group from the primary (see
+// RecloneRequest for the token).
+func (c *Client) Reclone(ctx context.Context, group, site, token, by string) error {
+	return c.do(ctx, http.MethodPost, "/v1/groups/"+url.PathEscape(group)+"/reclone", RecloneRequest{Site: site, Token: token, By: by}, nil)
+}
+
 // ConfirmFence asserts site, group's old primary, can no longer accept writes.
 func (c *Client) ConfirmFence(ctx context.Context, group, site, by string) error {
 	return c.do(ctx, http.MethodPost, "/v1/groups/"+url.PathEscape(group)+"/confirm-fence", ConfirmFenceRequest{Site: site, By: by}, nil)

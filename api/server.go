@@ -74,6 +74,7 @@ func Handler(o Options) http.Handler {
 	mux.HandleFunc("POST /v1/groups/{group}/switchover", s.command(s.switchover))
 	mux.HandleFunc("POST /v1/groups/{group}/acknowledge", s.command(s.acknowledge))
 	mux.HandleFunc("POST /v1/groups/{group}/confirm-fence", s.command(s.confirmFence))
+	mux.HandleFunc("POST /v1/groups/{group}/reclone", s.command(s.reclone))
 	return mux
 }
 
@@ -190,6 +191,17 @@ func (s *server) confirmFence(_ http.ResponseWriter, r *http.Request, group stri
 		return fmt.Errorf("%w: site missing: POST {\"site\": \"OLD-PRIMARY\"}", ErrBadRequest)
 	}
 	return s.Control.ConfirmFence(r.Context(), group, req.Site, actor(r, req.By))
+}
+
+func (s *server) reclone(_ http.ResponseWriter, r *http.Request, group string, body []byte) error {
+	var req RecloneRequest
+	if err := decode(body, &req); err != nil {
+		return err
+	}
+	if req.Site == "" || req.Token == "" {
+		return fmt.Errorf("%w: site or token missing: POST {\"site\": \"SITE\", \"token\": \"first 8+ characters of its divergent GTID set, or the site name\"}", ErrBadRequest)
+	}
+	return s.Control.Reclone(r.Context(), group, req.Site, req.Token, actor(r, req.By))
 }
 
 func actor(r *http.Request, by string) Actor {

@@ -68,6 +68,11 @@ func (f *fakeControl) Acknowledge(_ context.Context, group string, by Actor) err
 	return f.err
 }
 
+func (f *fakeControl) Reclone(_ context.Context, group, site, token string, by Actor) error {
+	f.calls = append(f.calls, fmt.Sprintf("reclone %s %s %s by %s", group, site, token, by.Name))
+	return f.err
+}
+
 func (f *fakeControl) ConfirmFence(_ context.Context, group, site string, by Actor) error {
 	f.calls = append(f.calls, fmt.Sprintf("confirm-fence %s %s by %s", group, site, by.Name))
 	return f.err
@@ -201,6 +206,10 @@ func TestCommands(t *testing.T) {
 		{name: "oversized body", token: token, c: call{path: "switchover", auth: bearer, body: `{"target":"` + strings.Repeat("b", maxCommandBytes) + `"}`}, code: 413},
 		{name: "missing target", token: token, c: call{path: "switchover", auth: bearer, body: `{}`}, code: 400, contains: "target missing"},
 		{name: "missing site", token: token, c: call{path: "confirm-fence", auth: bearer, body: `{}`}, code: 400, contains: "site missing"},
+		{name: "reclone", token: token, c: call{path: "reclone", auth: bearer, body: `{"site":"c","token":"0-3-12","by":"ann"}`},
+			code: 202, called: "reclone orders c 0-3-12 by ann"},
+		{name: "reclone without a token", token: token, c: call{path: "reclone", auth: bearer, body: `{"site":"c"}`}, code: 400, contains: "token missing"},
+		{name: "reclone without the bearer token", token: token, c: call{path: "reclone", body: `{"site":"c","token":"c"}`}, code: 401},
 		{name: "refused", token: token, err: fmt.Errorf("%w: cooldown", ErrRefused), c: call{path: "switchover", auth: bearer, body: `{"target":"b"}`},
 			code: 409, contains: "cooldown", called: "switchover orders b by "},
 		{name: "unknown site", token: token, err: fmt.Errorf("%w: unknown site z", ErrNotFound), c: call{path: "switchover", auth: bearer, body: `{"target":"z"}`},

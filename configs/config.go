@@ -258,6 +258,24 @@ type Group struct {
 	Cache *Cache `yaml:"cache"`
 	// Sidecar configures the self-fencing sidecars beside each MySQL.
 	Sidecar SidecarPolicy `yaml:"sidecar"`
+	// Reclone configures how a site is re-seeded from the primary when a
+	// human asks (POST /v1/groups/{g}/reclone).
+	Reclone Reclone `yaml:"reclone"`
+}
+
+// Reclone configures the human-triggered re-seed of a site from the primary.
+type Reclone struct {
+	// Command, when set, re-seeds a site: the daemon runs it (argv, no
+	// shell) with the site and the donor names appended and FAILOVERD_GROUP,
+	// FAILOVERD_SITE, FAILOVERD_SITE_ADDRESS, FAILOVERD_DONOR and
+	// FAILOVERD_DONOR_ADDRESS in its environment; it must leave the site
+	// read-only with the donor's data and GTID position. Required for
+	// MariaDB (no CLONE; see deploy/reclone/mariadb-backup.sh); MySQL uses
+	// CLONE INSTANCE without it.
+	Command []string `yaml:"command"`
+	// Timeout bounds one reclone: the copy, a restart and the check that
+	// the site came back read-only and contained in the primary.
+	Timeout time.Duration `yaml:"timeout" default:"2h"`
 }
 
 // Escalation halts automatic failover after MaxFailovers within Window, until

@@ -410,6 +410,10 @@ func (v *validator) group(path string, g Group) {
 	v.positive(path+".escalation.window", g.Escalation.Window)
 	v.positive(path+".relayDrainTimeout", g.RelayDrainTimeout)
 	v.positive(path+".maxLagWait", g.MaxLagWait)
+	v.positive(path+".reclone.timeout", g.Reclone.Timeout)
+	if len(g.Reclone.Command) > 0 && strings.TrimSpace(g.Reclone.Command[0]) == "" {
+		v.add(path+".reclone.command", "the first element must be the program to run (absolute path or a name on PATH)")
+	}
 	v.oneOf(path+".onDrainTimeout", g.OnDrainTimeout, "abort", "promote")
 	v.positive(path+".maxCandidateLag", g.MaxCandidateLag)
 	v.account(path+".credentials.admin", g.Credentials.Admin)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strings"
 	"testing"
 
 	"github.com/failoverd/failoverd/api"
@@ -23,6 +24,7 @@ func TestCommandsRefuseUnknownGroupSiteAndFollowers(t *testing.T) {
 		"switchover":    d.Switchover(ctx, "g", "b", by),
 		"acknowledge":   d.Acknowledge(ctx, "g", by),
 		"confirm-fence": d.ConfirmFence(ctx, "g", "a", by),
+		"reclone":       d.Reclone(ctx, "g", "a", "a", by),
 	} {
 		if !errors.Is(err, api.ErrNotLeader) {
 			t.Errorf("%s on a follower: %v, want api.ErrNotLeader", name, err)
@@ -37,9 +39,34 @@ func TestCommandsRefuseUnknownGroupSiteAndFollowers(t *testing.T) {
 		"acknowledge, unknown group":   d.Acknowledge(ctx, "nope", by),
 		"confirm-fence, unknown group": d.ConfirmFence(ctx, "nope", "a", by),
 		"confirm-fence, unknown site":  d.ConfirmFence(ctx, "g", "z", by),
+		"reclone, unknown group":       d.Reclone(ctx, "nope", "a", "a", by),
+		"reclone, unknown site":        d.Reclone(ctx, "g", "z", "z", by),
 	} {
 		if !errors.Is(err, api.ErrNotFound) {
 			t.Errorf("%s: %v, want api.ErrNotFound", name, err)
+		}
+	}
+}
+
+// A MariaDB group without reclone.command cannot re-seed a site: the
+// refusal says what to do instead; MySQL (CLONE) and a configured hook can.
+func TestRecloneUnavailableSaysWhatToDo(t *testing.T) {
+	for _, tc := range []struct {
+		engine  string
+		command []string
+		can     bool
+	}{
+		{configs.EngineMariaDB, nil, false},
+		{configs.EngineMariaDB, []string{"/usr/local/bin/reseed"}, true},
+		{configs.EngineMySQL, nil, true},
+	} {
+		g := &group{cfg: configs.Group{Engine: tc.engine, Reclone: configs.Reclone{Command: tc.command}}}
+		why := g.recloneUnavailable()
+		if tc.can != (why == "") {
+			t.Errorf("%s with command %v: %q", tc.engine, tc.command, why)
+		}
+		if !tc.can && (!strings.Contains(why, "reclone.command") || !strings.Contains(why, "gtid_slave_pos")) {
+			t.Errorf("the refusal does not say what to do: %q", why)
 		}
 	}
 }

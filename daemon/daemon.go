@@ -193,6 +193,8 @@ func (d *Daemon) newGroup(gc configs.Group) (*group, error) {
 		fenced:        map[string]uint64{},
 		sidecars:      newSidecars(gc),
 		requests:      make(chan request),
+		reclones:      map[string]bool{},
+		recloned:      make(chan recloneResult),
 	}
 	g.exec = &executor{
 		group: gc, conns: newConnections(func(ctx context.Context, s configs.Site) (Instance, error) { return d.opts.Dial(ctx, gc, s) }, gc.Sites), log: log, failpoint: d.opts.Failpoint,

@@ -63,6 +63,8 @@ type group struct {
 	lastErr   error
 	barrier   time.Time // decisions wait for probes started after it
 	requests  chan request
+	reclones  map[string]bool    // sites whose reclone job runs in this daemon
+	recloned  chan recloneResult // finished reclone jobs
 }
 
 // kicker asks for a probe of every site now (the poller-backed Observations).
@@ -73,8 +75,9 @@ type waker interface{ Woken() <-chan struct{} }
 
 // request is an operator action handed to the loop (one action at a time).
 type request struct {
-	kind   string // kindSwitchover, kindAcknowledge or kindConfirmFence
-	target string // the switchover's target, the site whose fence is confirmed
+	kind   string // kindSwitchover, kindAcknowledge, kindConfirmFence or kindReclone
+	target string // the switchover's target, the site whose fence is confirmed or to reclone
+	token  string // the reclone's token
 	by     string // who asked (for the history)
 	reply  chan error
 }
@@ -143,6 +146,13 @@ func (g *group) round(ctx context.Context, servingSince time.Time) {
 	// see a just-promoted primary as still read-only and act again.
 	if !g.obs.Settled(barrier) {
 		return
+	}
+	// A reclone no daemon runs any more must not look like one running.
+	if len(st.Recloning) > 0 {
+		g.interruptedReclones(ctx)
+		g.mu.Lock()
+		st = g.state
+		g.mu.Unlock()
 	}
 	d := sitepair.Decide(g.observed(servingSince), st, g.policy, g.now())
 	g.carryOut(ctx, d)
@@ -659,6 +669,10 @@ func (g *group) run(ctx context.Context, lead func() (context.Context, time.Time
 			return
 		case req := <-g.requests:
 			req.reply <- g.handle(req, lead)
+		case res := <-g.recloned:
+			if lctx, _, ok := lead(); ok && ctx.Err() == nil {
+				g.finishReclone(lctx, res)
+			}
 		case <-tick.C:
 		case <-woken:
 			// A probe just landed: decide on it now (a promotion waits for
@@ -715,6 +729,8 @@ func (g *group) handle(req request, lead func() (context.Context, time.Time, boo
 		}
 		g.log.Warn("fence.confirmed_by_operator", "site", req.target, "by", req.by, "epoch", st.Epoch)
 		return nil
+	case kindReclone:
+		return g.startReclone(ctx, req, g.observed(since), st, entry)
 	}
 	return fmt.Errorf("%w: unknown request %q", ErrRefused, req.kind)
 }

@@ -134,6 +134,9 @@ func (g *group) siteStatus(so sitepair.SiteObservation, st sitepair.Persisted, v
 	if set, ok := st.Diverged[so.Name]; ok {
 		s.Diverged = set.String()
 	}
+	if r, ok := st.Recloning[so.Name]; ok {
+		s.Reclone = &status.Reclone{Donor: r.Donor, StartedAt: r.At, By: r.By, Failed: r.Failed}
+	}
 	if sc := so.Sidecar; sc.Configured {
 		s.Sidecar = &status.Sidecar{LastReportAt: sc.LastReport, LeaseAgeSeconds: -1, Epoch: sc.Epoch, FencedEpoch: sc.FencedEpoch, MysqldDown: sc.MysqldDown}
 		if !sc.LastReport.IsZero() {
@@ -178,6 +181,10 @@ func (g *group) siteStatus(so sitepair.SiteObservation, st sitepair.Persisted, v
 // site is blocked as diverged (see status.Site.Recovery).
 func recovery(s status.Site, so sitepair.SiteObservation, st sitepair.Persisted, oldPrimary string) string {
 	switch {
+	case s.Reclone != nil && s.Reclone.Failed != "":
+		return status.RecoveryRecloneFailed
+	case s.Reclone != nil:
+		return status.RecoveryRecloning
 	case s.Diverged != "":
 		return status.RecoveryBlocked
 	case oldPrimary == "" || st.ActiveSite == "" || so.Name == st.ActiveSite || so.Name != oldPrimary:

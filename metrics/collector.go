@@ -65,7 +65,7 @@ func newSnapshotCollector(o Options, m *Metrics) *snapshotCollector {
 		ioRunning:  d("site_replication_io_running", "1 while the replica's IO (receiver) thread runs; only for sites with a replication channel.", ss...),
 		sqlRunning: d("site_replication_sql_running", "1 while the replica's SQL (applier) thread runs; only for sites with a replication channel.", ss...),
 		broken:     d("site_replication_broken", "1 when a replication thread stopped on an error; only for sites with a replication channel.", ss...),
-		recovery:   d("site_recovery", "1 while the site recovers: state in-progress (the last failover's old primary not yet a healthy replica of the active site) or blocked (diverged: stays fenced until a human repairs or reclones it). Absent otherwise.", "group", "site", "state"),
+		recovery:   d("site_recovery", "1 while the site recovers: state in-progress (the last failover's old primary not yet a healthy replica of the active site) blocked (diverged: stays fenced until a human repairs or reclones it), recloning or reclone-failed (a reclone a human asked for runs, or failed). Absent otherwise.", "group", "site", "state"),
 		divergent:  d("site_divergent_transactions", "Transactions the site holds that the primary lacks (exact under gtid_strict_mode; an upper bound for MariaDB sites marked before counts were kept); 0 when not diverged.", ss...),
 		leaseAge:   d("site_sidecar_lease_age_seconds", "Time since the site's sidecar last reported; absent without a sidecar or before its first report to this leader.", ss...),
 		lastProbe:  d("site_last_probe_timestamp_seconds", "When the latest probe of the site finished (Unix time); absent before the first.", ss...),

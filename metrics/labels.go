@@ -68,4 +68,4 @@ func oneOf(v string, words []string) string {
 var storeTypes = []string{"file", "kubernetes", "etcd"}
 
 // recoveries are the recovery states of a site.
-var recoveries = []string{status.RecoveryInProgress, status.RecoveryBlocked}
+var recoveries = []string{status.RecoveryInProgress, status.RecoveryBlocked, status.RecoveryRecloning, status.RecoveryRecloneFailed}

@@ -173,7 +173,23 @@ type Divergence struct {
 const (
 	RecoveryInProgress = "in-progress"
 	RecoveryBlocked    = "blocked"
+	// RecoveryRecloning: a human-requested reclone runs (Site.Reclone).
+	RecoveryRecloning = "recloning"
+	// RecoveryRecloneFailed: the last reclone failed (Site.Reclone.Failed
+	// says why); the site stays out of every decision until it is retried.
+	RecoveryRecloneFailed = "reclone-failed"
 )
+
+// Reclone is a human-requested re-seed of a site from the primary.
+type Reclone struct {
+	// Donor is the primary it is copied from.
+	Donor string `json:"donor"`
+	// StartedAt is when the request was accepted; By who made it.
+	StartedAt time.Time `json:"startedAt"`
+	By        string    `json:"by,omitempty"`
+	// Failed says why it failed; "" while it runs.
+	Failed string `json:"failed,omitempty"`
+}
 
 // Site states (Site.State), as debounced by the state machine.
 const (
@@ -206,12 +222,17 @@ type Site struct {
 	ProbeError      string    `json:"probeError,omitempty"`
 	// Diverged is the GTID set it holds that the primary lacks.
 	Diverged string `json:"diverged,omitempty"`
+	// Reclone is the reclone a human asked for, running or failed; nil
+	// otherwise.
+	Reclone *Reclone `json:"reclone,omitempty"`
 	// Sidecar is what its sidecar last reported; nil without one.
 	Sidecar *Sidecar `json:"sidecar,omitempty"`
 	// Recovery is RecoveryInProgress for the last failover's old primary
 	// until it replicates from the active site with both threads running
 	// and no lag, RecoveryBlocked for a site known to be diverged (it stays
-	// fenced until a human repairs or reclones it), "" otherwise.
+	// fenced until a human repairs or reclones it), RecoveryRecloning or
+	// RecoveryRecloneFailed while a reclone runs or after it failed, ""
+	// otherwise.
 	Recovery string `json:"recovery,omitempty"`
 	// CacheRole is the role failoverd last gave the site's Dragonfly/Redis
 	// ("master" or "replica"); "" without a cache or before the first.

@@ -47,6 +47,15 @@ func writeTable(w io.Writer, d status.Daemon, groups []status.Group, now time.Ti
 		}
 		for _, dv := range g.Diverged {
 			fmt.Fprintf(tw, "  %s DIVERGED: %d transaction(s) the primary lacks: %s\n", dv.Site, dv.Transactions, dv.GTID)
+			fmt.Fprintf(tw, "    repair it by hand, or throw them away: failoverd reclone %s %s --token %s\n", g.Name, dv.Site, dv.GTID[:min(16, len(dv.GTID))])
+		}
+		for _, s := range g.Sites {
+			switch r := s.Reclone; {
+			case r != nil && r.Failed != "":
+				fmt.Fprintf(tw, "  %s RECLONE FAILED (from %s, asked by %s): %s\n", s.Name, r.Donor, r.By, r.Failed)
+			case r != nil:
+				fmt.Fprintf(tw, "  %s recloning from %s since %s (asked by %s)\n", s.Name, r.Donor, r.StartedAt.UTC().Format(time.RFC3339), r.By)
+			}
 		}
 		fmt.Fprintln(tw, "\nSITE\tROLE\tSTATE\tREPLICATION\tLAG\tGTID EXECUTED\tSIDECAR\tCACHE")
 		for _, s := range g.Sites {

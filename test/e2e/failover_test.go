@@ -256,8 +256,16 @@ func TestCorruptStateFileStopsStartup(t *testing.T) {
 // An old primary that comes back with a write of its own (errant) is never
 // rejoined: it stays fenced and the status shows its divergent set and the
 // exact number of divergent transactions (one, not the sequence number).
+// Then a human reclones it: a wrong token is refused with the reason, the
+// right one runs the reclone.command hook (a real re-seed from the primary
+// with mariadb-dump) and the site rejoins with the primary's data, its
+// errant write gone.
 func TestReturningOldPrimaryWithErrantWriteStaysFenced(t *testing.T) {
-	g := newGroup(t, groupOptions{sites: 3})
+	hook, err := filepath.Abs("testdata/reclone-mariadb-dump.sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := newGroup(t, groupOptions{sites: 3, extraConfig: fmt.Sprintf("    reclone:\n      command: [bash, %s]\n      timeout: 2m\n", hook)})
 	g.startDaemon()
 	g.waitHealthy("site0", 30*time.Second)
 	g.topo.Sites[0].Exec(t, "CREATE TABLE app.errant_back (id INT PRIMARY KEY)")
@@ -281,7 +289,6 @@ func TestReturningOldPrimaryWithErrantWriteStaysFenced(t *testing.T) {
 	}
 	// The pool still holds connections to the killed server: retry past
 	// them. Semi-sync off: no replica would acknowledge this write.
-	var err error
 	for range 5 {
 		if _, err = g.topo.Sites[0].AdminDB(t).Exec("SET GLOBAL rpl_semi_sync_master_enabled = OFF"); err != nil {
 			continue
@@ -295,7 +302,8 @@ func TestReturningOldPrimaryWithErrantWriteStaysFenced(t *testing.T) {
 	if err != nil {
 		t.Fatalf("errant write on site0: %v", err)
 	}
-	g.startDaemon()
+	// The hook logs in as the admin account (root has no TCP login here).
+	g.startDaemon("RECLONE_USER="+testenv.AdminUser, "RECLONE_PASSWORD_FILE="+filepath.Join(g.dir, "admin.pw"))
 	g.waitFor("site0 marked diverged", 30*time.Second, func() bool {
 		st, err := g.status()
 		return err == nil && len(st.Diverged) == 1 && st.Diverged[0].Site == "site0"
@@ -316,5 +324,41 @@ func TestReturningOldPrimaryWithErrantWriteStaysFenced(t *testing.T) {
 	}
 	if w := g.writable(); len(w) != 1 || w[0] != "site1" {
 		t.Fatalf("writable sites %v, want only site1", w)
+	}
+
+	// Reclone: the token repeats the start of the divergent set.
+	token := filepath.Join(g.dir, "api.token")
+	if code, _, errOut := g.cli("reclone", "orders", "site0", "--token", "site0", "--token-file", token); code != 1 || !strings.Contains(errOut, "wrong reclone token") {
+		t.Fatalf("reclone with a wrong token: exit %d %q, want 1 naming the token", code, errOut)
+	}
+	if ro := readOnly(t, g.topo.Sites[0]); ro != "1" || g.topo.Sites[0].QueryString(t, "SELECT COUNT(*) FROM app.errant_back WHERE id = 99") != "1" {
+		t.Fatal("a refused reclone touched the site")
+	}
+	code, out, errOut := g.cli("reclone", "orders", "site0", "--token", st.Diverged[0].GTID, "--token-file", token, "--wait", "--timeout", "90s")
+	if code != 0 {
+		t.Fatalf("reclone: exit %d\n%s%s\n%s", code, out, errOut, g.logs.String())
+	}
+	g.waitFor("site0 rejoined with the primary's rows", 30*time.Second, func() bool {
+		return g.follows(g.topo.Sites[0], g.topo.Sites[1]) &&
+			g.topo.Sites[0].QueryString(t, "SELECT COUNT(*) FROM app.errant_back") == g.topo.Sites[1].QueryString(t, "SELECT COUNT(*) FROM app.errant_back")
+	})
+	if n := g.topo.Sites[0].QueryString(t, "SELECT COUNT(*) FROM app.errant_back WHERE id = 99"); n != "0" {
+		t.Fatal("the errant write survived the reclone")
+	}
+	g.topo.Sites[1].Exec(t, "INSERT INTO app.errant_back VALUES (101)")
+	g.waitFor("site0 replicates new writes", 15*time.Second, func() bool {
+		return g.topo.Sites[0].QueryString(t, "SELECT COUNT(*) FROM app.errant_back WHERE id = 101") == "1"
+	})
+	st, _ = g.status()
+	if len(st.Diverged) != 0 {
+		t.Fatalf("still diverged after the reclone: %+v", st.Diverged)
+	}
+	if s, _ := st.Site("site0"); s.Reclone != nil || s.Recovery != "" {
+		t.Fatalf("site0 after the reclone: reclone %+v, recovery %q", s.Reclone, s.Recovery)
+	}
+	for _, want := range []string{`"msg":"reclone.started"`, `"msg":"reclone.output"`, `"msg":"reclone.succeeded"`} {
+		if !strings.Contains(g.logs.String(), want) {
+			t.Errorf("the daemon's log lacks %s", want)
+		}
 	}
 }

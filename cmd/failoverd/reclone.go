@@ -1,0 +1,110 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/failoverd/failoverd/api"
+	"github.com/failoverd/failoverd/status"
+)
+
+func newRecloneCmd(c *cli) *cobra.Command {
+	var (
+		token   string
+		wait    bool
+		timeout time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "reclone GROUP SITE --token TOKEN",
+		Short: "Re-seed SITE of GROUP from the primary, throwing away what SITE holds",
+		Long: `reclone replaces every row of SITE with a copy of the current primary's data,
+then lets SITE rejoin as a replica. It is the way back for a diverged site
+(one holding transactions the primary lacks: they are thrown away) or a
+replica whose replication cannot resume (purged binary logs). failoverd never
+does it on its own.
+
+--token proves you looked at what will be lost: the first 8 or more
+characters of SITE's divergent GTID set as failoverd status shows it, or the
+bare site name when no divergence is recorded. MySQL copies with CLONE
+INSTANCE (clone plugin on both sites); MariaDB runs the group's
+reclone.command (see deploy/reclone/). With --wait it follows the reclone
+until SITE replicates from the primary.
+
+Exit codes: 0 started (with --wait: SITE rejoined), 1 refused or failed,
+2 bad arguments or no --token-file, 3 no answer from the daemon, 4 --wait
+timed out (the reclone may still complete: see failoverd status).`,
+		Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			group, site := args[0], args[1]
+			if token == "" {
+				return &exitError{code: exitUsage, err: fmt.Errorf("--token is required: the first 8+ characters of %s's divergent GTID set (failoverd status), or %q when none is recorded", site, site)}
+			}
+			cl, err := c.client(cmd, true)
+			if err != nil {
+				return err
+			}
+			ctx, stop := signalContext(cmd)
+			defer stop()
+			if err := cl.Reclone(ctx, group, site, token, actor()); err != nil {
+				return apiError(err)
+			}
+			fmt.Fprintf(c.stdout, "reclone of %s/%s started\n", group, site)
+			if !wait {
+				return nil
+			}
+			return c.waitReclone(ctx, cl, group, site, timeout)
+		},
+	}
+	cmd.Flags().StringVar(&token, "token", "", "the first 8+ characters of SITE's divergent GTID set, or the site name when none is recorded")
+	cmd.Flags().BoolVar(&wait, "wait", false, "wait until SITE replicates from the primary")
+	cmd.Flags().DurationVar(&timeout, "timeout", 2*time.Hour, "give up waiting after this long (exit 4)")
+	addServerFlags(cmd)
+	return cmd
+}
+
+// waitReclone follows a reclone until site replicates from the primary, the
+// reclone fails, or timeout.
+func (c *cli) waitReclone(ctx context.Context, cl *api.Client, group, site string, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	start := time.Now()
+	timedOut := func() error {
+		return &exitError{code: exitTimeout, err: fmt.Errorf("reclone of %s/%s not complete after %v; see failoverd status", group, site, timeout)}
+	}
+	for {
+		g, err := cl.Group(ctx, group)
+		switch {
+		case err != nil && ctx.Err() != nil:
+			return timedOut()
+		case err != nil:
+			return apiError(err)
+		}
+		if s := siteIn(g, site); s != nil {
+			switch {
+			case s.Reclone != nil && s.Reclone.Failed != "":
+				return &exitError{code: exitRefused, err: fmt.Errorf("reclone of %s/%s failed: %s", group, site, s.Reclone.Failed)}
+			case s.Reclone == nil && s.Diverged == "" && g.ActiveSite != "" && s.ReplicatingFrom == g.ActiveSite &&
+				s.Replication != nil && s.Replication.IORunning && s.Replication.SQLRunning:
+				fmt.Fprintf(c.stdout, "%s replicates from %s (%.0fs)\n", site, g.ActiveSite, time.Since(start).Seconds())
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return timedOut()
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+func siteIn(g status.Group, name string) *status.Site {
+	for i := range g.Sites {
+		if g.Sites[i].Name == name {
+			return &g.Sites[i]
+		}
+	}
+	return nil
+}
