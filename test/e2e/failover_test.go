@@ -266,49 +266,7 @@ func TestReturningOldPrimaryWithErrantWriteStaysFenced(t *testing.T) {
 		t.Fatal(err)
 	}
 	g := newGroup(t, groupOptions{sites: 3, extraConfig: fmt.Sprintf("    reclone:\n      command: [bash, %s]\n      timeout: 2m\n", hook)})
-	g.startDaemon()
-	g.waitHealthy("site0", 30*time.Second)
-	g.topo.Sites[0].Exec(t, "CREATE TABLE app.errant_back (id INT PRIMARY KEY)")
-	for i := range 5 {
-		g.topo.Sites[0].Exec(t, "INSERT INTO app.errant_back VALUES (?)", i)
-	}
-	g.waitFor("replicas caught up", 10*time.Second, func() bool {
-		return g.topo.Sites[1].QueryString(t, "SELECT COUNT(*) FROM app.errant_back") == "5"
-	})
-	g.kill(0)
-	g.expectSolePrimary("site1")
-	// site2 must replicate from the new primary before the old one is back:
-	// one still pointed at site0 would receive its errant write as well.
-	g.waitFor("site2 follows site1", 30*time.Second, func() bool { return g.follows(g.topo.Sites[2], g.topo.Sites[1]) })
-	g.topo.Sites[1].Exec(t, "INSERT INTO app.errant_back VALUES (100)") // the new primary moves on
-	// While no daemon watches, the old primary comes back and takes one
-	// write nobody else has (an admin account passes read_only).
-	g.stopDaemon()
-	if err := g.topo.Sites[0].Restart(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	// The pool still holds connections to the killed server: retry past
-	// them. Semi-sync off: no replica would acknowledge this write.
-	for range 5 {
-		if _, err = g.topo.Sites[0].AdminDB(t).Exec("SET GLOBAL rpl_semi_sync_master_enabled = OFF"); err != nil {
-			continue
-		}
-		_, err = g.topo.Sites[0].AdminDB(t).Exec("INSERT INTO app.errant_back VALUES (99)")
-		if err == nil || strings.Contains(err.Error(), "Error 1062") {
-			err = nil // an earlier attempt committed but its answer was lost
-			break
-		}
-	}
-	if err != nil {
-		t.Fatalf("errant write on site0: %v", err)
-	}
-	// The hook logs in as the admin account (root has no TCP login here).
-	g.startDaemon("RECLONE_USER="+testenv.AdminUser, "RECLONE_PASSWORD_FILE="+filepath.Join(g.dir, "admin.pw"))
-	g.waitFor("site0 marked diverged", 30*time.Second, func() bool {
-		st, err := g.status()
-		return err == nil && len(st.Diverged) == 1 && st.Diverged[0].Site == "site0"
-	})
-	st, _ := g.status()
+	st := divergeOldPrimary(t, g)
 	if d := st.Diverged[0]; d.Transactions != 1 || d.GTID == "" {
 		t.Fatalf("divergence %+v, want exactly 1 transaction and its set", d)
 	}
@@ -361,4 +319,89 @@ func TestReturningOldPrimaryWithErrantWriteStaysFenced(t *testing.T) {
 			t.Errorf("the daemon's log lacks %s", want)
 		}
 	}
+}
+
+// divergeOldPrimary kills the primary site0 of g (3 sites), lets the daemon
+// fail over to site1, then brings site0 back with one errant write while no
+// daemon watches, restarts the daemon and waits until site0 is marked
+// diverged. The daemon is started with the admin account for reclone hooks.
+func divergeOldPrimary(t *testing.T, g *group) groupStatus {
+	t.Helper()
+	var err error
+	g.startDaemon()
+	g.waitHealthy("site0", 30*time.Second)
+	g.topo.Sites[0].Exec(t, "CREATE TABLE app.errant_back (id INT PRIMARY KEY)")
+	for i := range 5 {
+		g.topo.Sites[0].Exec(t, "INSERT INTO app.errant_back VALUES (?)", i)
+	}
+	g.waitFor("replicas caught up", 10*time.Second, func() bool {
+		return g.topo.Sites[1].QueryString(t, "SELECT COUNT(*) FROM app.errant_back") == "5"
+	})
+	g.kill(0)
+	g.expectSolePrimary("site1")
+	// site2 must replicate from the new primary before the old one is back:
+	// one still pointed at site0 would receive its errant write as well.
+	g.waitFor("site2 follows site1", 30*time.Second, func() bool { return g.follows(g.topo.Sites[2], g.topo.Sites[1]) })
+	g.topo.Sites[1].Exec(t, "INSERT INTO app.errant_back VALUES (100)") // the new primary moves on
+	// While no daemon watches, the old primary comes back and takes one
+	// write nobody else has (an admin account passes read_only).
+	g.stopDaemon()
+	if err := g.topo.Sites[0].Restart(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	// The pool still holds connections to the killed server: retry past
+	// them. Semi-sync off: no replica would acknowledge this write.
+	for range 5 {
+		if _, err = g.topo.Sites[0].AdminDB(t).Exec("SET GLOBAL rpl_semi_sync_master_enabled = OFF"); err != nil {
+			continue
+		}
+		_, err = g.topo.Sites[0].AdminDB(t).Exec("INSERT INTO app.errant_back VALUES (99)")
+		if err == nil || strings.Contains(err.Error(), "Error 1062") {
+			err = nil // an earlier attempt committed but its answer was lost
+			break
+		}
+	}
+	if err != nil {
+		t.Fatalf("errant write on site0: %v", err)
+	}
+	// A reclone hook logs in as the admin account (root has no TCP login here).
+	g.startDaemon("RECLONE_USER="+testenv.AdminUser, "RECLONE_PASSWORD_FILE="+filepath.Join(g.dir, "admin.pw"))
+	g.waitFor("site0 marked diverged", 30*time.Second, func() bool {
+		st, err := g.status()
+		return err == nil && len(st.Diverged) == 1 && st.Diverged[0].Site == "site0"
+	})
+	st, err := g.status()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// A diverged site a human repairs by hand (here: re-seeded from the primary
+// with the same dump script, run outside failoverd) is found repaired on a
+// later round: its divergence is cleared and it rejoins the primary.
+func TestDivergedSiteRepairedByHandRejoins(t *testing.T) {
+	g := newGroup(t, groupOptions{sites: 3})
+	divergeOldPrimary(t, g)
+	hook, err := filepath.Abs("testdata/reclone-mariadb-dump.sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("bash", hook, "site0", "site1")
+	cmd.Env = append(os.Environ(), "RECLONE_USER="+testenv.AdminUser, "RECLONE_PASSWORD_FILE="+filepath.Join(g.dir, "admin.pw"),
+		"FAILOVERD_SITE_ADDRESS="+g.topo.Sites[0].Addr(), "FAILOVERD_DONOR_ADDRESS="+g.topo.Sites[1].Addr())
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("repair by hand: %v\n%s", err, out)
+	}
+	g.waitFor("the divergence cleared and site0 rejoined", 30*time.Second, func() bool {
+		st, err := g.status()
+		return err == nil && len(st.Diverged) == 0 && g.follows(g.topo.Sites[0], g.topo.Sites[1])
+	})
+	if !strings.Contains(g.logs.String(), "divergence-repaired") {
+		t.Error("the daemon's log does not name the divergence-repaired decision")
+	}
+	g.topo.Sites[1].Exec(t, "INSERT INTO app.errant_back VALUES (102)")
+	g.waitFor("site0 replicates new writes", 15*time.Second, func() bool {
+		return g.topo.Sites[0].QueryString(t, "SELECT COUNT(*) FROM app.errant_back WHERE id = 102") == "1"
+	})
 }
