@@ -11,7 +11,7 @@
 //	POST /v1/sidecar/report                  a sidecar's signed report
 //	GET  /v1/groups                          the daemon and every group
 //	GET  /v1/groups/{g}                      one group
-//	POST /v1/groups/{g}/switchover           {"target": "SITE"}         (bearer token)
+//	POST /v1/groups/{g}/switchover           {"target": "SITE", "force": false} (bearer token)
 //	POST /v1/groups/{g}/acknowledge          {}                         (bearer token)
 //	POST /v1/groups/{g}/confirm-fence        {"site": "OLD-PRIMARY"}    (bearer token)
 //	POST /v1/groups/{g}/reclone              {"site": "S", "token": "T"} (bearer token)
@@ -55,8 +55,9 @@ type Control interface {
 	// SidecarReport records a sidecar's report (body, signed with sig)
 	// and answers the group's signed view.
 	SidecarReport(body []byte, sig string) (view.Signed, error)
-	// Switchover starts a planned switchover to target.
-	Switchover(ctx context.Context, group, target string, by Actor) error
+	// Switchover starts a planned switchover to target; force allows it
+	// within the failover cooldown.
+	Switchover(ctx context.Context, group, target string, force bool, by Actor) error
 	// Acknowledge clears an escalation halt.
 	Acknowledge(ctx context.Context, group string, by Actor) error
 	// ConfirmFence records an operator's assertion that site, the old
@@ -87,6 +88,9 @@ func (a Actor) String() string {
 // SwitchoverRequest is the body of POST /v1/groups/{g}/switchover.
 type SwitchoverRequest struct {
 	Target string `json:"target"`
+	// Force allows the switchover within failoverCooldown of the last
+	// failover or switchover (refused otherwise).
+	Force bool `json:"force,omitempty"`
 	// By names the operator (recorded in the history).
 	By string `json:"by,omitempty"`
 }

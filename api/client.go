@@ -52,9 +52,10 @@ func (c *Client) Group(ctx context.Context, name string) (status.Group, error) {
 	return g, err
 }
 
-// Switchover asks for a planned switchover of group to target.
-func (c *Client) Switchover(ctx context.Context, group, target, by string) error {
-	return c.do(ctx, http.MethodPost, "/v1/groups/"+url.PathEscape(group)+"/switchover", SwitchoverRequest{Target: target, By: by}, nil)
+// Switchover asks for a planned switchover of group to target; force
+// allows it within the failover cooldown.
+func (c *Client) Switchover(ctx context.Context, group, target string, force bool, by string) error {
+	return c.do(ctx, http.MethodPost, "/v1/groups/"+url.PathEscape(group)+"/switchover", SwitchoverRequest{Target: target, Force: force, By: by}, nil)
 }
 
 // Acknowledge clears group's escalation halt.

@@ -167,11 +167,12 @@ func (s *server) switchover(_ http.ResponseWriter, r *http.Request, group string
 	if req.Target == "" {
 		// The query form of the first release.
 		req.Target = r.URL.Query().Get("target")
+		req.Force = req.Force || r.URL.Query().Get("force") == "true"
 	}
 	if req.Target == "" {
 		return fmt.Errorf("%w: target missing: POST {\"target\": \"SITE\"}", ErrBadRequest)
 	}
-	return s.Control.Switchover(r.Context(), group, req.Target, actor(r, req.By))
+	return s.Control.Switchover(r.Context(), group, req.Target, req.Force, actor(r, req.By))
 }
 
 func (s *server) acknowledge(_ http.ResponseWriter, r *http.Request, group string, body []byte) error {

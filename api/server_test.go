@@ -55,9 +55,12 @@ func (f *fakeControl) SidecarReport(body []byte, sig string) (view.Signed, error
 	return view.Signed{View: view.View{Group: "orders", Epoch: 4, ActiveSite: "a"}}, nil
 }
 
-func (f *fakeControl) Switchover(_ context.Context, group, target string, by Actor) error {
+func (f *fakeControl) Switchover(_ context.Context, group, target string, force bool, by Actor) error {
 	if !f.leader {
 		return fmt.Errorf("%w: follower", ErrNotLeader)
+	}
+	if force {
+		target += " (forced)"
 	}
 	f.calls = append(f.calls, fmt.Sprintf("switchover %s %s by %s", group, target, by.Name))
 	return f.err
@@ -187,6 +190,10 @@ func TestCommands(t *testing.T) {
 	}{
 		{name: "switchover", token: token, c: call{path: "switchover", auth: bearer, body: `{"target":"b","by":"ann@host"}`},
 			code: 202, contains: "accepted", called: "switchover orders b by ann@host"},
+		{name: "forced switchover", token: token, c: call{path: "switchover", auth: bearer, body: `{"target":"b","force":true,"by":"ann"}`},
+			code: 202, called: "switchover orders b (forced) by ann"},
+		{name: "forced switchover, query form", token: token, c: call{path: "switchover?target=b&force=true", auth: bearer},
+			code: 202, called: "switchover orders b (forced) by "},
 		{name: "switchover query form", token: token, c: call{path: "switchover?target=b", auth: bearer},
 			code: 202, called: "switchover orders b by "},
 		{name: "acknowledge empty body", token: token, c: call{path: "acknowledge", auth: bearer},
@@ -269,7 +276,7 @@ func TestClient(t *testing.T) {
 	if _, err := c.Group(ctx, "nope"); !errors.As(err, &he) || he.Code != 404 || he.Message != "unknown group nope" {
 		t.Fatalf("Group(nope) = %v", err)
 	}
-	if err := c.Switchover(ctx, "orders", "b", "ann"); err != nil {
+	if err := c.Switchover(ctx, "orders", "b", false, "ann"); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.Acknowledge(ctx, "orders", "ann"); err != nil {

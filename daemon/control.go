@@ -71,7 +71,7 @@ func (d *Daemon) SidecarReport(body []byte, sig string) (view.Signed, error) {
 }
 
 // Switchover implements api.Control.
-func (d *Daemon) Switchover(ctx context.Context, group, target string, by api.Actor) error {
+func (d *Daemon) Switchover(ctx context.Context, group, target string, force bool, by api.Actor) error {
 	g, err := d.commandGroup(group)
 	if err != nil {
 		return err
@@ -79,7 +79,7 @@ func (d *Daemon) Switchover(ctx context.Context, group, target string, by api.Ac
 	if !g.hasSite(target) {
 		return fmt.Errorf("%w: group %s has no site %s", api.ErrNotFound, group, target)
 	}
-	return g.submit(ctx, request{kind: kindSwitchover, target: target, by: by.String()})
+	return g.submit(ctx, request{kind: kindSwitchover, target: target, force: force, by: by.String()})
 }
 
 // Acknowledge implements api.Control.

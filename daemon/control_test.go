@@ -21,7 +21,7 @@ func TestCommandsRefuseUnknownGroupSiteAndFollowers(t *testing.T) {
 	by := api.Actor{Name: "ann"}
 	// Not leading: every command is refused before it reaches the loop.
 	for name, err := range map[string]error{
-		"switchover":    d.Switchover(ctx, "g", "b", by),
+		"switchover":    d.Switchover(ctx, "g", "b", false, by),
 		"acknowledge":   d.Acknowledge(ctx, "g", by),
 		"confirm-fence": d.ConfirmFence(ctx, "g", "a", by),
 		"reclone":       d.Reclone(ctx, "g", "a", "a", by),
@@ -34,8 +34,8 @@ func TestCommandsRefuseUnknownGroupSiteAndFollowers(t *testing.T) {
 	defer cancel()
 	d.lead.begin(lctx, t0)
 	for name, err := range map[string]error{
-		"switchover, unknown group":    d.Switchover(ctx, "nope", "b", by),
-		"switchover, unknown site":     d.Switchover(ctx, "g", "z", by),
+		"switchover, unknown group":    d.Switchover(ctx, "nope", "b", false, by),
+		"switchover, unknown site":     d.Switchover(ctx, "g", "z", false, by),
 		"acknowledge, unknown group":   d.Acknowledge(ctx, "nope", by),
 		"confirm-fence, unknown group": d.ConfirmFence(ctx, "nope", "a", by),
 		"confirm-fence, unknown site":  d.ConfirmFence(ctx, "g", "z", by),

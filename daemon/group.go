@@ -78,6 +78,7 @@ type request struct {
 	kind   string // kindSwitchover, kindAcknowledge, kindConfirmFence or kindReclone
 	target string // the switchover's target, the site whose fence is confirmed or to reclone
 	token  string // the reclone's token
+	force  bool   // a switchover within the failover cooldown
 	by     string // who asked (for the history)
 	reply  chan error
 }
@@ -697,14 +698,14 @@ func (g *group) handle(req request, lead func() (context.Context, time.Time, boo
 	entry := store.AuditEntry{At: now, Action: req.kind, Site: req.target, By: req.by, Result: store.AuditAccepted}
 	switch req.kind {
 	case kindSwitchover:
-		d := sitepair.DecideSwitchover(g.observed(since), st, g.policy, req.target, now)
+		d := sitepair.DecideSwitchover(g.observed(since), st, g.policy, req.target, req.force, now)
 		if d.Action != sitepair.RevokeEpoch {
 			g.log.Warn("switchover.refused", "target", req.target, "by", req.by, "reason", string(d.Reason), "message", d.Message)
 			err := fmt.Errorf("%w: switchover to %s: %s (%s)", ErrRefused, req.target, d.Message, d.Reason)
 			g.auditRefused(ctx, entry, err)
 			return err
 		}
-		g.log.Warn("switchover.accepted", "target", req.target, "by", req.by)
+		g.log.Warn("switchover.accepted", "target", req.target, "by", req.by, "forced", req.force)
 		// The revoke's durable write carries the entry.
 		g.mu.Lock()
 		g.stored.Audit = store.AppendAudit(g.stored.Audit, entry)

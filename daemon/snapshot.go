@@ -247,6 +247,7 @@ var reasonClass = map[sitepair.Reason]string{
 	sitepair.ReasonSwitchoverTargetIsPrimary: status.ClassActing,
 	sitepair.ReasonSwitchoverBadTarget:       status.ClassActing,
 	sitepair.ReasonSwitchoverTargetBehind:    status.ClassActing,
+	sitepair.ReasonSwitchoverCooldown:        status.ClassActing,
 
 	sitepair.ReasonSplitBrainKeepPromoted: status.ClassSplitBrain,
 	sitepair.ReasonSplitBrainKeepWinner:   status.ClassSplitBrain,

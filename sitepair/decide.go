@@ -51,10 +51,12 @@ func Decide(obs Observed, st Persisted, pol Policy, now time.Time) Decision {
 // DecideSwitchover decides an operator's planned switchover to target. It
 // checks the same safety rules as an automatic failover (fence before
 // promote, no dr-only, diverged or operator-fenced target, no target lacking
-// another replica's transactions) but not the cooldown or the escalation
-// limit. Accepted, it returns RevokeEpoch with Planned set; phase 2 comes
-// from Decide once the old primary is fenced and the target caught up.
-func DecideSwitchover(obs Observed, st Persisted, pol Policy, target string, now time.Time) Decision {
+// another replica's transactions) but not the escalation limit; within the
+// failover cooldown it refuses unless force is set (an operator who has just
+// seen a failover must mean to move the primary again). Accepted, it returns
+// RevokeEpoch with Planned set; phase 2 comes from Decide once the old
+// primary is fenced and the target caught up.
+func DecideSwitchover(obs Observed, st Persisted, pol Policy, target string, force bool, now time.Time) Decision {
 	v, d, ok := prepare(obs, st, pol, now)
 	if !ok {
 		return d
@@ -82,6 +84,11 @@ func DecideSwitchover(obs Observed, st Persisted, pol Policy, target string, now
 	}
 	if why := v.ineligible(t, st.ActiveSite, false); why != "" {
 		return v.decision(ReasonSwitchoverBadTarget, "%s cannot be promoted: %s", target, why)
+	}
+	// Anti-flap: moving the primary again right after a failover needs intent.
+	if !force && !st.LastFailoverAt.IsZero() && now.Sub(st.LastFailoverAt) < pol.FailoverCooldown {
+		return v.decision(ReasonSwitchoverCooldown, "the last failover or switchover (to %s at %s) is within the %v cooldown; force it to switch over anyway",
+			st.LastFailoverTarget, st.LastFailoverAt.UTC().Format(time.RFC3339), pol.FailoverCooldown)
 	}
 	// The target must hold what every other replica holds, or be able to
 	// get it from the primary it streams from: under load a target a few

@@ -310,7 +310,11 @@ func TestDecideSwitchover(t *testing.T) {
 	}{
 		{"healthy pair: switch over to b", group(site("a", W), site("b", RO, follows("a"))), active("a"), "b",
 			want{action: RevokeEpoch, reason: ReasonSwitchover, target: "b", fence: []string{"a"}, epoch: 2}},
-		{"inside the cooldown: manual operations bypass it", healthy3, with(promoted("a"), func(p *Persisted) { p.LastFailoverAt = now.Add(-time.Second) }), "c",
+		{"refused: inside the cooldown without force", healthy3, with(promoted("a"), func(p *Persisted) { p.LastFailoverAt = now.Add(-time.Second) }), "c",
+			want{action: None, reason: ReasonSwitchoverCooldown}},
+		{"inside the cooldown, forced", healthy3, with(promoted("a"), func(p *Persisted) { p.LastFailoverAt = now.Add(-time.Second) }), "c",
+			want{action: RevokeEpoch, reason: ReasonSwitchover, target: "c", fence: []string{"a"}, epoch: 3}},
+		{"after the cooldown", healthy3, promoted("a"), "c",
 			want{action: RevokeEpoch, reason: ReasonSwitchover, target: "c", fence: []string{"a"}, epoch: 3}},
 		{"escalation halted: manual operations bypass it", healthy3, with(active("a"), func(p *Persisted) { p.EscalationHalted = true }), "b",
 			want{action: RevokeEpoch, reason: ReasonSwitchover, target: "b", fence: []string{"a"}}},
@@ -344,7 +348,8 @@ func TestDecideSwitchover(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			d := DecideSwitchover(tc.obs, tc.st, DefaultPolicy(), tc.target, now)
+			forced := tc.name == "inside the cooldown, forced"
+			d := DecideSwitchover(tc.obs, tc.st, DefaultPolicy(), tc.target, forced, now)
 			tc.want.check(t, d)
 			if d.Action == RevokeEpoch && !d.Planned {
 				t.Errorf("switchover revoke not marked planned: %s", d)

@@ -184,6 +184,9 @@ const (
 	// transactions another replica has and cannot get them from the primary
 	// (it does not stream from it, or only that replica holds them).
 	ReasonSwitchoverTargetBehind Reason = "switchover-refused-target-behind"
+	// ReasonSwitchoverCooldown (None): refused, the last failover or
+	// switchover was within failoverCooldown and the request is not forced.
+	ReasonSwitchoverCooldown Reason = "switchover-refused-cooldown"
 )
 
 var reasonAction = map[Reason]Action{
@@ -247,6 +250,7 @@ var reasonAction = map[Reason]Action{
 	ReasonSwitchoverTargetIsPrimary: None,
 	ReasonSwitchoverBadTarget:       None,
 	ReasonSwitchoverTargetBehind:    None,
+	ReasonSwitchoverCooldown:        None,
 }
 
 // ActionOf returns the Action every decision with reason r carries, and

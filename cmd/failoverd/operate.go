@@ -202,8 +202,8 @@ func (c *cli) printStatus(ctx context.Context, cl *api.Client, group, output str
 
 func newSwitchoverCmd(c *cli) *cobra.Command {
 	var (
-		wait    bool
-		timeout time.Duration
+		wait, force bool
+		timeout     time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "switchover GROUP SITE",
@@ -211,8 +211,10 @@ func newSwitchoverCmd(c *cli) *cobra.Command {
 		Long: `switchover asks the daemon for a planned switchover: the old primary is
 fenced first, SITE catches up to every transaction, then becomes writable.
 The daemon refuses (exit 1, with the reason) when SITE is not a healthy
-replica, a failover is in flight, or the group is not healthy. With --wait it
-follows the switchover until SITE is the settled primary.
+replica, a failover is in flight, the group is not healthy, or the last
+failover or switchover is within the group's failoverCooldown (--force
+overrides only that). With --wait it follows the switchover until SITE is the
+settled primary.
 
 Exit codes: 0 accepted (with --wait: completed), 1 refused or abandoned,
 2 bad arguments or no --token-file, 3 no answer from the daemon, 4 --wait
@@ -230,7 +232,7 @@ timed out (the switchover may still complete: see failoverd status).`,
 			if err != nil {
 				return apiError(err)
 			}
-			if err := cl.Switchover(ctx, group, target, actor()); err != nil {
+			if err := cl.Switchover(ctx, group, target, force, actor()); err != nil {
 				return apiError(err)
 			}
 			fmt.Fprintf(c.stdout, "switchover of %s to %s accepted (epoch %d, primary %s)\n", group, target, before.Epoch, before.ActiveSite)
@@ -241,6 +243,7 @@ timed out (the switchover may still complete: see failoverd status).`,
 		},
 	}
 	cmd.Flags().BoolVar(&wait, "wait", false, "wait until SITE is the settled primary")
+	cmd.Flags().BoolVar(&force, "force", false, "switch over even within failoverCooldown of the last failover or switchover")
 	cmd.Flags().DurationVar(&timeout, "timeout", 2*time.Minute, "give up waiting after this long (exit 4)")
 	addServerFlags(cmd)
 	return cmd

@@ -142,7 +142,8 @@ func TestDaemonPrimaryPartitionDoesNotFailOver(t *testing.T) {
 }
 
 // A second kill within the cooldown is not failed over automatically, the
-// status says why, and an operator's switchover still works.
+// status says why, and an operator's switchover works when forced (refused,
+// with the reason, when not).
 func TestCooldownBlocksSecondFailoverButSwitchoverWorks(t *testing.T) {
 	g := newGroup(t, groupOptions{sites: 3})
 	g.startDaemon()
@@ -160,8 +161,12 @@ func TestCooldownBlocksSecondFailoverButSwitchoverWorks(t *testing.T) {
 		t.Fatalf("status inside the cooldown: %+v", st)
 	}
 	code, body := g.post("/v1/groups/orders/switchover?target=site2")
+	if code != 409 || !strings.Contains(body, "switchover-refused-cooldown") {
+		t.Fatalf("switchover inside the cooldown, not forced: %d %s, want 409 naming the cooldown", code, body)
+	}
+	code, body = g.post("/v1/groups/orders/switchover?target=site2&force=true")
 	if code != 202 {
-		t.Fatalf("switchover: %d %s", code, body)
+		t.Fatalf("forced switchover: %d %s", code, body)
 	}
 	g.expectSolePrimary("site2")
 }

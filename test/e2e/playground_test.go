@@ -171,7 +171,7 @@ func TestPlayground(t *testing.T) {
 	}
 	say("site0 replicates from %s again after %.1fs; %s is the only writable site", st.ActiveSite, time.Since(restarted).Seconds(), st.ActiveSite)
 	if *playInteractive {
-		say("everything keeps running; try `%s switchover orders site0 --wait --token-file %s`; Ctrl-C stops it all",
+		say("everything keeps running; try `%s switchover orders site0 --wait --token-file %s` (add --force within a minute of the failover: the playground's failoverCooldown); Ctrl-C stops it all",
 			bin, filepath.Join(g.dir, "api.token"))
 		<-ctx.Done()
 		say("Ctrl-C: tearing down")
