@@ -50,6 +50,9 @@ func writeTable(w io.Writer, d status.Daemon, groups []status.Group, now time.Ti
 			fmt.Fprintf(tw, "    repair it by hand, or throw them away: failoverd reclone %s %s --token %s\n", g.Name, dv.Site, dv.GTID[:min(16, len(dv.GTID))])
 		}
 		for _, s := range g.Sites {
+			if r := s.Replication; r != nil && r.Broken && r.LastError != "" {
+				fmt.Fprintf(tw, "  %s REPLICATION STOPPED: %s\n", s.Name, truncate(r.LastError, 160))
+			}
 			switch r := s.Reclone; {
 			case r != nil && r.Failed != "":
 				fmt.Fprintf(tw, "  %s RECLONE FAILED (from %s, asked by %s): %s\n", s.Name, r.Donor, r.By, r.Failed)

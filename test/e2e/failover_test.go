@@ -410,3 +410,49 @@ func TestDivergedSiteRepairedByHandRejoins(t *testing.T) {
 		return g.topo.Sites[0].QueryString(t, "SELECT COUNT(*) FROM app.errant_back WHERE id = 102") == "1"
 	})
 }
+
+// A replica whose replication stopped on an error (here a duplicate key: a
+// row written on it by hand, outside binary logging) is reported with that
+// error in the status, the metrics and the decision, and left alone: never
+// skipped past, never promoted.
+func TestReplicaStoppedOnAnErrorIsReportedWithTheError(t *testing.T) {
+	g := newGroup(t, groupOptions{sites: 3})
+	g.startDaemon()
+	g.waitHealthy("site0", 30*time.Second)
+	g.topo.Sites[0].Exec(t, "CREATE TABLE app.drift (id INT PRIMARY KEY)")
+	g.waitFor("site2 has the table", 10*time.Second, func() bool {
+		return g.topo.Sites[2].QueryString(t, "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = 'app' AND table_name = 'drift'") == "1"
+	})
+	// One connection: sql_log_bin is per session.
+	conn, err := g.topo.Sites[2].AdminDB(t).Conn(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	for _, q := range []string{"SET SESSION sql_log_bin = 0", "INSERT INTO app.drift VALUES (7)"} {
+		if _, err := conn.ExecContext(t.Context(), q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	g.topo.Sites[0].Exec(t, "INSERT INTO app.drift VALUES (7)")
+	g.waitFor("site2 reported broken with its error", 30*time.Second, func() bool {
+		st, err := g.status()
+		if err != nil {
+			return false
+		}
+		s, _ := st.Site("site2")
+		return st.Reason == "degraded-replication-broken" && s.Replication != nil && s.Replication.Broken && strings.Contains(s.Replication.LastError, "Duplicate entry")
+	})
+	if m := g.metrics(); !strings.Contains(m, `failoverd_site_replication_broken{group="orders",site="site2"} 1`) {
+		t.Error("the metrics do not show site2's broken replication")
+	}
+	code, out, _ := g.cli("status")
+	if code != 0 || !strings.Contains(out, "site2 REPLICATION STOPPED") || !strings.Contains(out, "Duplicate entry") || !strings.Contains(out, "degraded-replication-broken") {
+		t.Errorf("failoverd status: exit %d\n%s", code, out)
+	}
+	// Left alone: the daemon neither skips the transaction nor repoints it.
+	time.Sleep(2 * time.Second)
+	if rs := g.topo.Sites[2].ReplicaStatus(t); rs["Slave_SQL_Running"] != "No" || rs["Last_SQL_Errno"] != "1062" {
+		t.Fatalf("site2's replication after the error: SQL %s, errno %s", rs["Slave_SQL_Running"], rs["Last_SQL_Errno"])
+	}
+}
