@@ -261,6 +261,56 @@ type Group struct {
 	// Reclone configures how a site is re-seeded from the primary when a
 	// human asks (POST /v1/groups/{g}/reclone).
 	Reclone Reclone `yaml:"reclone"`
+	// RoutingReconcileInterval is how often the routing and cache followers
+	// (Service selector, node taints, DNSEndpoint, cache roles) are
+	// re-checked against the active site and repaired when they drifted
+	// (hand edits, a recreated object, an API server that was down).
+	RoutingReconcileInterval time.Duration `yaml:"routingReconcileInterval" default:"30s"`
+	// Hooks run a command or call a webhook on group events (routing
+	// outside Kubernetes: ProxySQL, HAProxy, ...). They never block or undo
+	// a MySQL promotion.
+	Hooks []Hook `yaml:"hooks"`
+}
+
+// Hook events (Hook.Events).
+const (
+	// HookBeforePromote: a failover or switchover is about to make its
+	// target writable (the old primary is fenced or proven down).
+	HookBeforePromote = "before-promote"
+	// HookAfterPromote: the new primary is writable.
+	HookAfterPromote = "after-promote"
+	// HookFailoverFailed: a failover or switchover ended without promoting.
+	HookFailoverFailed = "failover-failed"
+	// HookSplitBrain: more than one site is writable.
+	HookSplitBrain = "split-brain"
+	// HookRecoveryBlocked: a site was found diverged and stays fenced.
+	HookRecoveryBlocked = "recovery-blocked"
+)
+
+// HookEvents lists every hook event.
+func HookEvents() []string {
+	return []string{HookBeforePromote, HookAfterPromote, HookFailoverFailed, HookSplitBrain, HookRecoveryBlocked}
+}
+
+// Hook is a command or webhook run on some of a group's events, with a JSON
+// payload (group, event, epoch, from, to, reason, GTID, time).
+type Hook struct {
+	// Name identifies the hook in logs, status and metrics; unique in the
+	// group.
+	Name string `yaml:"name"`
+	// Events it runs on (see HookEvents).
+	Events []string `yaml:"events"`
+	// Command (argv, no shell) gets the payload on stdin and as
+	// FAILOVERD_EVENT_* variables. Exactly one of Command and URL.
+	Command []string `yaml:"command"`
+	// URL receives the payload as a JSON POST; a non-2xx answer or no
+	// answer is retried.
+	URL string `yaml:"url"`
+	// Timeout bounds the whole run, retries included.
+	Timeout time.Duration `yaml:"timeout" default:"10s"`
+	// Retries is how many times a failed webhook call is retried within
+	// Timeout (commands run once).
+	Retries int `yaml:"retries" default:"3"`
 }
 
 // Reclone configures the human-triggered re-seed of a site from the primary.

@@ -397,3 +397,44 @@ func TestSemiSyncFencing(t *testing.T) {
 		t.Fatalf("semisync+sidecar with a candidate lacking its sidecar: %v, want only groups[0].sites[1].sidecar.address", err)
 	}
 }
+
+// Event hooks: each problem is named with its path and the fix; a valid
+// hook decodes with its defaults.
+func TestHooksValidation(t *testing.T) {
+	m := base()
+	group(m)["hooks"] = []any{
+		map[string]any{"name": "proxysql", "events": []any{"after-promote"}, "command": []any{"/usr/local/bin/proxysql-hook"}},
+		map[string]any{"name": "proxysql", "events": []any{"after-promotion"}, "url": "ftp://x"},
+		map[string]any{"command": []any{"x"}, "url": "http://x", "timeout": "0s", "retries": -1},
+	}
+	_, err := parseMap(t, m, secrets(t))
+	for _, want := range []string{
+		`groups[0].hooks[1].name: "proxysql" is used by another hook`,
+		`groups[0].hooks[1].events[0]: unknown event "after-promotion"`,
+		`groups[0].hooks[1].url: "ftp://x" is not an http:// or https:// URL`,
+		`groups[0].hooks[2].name: required`,
+		`groups[0].hooks[2].events: required`,
+		`groups[0].hooks[2]: set command or url, not both`,
+		`groups[0].hooks[2].retries: must not be negative`,
+		`groups[0].hooks[2].timeout`,
+	} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("validation lacks %q:\n%v", want, err)
+		}
+	}
+	if err != nil && strings.Contains(err.Error(), "hooks[0]") {
+		t.Errorf("the valid hook was reported: %v", err)
+	}
+	m = base()
+	group(m)["hooks"] = []any{map[string]any{"name": "haproxy", "events": []any{"after-promote", "split-brain"}, "url": "http://127.0.0.1:9999/hook"}}
+	cfg, err := parseMap(t, m, secrets(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h := cfg.Groups[0].Hooks[0]; h.Timeout != 10*time.Second || h.Retries != 3 || len(h.Events) != 2 {
+		t.Fatalf("hook decoded as %+v, want the defaults 10s and 3 retries", h)
+	}
+	if cfg.Groups[0].RoutingReconcileInterval != 30*time.Second {
+		t.Fatalf("routingReconcileInterval default %v", cfg.Groups[0].RoutingReconcileInterval)
+	}
+}

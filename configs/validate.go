@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"os"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -411,6 +412,8 @@ func (v *validator) group(path string, g Group) {
 	v.positive(path+".relayDrainTimeout", g.RelayDrainTimeout)
 	v.positive(path+".maxLagWait", g.MaxLagWait)
 	v.positive(path+".reclone.timeout", g.Reclone.Timeout)
+	v.positive(path+".routingReconcileInterval", g.RoutingReconcileInterval)
+	v.hooks(path+".hooks", g.Hooks)
 	if len(g.Reclone.Command) > 0 && strings.TrimSpace(g.Reclone.Command[0]) == "" {
 		v.add(path+".reclone.command", "the first element must be the program to run (absolute path or a name on PATH)")
 	}
@@ -635,4 +638,43 @@ func reason(err error) string {
 		return pe.Err.Error()
 	}
 	return err.Error()
+}
+
+// hooks checks a group's event hooks.
+func (v *validator) hooks(path string, hooks []Hook) {
+	seen := map[string]bool{}
+	for i, h := range hooks {
+		p := fmt.Sprintf("%s[%d]", path, i)
+		switch {
+		case h.Name == "":
+			v.add(p+".name", "required: a name for logs, status and metrics")
+		case seen[h.Name]:
+			v.add(p+".name", "%q is used by another hook of this group; names must be unique", h.Name)
+		}
+		seen[h.Name] = true
+		if len(h.Events) == 0 {
+			v.add(p+".events", "required: one or more of %s", strings.Join(HookEvents(), ", "))
+		}
+		for j, e := range h.Events {
+			if !slices.Contains(HookEvents(), e) {
+				v.add(fmt.Sprintf("%s.events[%d]", p, j), "unknown event %q: use one of %s", e, strings.Join(HookEvents(), ", "))
+			}
+		}
+		switch {
+		case len(h.Command) == 0 && h.URL == "":
+			v.add(p, "set command (argv) or url (webhook)")
+		case len(h.Command) > 0 && h.URL != "":
+			v.add(p, "set command or url, not both")
+		case len(h.Command) > 0 && strings.TrimSpace(h.Command[0]) == "":
+			v.add(p+".command", "the first element must be the program to run")
+		case h.URL != "":
+			if u, err := url.Parse(h.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+				v.add(p+".url", "%q is not an http:// or https:// URL", h.URL)
+			}
+		}
+		v.positive(p+".timeout", h.Timeout)
+		if h.Retries < 0 {
+			v.add(p+".retries", "must not be negative")
+		}
+	}
 }
