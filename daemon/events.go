@@ -40,6 +40,8 @@ type Events interface {
 	SplitBrainResolved(group string)
 	// CachePromoted: the cache primary moved to site.
 	CachePromoted(group, site string)
+	// HookDone: an event hook (configs.Hook) finished a run for event.
+	HookDone(group, hook, event string, ok bool)
 }
 
 // noEvents is the Events of a daemon without metrics.
@@ -54,6 +56,7 @@ func (noEvents) ProofUsed(string, string)                           {}
 func (noEvents) RoutingDone(string, string, error)                  {}
 func (noEvents) SplitBrainResolved(string)                          {}
 func (noEvents) CachePromoted(string, string)                       {}
+func (noEvents) HookDone(string, string, string, bool)              {}
 
 // ev is the group's Events (none in tests that build a bare group).
 func (g *group) ev() Events {

@@ -48,6 +48,7 @@ type Metrics struct {
 	routingOperations  *prometheus.CounterVec
 	splitBrainResolved *prometheus.CounterVec
 	cachePromotions    *prometheus.CounterVec
+	hookRuns           *prometheus.CounterVec
 }
 
 // Bucket layouts, in seconds.
@@ -118,13 +119,17 @@ func New(o Options) *Metrics {
 			Name: "failoverd_cache_promotions_total",
 			Help: "Times the cache primary (Dragonfly/Redis) moved to a site.",
 		}, []string{"group", "site"}),
+		hookRuns: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "failoverd_hook_runs_total",
+			Help: "Runs of an event hook (hooks in the group's configuration) by event and result (ok, failed).",
+		}, []string{"group", "hook", "event", "result"}),
 	}
 	m.reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.probeDuration, m.probeFailures, m.failovers, m.failoverDuration,
 		m.phaseDuration, m.writesUnavailable, m.fences, m.fenceProofs,
-		m.routingOperations, m.splitBrainResolved, m.cachePromotions,
+		m.routingOperations, m.splitBrainResolved, m.cachePromotions, m.hookRuns,
 		newSnapshotCollector(o, m),
 	)
 	return m
@@ -200,6 +205,15 @@ func (m *Metrics) SplitBrainResolved(group string) {
 // CachePromoted records the cache primary moving to site.
 func (m *Metrics) CachePromoted(group, site string) {
 	m.cachePromotions.WithLabelValues(group, site).Inc()
+}
+
+// HookDone records one finished run of an event hook.
+func (m *Metrics) HookDone(group, hook, event string, ok bool) {
+	result := "ok"
+	if !ok {
+		result = "failed"
+	}
+	m.hookRuns.WithLabelValues(group, hook, event, result).Inc()
 }
 
 // zeroGroup creates the zero series of a group's counters that alerts take

@@ -105,6 +105,9 @@ type Group struct {
 	Sites []Site `json:"sites"`
 	// Routing is each follower (Service selector, taints, DNS, cache).
 	Routing []Follower `json:"routing,omitempty"`
+	// Hooks is the latest run of each event hook that ran since this
+	// daemon started.
+	Hooks []HookRun `json:"hooks,omitempty"`
 	// Audit is the latest operator commands, oldest first (at most 10).
 	Audit []AuditEntry `json:"audit,omitempty"`
 	// FenceConfirmedBy names the operator who confirmed the in-flight
@@ -273,6 +276,22 @@ type Follower struct {
 	// InSync: it points at the active site of the newest view.
 	InSync bool `json:"inSync"`
 	// State is "ok", "pending" or "error"; Error the last error.
+	State string `json:"state"`
+	Error string `json:"error,omitempty"`
+}
+
+// HookRun is the latest run of one event hook.
+type HookRun struct {
+	// Hook is its name; Event the event it ran for, at Epoch.
+	Hook  string `json:"hook"`
+	Event string `json:"event"`
+	Epoch uint64 `json:"epoch"`
+	// At is when it started; DurationSeconds how long it took.
+	At              time.Time `json:"at"`
+	DurationSeconds float64   `json:"durationSeconds"`
+	// Attempts counts webhook calls (1 for a command).
+	Attempts int `json:"attempts"`
+	// State is "ok", "failed" or "running"; Error says why it failed.
 	State string `json:"state"`
 	Error string `json:"error,omitempty"`
 }
