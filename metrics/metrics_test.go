@@ -35,6 +35,7 @@ type daemonEvents interface {
 	RoutingDone(group, follower string, err error)
 	SplitBrainResolved(group string)
 	CachePromoted(group, site string)
+	HookDone(group, hook, event string, ok bool)
 }
 
 var _ daemonEvents = (*metrics.Metrics)(nil)
