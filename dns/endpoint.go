@@ -76,42 +76,48 @@ func (f *Follower) Name() string { return "dns" }
 
 // Follow points the DNSEndpoint at v's active site (see Follower).
 func (f *Follower) Follow(ctx context.Context, v view.View) error {
+	_, err := f.Reconcile(ctx, v)
+	return err
+}
+
+// Reconcile is Follow that also returns what it had to change (nothing when
+// the DNSEndpoint already matched v).
+//
+// An existing DNSEndpoint is written with server-side apply as
+// kube.FieldManager naming only what failoverd owns (spec, kube.LabelGroup,
+// kube.AnnotationEpoch, kube.AnnotationActiveSite): other labels and
+// annotations stay with their managers.
+func (f *Follower) Reconcile(ctx context.Context, v view.View) ([]string, error) {
 	if f == nil {
-		return nil
+		return nil, nil
 	}
 	d := f.group.DNS
 	active, err := kube.CheckView(f.group, v)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if active.DNS == nil || active.DNS.Target == "" {
-		return fmt.Errorf("dns follow group %s epoch %d: site %s: %w", f.group.Name, v.Epoch, active.Name, ErrNoTarget)
+		return nil, fmt.Errorf("dns follow group %s epoch %d: site %s: %w", f.group.Name, v.Epoch, active.Name, ErrNoTarget)
 	}
 	what := fmt.Sprintf("dnsendpoint %s/%s/%s", d.Cluster, d.Namespace, d.EndpointName)
 	client, err := f.clusters.Dynamic(d.Cluster)
 	if err != nil {
-		return fmt.Errorf("set %s: %w", what, err)
+		return nil, fmt.Errorf("set %s: %w", what, err)
 	}
 	res := client.Resource(EndpointGVR).Namespace(d.Namespace)
 	spec := Spec(*d, active.DNS.Target)
+	var changed []string
 	// A concurrent creator (AlreadyExists) or writer (Conflict) makes us read
 	// the object again and re-check its epoch before writing.
 	retriable := func(err error) bool { return apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) }
 	err = retry.OnError(retry.DefaultRetry, retriable, func() error {
 		obj, err := res.Get(ctx, d.EndpointName, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
-			obj = &unstructured.Unstructured{}
-			obj.SetAPIVersion(EndpointGVR.GroupVersion().String())
-			obj.SetKind("DNSEndpoint")
-			obj.SetNamespace(d.Namespace)
-			obj.SetName(d.EndpointName)
-			labels, annotations := kube.Stamp(nil, nil, v)
-			obj.SetLabels(labels)
-			obj.SetAnnotations(annotations)
-			obj.Object["spec"] = spec
-			if _, err := res.Create(ctx, obj, metav1.CreateOptions{}); err != nil {
+			obj = f.object(v, spec)
+			if _, err := res.Create(ctx, obj, metav1.CreateOptions{FieldManager: kube.FieldManager}); err != nil {
 				return fmt.Errorf("create: %w", err)
 			}
+			changed = []string{what + " created"}
 			f.logSet(v, active.DNS.Target, "created")
 			return nil
 		}
@@ -124,25 +130,57 @@ func (f *Follower) Follow(ctx context.Context, v view.View) error {
 		if err := kube.GuardEpoch(what, obj.GetAnnotations(), v); err != nil {
 			return err
 		}
-		if sameJSON(obj.Object["spec"], spec) && kube.Stamped(obj.GetLabels(), obj.GetAnnotations(), v) {
+		sameSpec := sameJSON(obj.Object["spec"], spec)
+		if sameSpec && kube.Stamped(obj.GetLabels(), obj.GetAnnotations(), v) {
 			return nil
 		}
-		labels, annotations := kube.Stamp(obj.GetLabels(), obj.GetAnnotations(), v)
-		obj.SetLabels(labels)
-		obj.SetAnnotations(annotations)
-		obj.Object["spec"] = spec
-		// Update carries the resourceVersion read above, so a concurrent
-		// writer makes it fail with a conflict instead of being overwritten.
-		if _, err := res.Update(ctx, obj, metav1.UpdateOptions{}); err != nil {
-			return fmt.Errorf("update: %w", err)
+		apply := f.object(v, spec)
+		// The resourceVersion read above is a precondition of the apply, so
+		// a concurrent writer makes it fail with a conflict instead of being
+		// overwritten.
+		apply.SetResourceVersion(obj.GetResourceVersion())
+		if _, err := res.Apply(ctx, d.EndpointName, apply, metav1.ApplyOptions{FieldManager: kube.FieldManager, Force: true}); err != nil {
+			return fmt.Errorf("apply: %w", err)
+		}
+		changed = []string{what + " stamp"}
+		if !sameSpec {
+			changed = []string{fmt.Sprintf("%s targets %v -> [%s]", what, targets(obj), active.DNS.Target)}
 		}
 		f.logSet(v, active.DNS.Target, "updated")
 		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("set %s: %w", what, err)
+		return nil, fmt.Errorf("set %s: %w", what, err)
 	}
-	return nil
+	return changed, nil
+}
+
+// object is the DNSEndpoint failoverd wants for v: only the fields it owns.
+func (f *Follower) object(v view.View, spec map[string]any) *unstructured.Unstructured {
+	d := f.group.DNS
+	obj := &unstructured.Unstructured{Object: map[string]any{}}
+	obj.SetAPIVersion(EndpointGVR.GroupVersion().String())
+	obj.SetKind("DNSEndpoint")
+	obj.SetNamespace(d.Namespace)
+	obj.SetName(d.EndpointName)
+	labels, annotations := kube.Stamp(nil, nil, v)
+	obj.SetLabels(labels)
+	obj.SetAnnotations(annotations)
+	obj.Object["spec"] = spec
+	return obj
+}
+
+// targets lists the targets of every endpoint of obj (for logs).
+func targets(obj *unstructured.Unstructured) []string {
+	var out []string
+	eps, _, _ := unstructured.NestedSlice(obj.Object, "spec", "endpoints")
+	for _, ep := range eps {
+		if m, ok := ep.(map[string]any); ok {
+			t, _, _ := unstructured.NestedStringSlice(m, "targets")
+			out = append(out, t...)
+		}
+	}
+	return out
 }
 
 func (f *Follower) logSet(v view.View, target, how string) {

@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"maps"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	dynfake "k8s.io/client-go/dynamic/fake"
 	k8stesting "k8s.io/client-go/testing"
@@ -57,8 +60,50 @@ func endpoint(labels, annotations map[string]string, target string) *unstructure
 func newFake(objs ...runtime.Object) (*Follower, *dynfake.FakeDynamicClient) {
 	fc := dynfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
 		map[schema.GroupVersionResource]string{EndpointGVR: "DNSEndpointList"}, objs...)
+	fc.PrependReactor("patch", "dnsendpoints", fakeApply(fc))
 	c := kube.FromClients(nil, map[string]dynamic.Interface{"a": fc})
 	return NewFollower(testGroup(), c, nil), fc
+}
+
+// fakeApply is a FAKE of server-side apply for the fake dynamic client
+// (which has none): labels and annotations merged key by key, spec
+// replaced, the applied resourceVersion checked as a precondition. The real
+// apiserver's apply is exercised by kube/routing_e2e_test.go.
+func fakeApply(fc *dynfake.FakeDynamicClient) k8stesting.ReactionFunc {
+	return func(a k8stesting.Action) (bool, runtime.Object, error) {
+		p, ok := a.(k8stesting.PatchAction)
+		if !ok || p.GetPatchType() != types.ApplyPatchType {
+			return false, nil, nil
+		}
+		var applied unstructured.Unstructured
+		if err := json.Unmarshal(p.GetPatch(), &applied.Object); err != nil {
+			return true, nil, err
+		}
+		cur, err := fc.Tracker().Get(EndpointGVR, p.GetNamespace(), p.GetName())
+		if err != nil {
+			return true, nil, err
+		}
+		obj := cur.(*unstructured.Unstructured).DeepCopy()
+		if rv := applied.GetResourceVersion(); rv != "" && rv != obj.GetResourceVersion() {
+			return true, nil, apierrors.NewConflict(EndpointGVR.GroupResource(), p.GetName(), errors.New("resourceVersion precondition"))
+		}
+		labels, annotations := obj.GetLabels(), obj.GetAnnotations()
+		if labels == nil {
+			labels = map[string]string{}
+		}
+		if annotations == nil {
+			annotations = map[string]string{}
+		}
+		maps.Copy(labels, applied.GetLabels())
+		maps.Copy(annotations, applied.GetAnnotations())
+		obj.SetLabels(labels)
+		obj.SetAnnotations(annotations)
+		obj.Object["spec"] = applied.Object["spec"]
+		if err := fc.Tracker().Update(EndpointGVR, obj, p.GetNamespace()); err != nil {
+			return true, nil, err
+		}
+		return true, obj, nil
+	}
 }
 
 func get(t *testing.T, fc dynamic.Interface) *unstructured.Unstructured {
@@ -209,10 +254,10 @@ func TestFollowIdempotent(t *testing.T) {
 
 // A concurrent creator or writer makes Follow read again, not fail.
 func TestFollowRetriesRaces(t *testing.T) {
-	for _, verb := range []string{"create", "update"} {
+	for _, verb := range []string{"create", "patch"} { // an apply is a patch
 		t.Run(verb, func(t *testing.T) {
 			var objs []runtime.Object
-			if verb == "update" {
+			if verb == "patch" {
 				objs = append(objs, endpoint(nil, nil, "192.0.2.9"))
 			}
 			f, fc := newFake(objs...)
@@ -253,5 +298,30 @@ func TestNoDNSSection(t *testing.T) {
 	}
 	if err := NewFollower(testGroup(), nil, nil).Follow(context.Background(), viewOf(1, "east")); !errors.Is(err, kube.ErrUnknownCluster) {
 		t.Fatalf("Follow without clusters = %v, want kube.ErrUnknownCluster", err)
+	}
+}
+
+// A re-run against the view already followed changes nothing; a target
+// edited by hand is reported and put back, the user's label kept.
+func TestReconcileRepairsDrift(t *testing.T) {
+	f, fc := newFake(endpoint(map[string]string{"team": "db"}, nil, "192.0.2.9"))
+	ctx := context.Background()
+	if changed, err := f.Reconcile(ctx, viewOf(4, "west")); err != nil || len(changed) != 1 {
+		t.Fatalf("follow: changed %v, err %v", changed, err)
+	}
+	if changed, err := f.Reconcile(ctx, viewOf(4, "west")); err != nil || len(changed) != 0 {
+		t.Fatalf("re-run: changed %v, err %v; want nothing", changed, err)
+	}
+	u := get(t, fc)
+	u.Object["spec"] = endpoint(nil, nil, "192.0.2.66").Object["spec"]
+	if _, err := fc.Resource(EndpointGVR).Namespace("dns").Update(ctx, u, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	changed, err := f.Reconcile(ctx, viewOf(4, "west"))
+	if err != nil || len(changed) != 1 || changed[0] != "dnsendpoint a/dns/orders-primary targets [192.0.2.66] -> [10.0.1.1]" {
+		t.Fatalf("after a hand edit: changed %v, err %v", changed, err)
+	}
+	if u := get(t, fc); u.GetLabels()["team"] != "db" || !strings.Contains(endpoints(t, u), `"10.0.1.1"`) {
+		t.Fatalf("labels %v endpoints %s", u.GetLabels(), endpoints(t, u))
 	}
 }

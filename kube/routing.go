@@ -9,9 +9,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"net"
 	"strconv"
+	"syscall"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
@@ -39,6 +43,9 @@ const (
 	// epoch of the view the node's taint was last set from (nodes can be
 	// shared by several groups, hence one annotation per group).
 	NodeEpochAnnotationPrefix = "epoch.failoverd.io/"
+	// FieldManager is the field manager failoverd writes as (server-side
+	// apply of Services, updates of Nodes and DNSEndpoints).
+	FieldManager = "failoverd"
 )
 
 // Sentinel errors of the routing followers.
@@ -60,6 +67,22 @@ var (
 	ErrUnknownSite = errors.New("active site is not in the group")
 )
 
+// Unreachable reports whether err means a server did not answer (refused or
+// reset connection, timeout, 503, throttling) rather than refused the change:
+// the routing status calls such a follower "unreachable", not "error".
+func Unreachable(err error) bool {
+	if err == nil {
+		return false
+	}
+	var netErr net.Error
+	if errors.As(err, &netErr) || errors.Is(err, context.DeadlineExceeded) ||
+		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return true
+	}
+	return apierrors.IsServiceUnavailable(err) || apierrors.IsTimeout(err) || apierrors.IsServerTimeout(err) ||
+		apierrors.IsTooManyRequests(err) || apierrors.IsUnexpectedServerError(err)
+}
+
 // Follower is the shape of daemon.Follower (Go interfaces are structural, so
 // every value here satisfies it without this package importing daemon).
 type Follower interface {
@@ -67,6 +90,10 @@ type Follower interface {
 	Name() string
 	// Follow makes what the follower manages point at v.ActiveSite.
 	Follow(ctx context.Context, v view.View) error
+	// Reconcile is Follow that also returns what it had to change (empty
+	// when everything already matched v): the daemon re-runs it on an
+	// interval and reports a change as a repaired drift.
+	Reconcile(ctx context.Context, v view.View) ([]string, error)
 }
 
 // Followers returns the Kubernetes followers the group's configuration asks

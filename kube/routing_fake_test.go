@@ -71,8 +71,14 @@ func writes(cs *fake.Clientset) int {
 // failFirstUpdates makes the first n updates of resource fail with a
 // Conflict, as a concurrent writer would.
 func failFirstUpdates(cs *fake.Clientset, resource string, n int) *int {
+	return failFirst(cs, "update", resource, n)
+}
+
+// failFirst makes the first n actions verb ("update", "patch" for an
+// apply) of resource fail with a Conflict, as a concurrent writer would.
+func failFirst(cs *fake.Clientset, verb, resource string, n int) *int {
 	calls := 0
-	cs.PrependReactor("update", resource, func(a k8stesting.Action) (bool, runtime.Object, error) {
+	cs.PrependReactor(verb, resource, func(a k8stesting.Action) (bool, runtime.Object, error) {
 		calls++
 		if calls <= n {
 			return true, nil, conflict(resource)

@@ -8,6 +8,7 @@ import (
 	"maps"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"k8s.io/client-go/util/retry"
 
 	"github.com/failoverd/failoverd/configs"
@@ -72,20 +73,32 @@ func (f *ServiceFollower) Name() string { return "kube-service" }
 // errors.Is finds ErrStaleEpoch, ErrEpochConflict, ErrOtherGroup,
 // ErrWrongGroup, ErrUnknownSite and ErrUnknownCluster in it.
 func (f *ServiceFollower) Follow(ctx context.Context, v view.View) error {
+	_, err := f.Reconcile(ctx, v)
+	return err
+}
+
+// Reconcile is Follow that also returns what it had to change, one line per
+// Service written (empty when every Service already matched v).
+func (f *ServiceFollower) Reconcile(ctx context.Context, v view.View) ([]string, error) {
 	if f == nil {
-		return nil
+		return nil, nil
 	}
 	active, err := CheckView(f.group, v)
 	if err != nil {
-		return err
+		return nil, err
 	}
+	var changed []string
 	var errs []error
 	for _, r := range f.services {
-		if err := f.set(ctx, r, f.selectorFor(r, active), v); err != nil {
+		what, err := f.set(ctx, r, f.selectorFor(r, active), v)
+		if what != "" {
+			changed = append(changed, what)
+		}
+		if err != nil {
 			errs = append(errs, fmt.Errorf("set %s: %w", r, err))
 		}
 	}
-	return errors.Join(errs...)
+	return changed, errors.Join(errs...)
 }
 
 // selectorFor returns the selector Service r must have while active is the
@@ -99,15 +112,21 @@ func (f *ServiceFollower) selectorFor(r serviceRef, active configs.Site) map[str
 	return map[string]string{NoPrimarySelectorKey: f.group.Name}
 }
 
-// set makes Service r carry selector and v's stamp; an up-to-date Service is
-// not written.
-func (f *ServiceFollower) set(ctx context.Context, r serviceRef, selector map[string]string, v view.View) error {
+// set makes Service r carry selector and v's stamp, and says what it
+// changed ("" when the Service was up to date and not written).
+//
+// It writes with server-side apply as FieldManager, naming only what
+// failoverd owns: spec.selector (an atomic map: failoverd owns it whole),
+// LabelGroup, AnnotationEpoch and AnnotationActiveSite. Other labels,
+// annotations and spec fields stay with their managers.
+func (f *ServiceFollower) set(ctx context.Context, r serviceRef, selector map[string]string, v view.View) (string, error) {
 	client, err := f.clusters.Client(r.cluster)
 	if err != nil {
-		return err
+		return "", err
 	}
 	services := client.CoreV1().Services(r.namespace)
-	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+	var what string
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		svc, err := services.Get(ctx, r.name, metav1.GetOptions{})
 		if err != nil {
 			return fmt.Errorf("get: %w", err)
@@ -118,21 +137,32 @@ func (f *ServiceFollower) set(ctx context.Context, r serviceRef, selector map[st
 		if err := GuardEpoch(r.String(), svc.Annotations, v); err != nil {
 			return err
 		}
-		if maps.Equal(svc.Spec.Selector, selector) && Stamped(svc.Labels, svc.Annotations, v) {
+		sameSelector := maps.Equal(svc.Spec.Selector, selector)
+		if sameSelector && Stamped(svc.Labels, svc.Annotations, v) {
 			return nil
 		}
 		old := svc.Spec.Selector
-		svc.Spec.Selector = selector
-		svc.Labels, svc.Annotations = Stamp(svc.Labels, svc.Annotations, v)
-		// Update carries the resourceVersion read above: a concurrent writer
-		// (another daemon) makes it fail with a conflict, and we re-check.
-		if _, err := services.Update(ctx, svc, metav1.UpdateOptions{}); err != nil {
-			return fmt.Errorf("update: %w", err)
+		labels, annotations := Stamp(nil, nil, v)
+		// The resourceVersion read above is a precondition of the apply: a
+		// concurrent writer (another daemon) makes it fail with a conflict,
+		// and the epoch and owner are checked again.
+		apply := corev1ac.Service(r.name, r.namespace).
+			WithResourceVersion(svc.ResourceVersion).
+			WithLabels(labels).
+			WithAnnotations(annotations).
+			WithSpec(corev1ac.ServiceSpec().WithSelector(selector))
+		if _, err := services.Apply(ctx, apply, metav1.ApplyOptions{FieldManager: FieldManager, Force: true}); err != nil {
+			return fmt.Errorf("apply: %w", err)
+		}
+		what = r.String() + " stamp"
+		if !sameSelector {
+			what = fmt.Sprintf("%s selector %v -> %v", r, old, selector)
 		}
 		f.log.Info("kube.service.selector_set", "group", f.group.Name, "cluster", r.cluster, "namespace", r.namespace,
 			"service", r.name, "epoch", v.Epoch, "active_site", v.ActiveSite, "selector", selector, "previous", old)
 		return nil
 	})
+	return what, err
 }
 
 var _ Follower = (*ServiceFollower)(nil)

@@ -145,12 +145,12 @@ func TestServiceFollowerIdempotent(t *testing.T) {
 
 func TestServiceFollowerRetriesConflict(t *testing.T) {
 	c, fa, _ := fakeClusters([]runtime.Object{service("mysql", nil, nil)}, []runtime.Object{service("mysql", nil, nil)})
-	calls := failFirstUpdates(fa, "services", 2)
+	calls := failFirst(fa, "patch", "services", 2) // an apply is a patch
 	if err := NewServiceFollower(testGroup(), c, nil).Follow(context.Background(), viewOf(1, "east")); err != nil {
 		t.Fatalf("Follow: %v", err)
 	}
 	if *calls != 3 {
-		t.Fatalf("updates = %d, want 2 conflicts then a success", *calls)
+		t.Fatalf("applies = %d, want 2 conflicts then a success", *calls)
 	}
 	if got := getService(t, fa, "mysql").Spec.Selector; got["site"] != "east" {
 		t.Fatalf("selector %v", got)

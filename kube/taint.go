@@ -75,11 +75,18 @@ func (f *TaintFollower) Name() string { return "kube-taint" }
 // joined; errors.Is finds ErrStaleEpoch, ErrWrongGroup, ErrUnknownSite and
 // ErrUnknownCluster in it.
 func (f *TaintFollower) Follow(ctx context.Context, v view.View) error {
+	_, err := f.Reconcile(ctx, v)
+	return err
+}
+
+// Reconcile is Follow that also returns what it had to change, one line per
+// node written (empty when every node already matched v).
+func (f *TaintFollower) Reconcile(ctx context.Context, v view.View) ([]string, error) {
 	if f == nil {
-		return nil
+		return nil, nil
 	}
 	if _, err := CheckView(f.group, v); err != nil {
-		return err
+		return nil, err
 	}
 	var clusters []string
 	for _, s := range f.sites {
@@ -87,20 +94,24 @@ func (f *TaintFollower) Follow(ctx context.Context, v view.View) error {
 			clusters = append(clusters, s.cluster)
 		}
 	}
+	var changed []string
 	var errs []error
 	for _, cl := range clusters {
-		if err := f.followCluster(ctx, cl, v); err != nil {
+		what, err := f.followCluster(ctx, cl, v)
+		changed = append(changed, what...)
+		if err != nil {
 			errs = append(errs, fmt.Errorf("taint nodes of cluster %s: %w", cl, err))
 		}
 	}
-	return errors.Join(errs...)
+	return changed, errors.Join(errs...)
 }
 
-// followCluster sets the taints of the group's nodes in one cluster.
-func (f *TaintFollower) followCluster(ctx context.Context, cluster string, v view.View) error {
+// followCluster sets the taints of the group's nodes in one cluster and
+// says what it changed.
+func (f *TaintFollower) followCluster(ctx context.Context, cluster string, v view.View) ([]string, error) {
 	client, err := f.clusters.Client(cluster)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	// want: node name → whether it must carry the standby taint; listed:
 	// the node as listed, so an up-to-date node costs no further request.
@@ -112,7 +123,7 @@ func (f *TaintFollower) followCluster(ctx context.Context, cluster string, v vie
 		}
 		list, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: s.selector.String()})
 		if err != nil {
-			return fmt.Errorf("list nodes of site %s: %w", s.site, err)
+			return nil, fmt.Errorf("list nodes of site %s: %w", s.site, err)
 		}
 		for i := range list.Items {
 			n := &list.Items[i]
@@ -126,25 +137,37 @@ func (f *TaintFollower) followCluster(ctx context.Context, cluster string, v vie
 			}
 		}
 	}
+	var changed []string
 	var errs []error
 	for _, name := range slices.Sorted(maps.Keys(want)) {
-		if err := f.setNode(ctx, client, listed[name], want[name], v); err != nil {
+		what, err := f.setNode(ctx, client, listed[name], want[name], v)
+		if what != "" {
+			changed = append(changed, "node "+cluster+"/"+name+" "+what)
+		}
+		if err != nil {
 			errs = append(errs, fmt.Errorf("node %s: %w", name, err))
 		}
 	}
-	return errors.Join(errs...)
+	return changed, errors.Join(errs...)
 }
 
 // setNode adds (taint) or removes (!taint) the group's standby taint on one
 // node (as listed) and records v's epoch; an up-to-date node is not written.
-func (f *TaintFollower) setNode(ctx context.Context, client kubernetes.Interface, listed *corev1.Node, taint bool, v view.View) error {
+// It says what it changed ("taint added", "taint removed", "epoch", or ""
+// when nothing).
+//
+// Nodes are written with a conflict-checked update, not server-side apply:
+// spec.taints is an atomic list, so applying it would take ownership of
+// every other taint; read-modify-write keeps them as they are.
+func (f *TaintFollower) setNode(ctx context.Context, client kubernetes.Interface, listed *corev1.Node, taint bool, v view.View) (string, error) {
 	nodes := client.CoreV1().Nodes()
 	name := listed.Name
 	epochKey := NodeEpochAnnotationPrefix + f.group.Name
 	epoch := strconv.FormatUint(v.Epoch, 10)
 	node := listed.DeepCopy()
 	fresh := true
-	return retry.RetryOnConflict(retry.DefaultBackoff, func() error {
+	var what string
+	err := retry.RetryOnConflict(retry.DefaultBackoff, func() error {
 		if !fresh {
 			// After a conflict the node changed under us: read it again.
 			var err error
@@ -167,18 +190,22 @@ func (f *TaintFollower) setNode(ctx context.Context, client kubernetes.Interface
 		node.Annotations[epochKey] = epoch
 		// Update carries the resourceVersion listed or read: a concurrent change
 		// of the node makes it fail with a conflict, and we start over.
-		if _, err := nodes.Update(ctx, node, metav1.UpdateOptions{}); err != nil {
+		if _, err := nodes.Update(ctx, node, metav1.UpdateOptions{FieldManager: FieldManager}); err != nil {
 			return fmt.Errorf("update: %w", err)
 		}
+		what = "epoch"
 		if changed {
 			msg := "kube.taint.removed"
+			what = "taint removed"
 			if taint {
 				msg = "kube.taint.added"
+				what = "taint added"
 			}
 			f.log.Info(msg, "group", f.group.Name, "node", name, "epoch", v.Epoch, "active_site", v.ActiveSite)
 		}
 		return nil
 	})
+	return what, err
 }
 
 // standbyTaints returns taints with the group's standby taint present (add)
