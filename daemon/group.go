@@ -673,6 +673,10 @@ func (g *group) run(ctx context.Context, lead func() (context.Context, time.Time
 		case res := <-g.recloned:
 			if lctx, _, ok := lead(); ok && ctx.Err() == nil {
 				g.finishReclone(lctx, res)
+			} else {
+				g.mu.Lock()
+				delete(g.reclones, res.site) // the next leader records it interrupted
+				g.mu.Unlock()
 			}
 		case <-tick.C:
 		case <-woken:

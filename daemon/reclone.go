@@ -83,13 +83,15 @@ func (g *group) startReclone(ctx context.Context, req request, obs sitepair.Obse
 		if err := g.reclone(ctx, req.target, r.Donor); err != nil {
 			failed = err.Error()
 		}
-		g.mu.Lock()
-		delete(g.reclones, req.target)
-		g.mu.Unlock()
 		select {
 		case g.recloned <- recloneResult{site: req.target, failed: failed}:
+			// Still "running" until the loop recorded the outcome: a round
+			// in between must not take it for an interrupted reclone.
 		case <-ctx.Done():
 			// The next leader finds it unfinished and records it interrupted.
+			g.mu.Lock()
+			delete(g.reclones, req.target)
+			g.mu.Unlock()
 		}
 	}()
 	return nil
@@ -219,6 +221,7 @@ func (g *group) awaitRecloned(ctx context.Context, site string) error {
 func (g *group) finishReclone(ctx context.Context, res recloneResult) {
 	g.mu.Lock()
 	st := g.state
+	delete(g.reclones, res.site)
 	g.mu.Unlock()
 	r, ok := st.Recloning[res.site]
 	if !ok || r.Failed != "" {
