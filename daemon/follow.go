@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -27,49 +28,116 @@ type Follower interface {
 	Follow(ctx context.Context, v view.View) error
 }
 
+// Reconciler is a Follower that also says what a pass had to change. The
+// handoff re-runs every follower on an interval; a change made by a re-run
+// of a view the follower had already completed is drift, logged as
+// follow.repaired and counted. The kube and dns followers implement it; a
+// plain Follower is re-run all the same, its drift unknown.
+type Reconciler interface {
+	Follower
+	// Reconcile is Follow returning what it changed (empty: nothing).
+	Reconcile(ctx context.Context, v view.View) ([]string, error)
+}
+
 // Retry bounds of the handoff.
 const (
 	followFirstRetry = 500 * time.Millisecond
 	followMaxRetry   = 30 * time.Second
 	followTimeout    = 30 * time.Second
+	// followReconcileInterval is configs.Group.RoutingReconcileInterval's default.
+	followReconcileInterval = 30 * time.Second
 )
 
+// Follower states in status.Follower.State.
+const (
+	followOK          = "ok"
+	followPending     = "pending"
+	followDrifted     = "drifted"
+	followUnreachable = "unreachable"
+	followError       = "error"
+)
+
+// followState is what the handoff knows of one follower.
+type followState struct {
+	epoch      uint64 // epoch of the view it last completed
+	site       string // active site of that view
+	state      string // outcome of its last run ("" before any)
+	err        string
+	lastCheck  time.Time // last run without error
+	lastRepair time.Time
+	lastDrift  []string
+	repairs    uint64
+}
+
 // handoff runs every follower of a group in the background: the MySQL
-// promotion never waits on them, and a failure is retried with backoff
-// until it succeeds or a newer view replaces the one being followed.
+// promotion never waits on them, a failure is retried with backoff until it
+// succeeds or a newer view replaces the one being followed, and every
+// interval all followers are run again against the wanted view so that an
+// object edited by hand or recreated by a deploy is put back.
 type handoff struct {
 	followers []Follower
 	log       *slog.Logger
 	// firstRetry and maxRetry bound the backoff between failed passes.
 	firstRetry, maxRetry time.Duration
+	// interval is how often every follower is re-run against the wanted
+	// view (configs.Group.RoutingReconcileInterval); set before run.
+	interval time.Duration
+	// after and now are the clock (time.After, time.Now; tests inject theirs).
+	after func(time.Duration) <-chan time.Time
+	now   func() time.Time
 
-	// onDone is told each follower pass's outcome (metrics); may be nil.
+	// onDone is told the outcome of each pass that follows a view the
+	// follower had not completed, and of each failed or repairing re-run
+	// (metrics); may be nil. A clean re-run is not reported.
 	onDone func(follower string, v view.View, err error)
+	// onRepair is told each repair (drift: what a re-run changed); may be nil.
+	onRepair func(follower string, v view.View, drift []string)
 
 	mu     sync.Mutex
-	wanted view.View         // newest view naming an active site
-	site   map[string]string // follower → active site it last completed
-	done   map[string]uint64 // follower → epoch it last completed
-	errs   map[string]string // follower → last error, for status
-	kick   chan struct{}
+	wanted view.View // newest view naming an active site
+	// held: a newer view names no active site (a failover in flight), so
+	// nothing is written until a view at least as new names one.
+	held      bool
+	heldEpoch uint64
+	states    map[string]*followState
+	kick      chan struct{}
 }
 
 func newHandoff(followers []Follower, log *slog.Logger) *handoff {
-	return &handoff{followers: followers, log: log, firstRetry: followFirstRetry, maxRetry: followMaxRetry, done: map[string]uint64{}, site: map[string]string{}, errs: map[string]string{}, kick: make(chan struct{}, 1)}
+	h := &handoff{followers: followers, log: log, firstRetry: followFirstRetry, maxRetry: followMaxRetry,
+		interval: followReconcileInterval, after: time.After, now: time.Now,
+		states: map[string]*followState{}, kick: make(chan struct{}, 1)}
+	for _, f := range followers {
+		h.states[f.Name()] = &followState{}
+	}
+	return h
 }
 
-// want records a new view; views without an active site (a failover in
-// flight) leave routing where it is until the new primary is published.
+// want records a new view. A view without an active site (a failover in
+// flight) holds routing where it is, re-runs included, until a view at
+// least as new names the new primary.
 func (h *handoff) want(v view.View) {
-	if h == nil || len(h.followers) == 0 || v.ActiveSite == "" {
+	if h == nil || len(h.followers) == 0 {
 		return
 	}
 	h.mu.Lock()
+	if v.ActiveSite == "" {
+		// Re-asserting the old primary's routing while it is being fenced
+		// would send writers to a site that is losing its role.
+		if v.Epoch > h.wanted.Epoch && (!h.held || v.Epoch > h.heldEpoch) {
+			h.held, h.heldEpoch = true, v.Epoch
+		}
+		h.mu.Unlock()
+		return
+	}
 	if v.Epoch <= h.wanted.Epoch && h.wanted.ActiveSite != "" {
 		h.mu.Unlock()
 		return
 	}
 	h.wanted = v
+	if h.held && v.Epoch >= h.heldEpoch {
+		h.held = false
+	}
 	h.mu.Unlock()
 	select {
 	case h.kick <- struct{}{}:
@@ -86,13 +154,13 @@ func (h *handoff) report() []status.Follower {
 	defer h.mu.Unlock()
 	var out []status.Follower
 	for _, f := range h.followers {
-		errText, done, wanted := h.errs[f.Name()], h.done[f.Name()], h.wanted.Epoch
-		r := status.Follower{Name: f.Name(), InSync: wanted > 0 && done == wanted, State: "pending", Error: errText}
-		switch {
-		case errText != "":
-			r.State = "error"
-		case r.InSync:
-			r.State = "ok"
+		st := h.states[f.Name()]
+		wanted := h.wanted.Epoch
+		r := status.Follower{Name: f.Name(), State: st.state, Error: st.err, Epoch: st.epoch,
+			LastCheckAt: st.lastCheck, LastRepairAt: st.lastRepair, LastDrift: slices.Clone(st.lastDrift), Repairs: st.repairs}
+		r.InSync = wanted > 0 && st.epoch == wanted && st.state == followOK
+		if st.state == "" || (st.state == followOK && !r.InSync) {
+			r.State = followPending
 		}
 		out = append(out, r)
 	}
@@ -100,67 +168,131 @@ func (h *handoff) report() []status.Follower {
 }
 
 // run follows the wanted view until ctx ends; only the leader moves routing.
+// A pass runs the followers not in step with the wanted view (on a new
+// view, then with backoff while one fails); every interval a full pass
+// re-runs them all.
 func (h *handoff) run(ctx context.Context, isLeader func() bool) {
 	if h == nil || len(h.followers) == 0 {
 		return
 	}
+	interval := h.interval
+	if interval <= 0 {
+		interval = followReconcileInterval
+	}
 	backoff := h.firstRetry
-	timer := time.NewTimer(time.Hour)
-	defer timer.Stop()
+	failing := false // the last pass did not bring every follower in step
+	wasLeader := true
 	for {
+		wait := interval
+		if failing {
+			wait = min(backoff, interval)
+		}
+		fire := h.after(wait)
+		full := false
 		select {
 		case <-ctx.Done():
 			return
 		case <-h.kick:
 			backoff = h.firstRetry
-		case <-timer.C:
+		case <-fire:
+			full = !failing
 		}
-		if isLeader() && h.pass(ctx) {
-			timer.Reset(time.Hour)
+		leader := isLeader()
+		if !leader {
+			wasLeader = false
+			failing, backoff = true, min(2*backoff, h.maxRetry)
 			continue
 		}
-		timer.Reset(backoff)
-		backoff = min(2*backoff, h.maxRetry)
+		// A new leader re-checks everything: the previous one may have
+		// left objects half-moved.
+		full = full || !wasLeader
+		wasLeader = true
+		if h.pass(ctx, full) {
+			failing, backoff = false, h.firstRetry
+			continue
+		}
+		if failing {
+			backoff = min(2*backoff, h.maxRetry)
+		}
+		failing = true
 	}
 }
 
-// pass runs every follower not yet in step with the wanted view; it reports
-// whether all are.
-func (h *handoff) pass(ctx context.Context) bool {
+// pass runs the followers against the wanted view: all of them when full,
+// else those that have not completed it or whose last run failed. It
+// reports whether all are in step; it stops early (false) when a newer view
+// arrives, which has kicked run.
+func (h *handoff) pass(ctx context.Context, full bool) bool {
 	h.mu.Lock()
-	v := h.wanted
+	v, held := h.wanted, h.held
 	h.mu.Unlock()
-	if v.ActiveSite == "" {
+	if v.ActiveSite == "" || held {
 		return true
 	}
 	all := true
 	for _, f := range h.followers {
+		name := f.Name()
 		h.mu.Lock()
-		inStep := h.done[f.Name()] == v.Epoch
+		st := h.states[name]
+		superseded := h.wanted.Epoch != v.Epoch || h.held
+		completed := st.epoch == v.Epoch
+		inStep := completed && st.state == followOK
 		h.mu.Unlock()
-		if inStep {
+		// A newer view (or a failover in flight) must not be undone by the
+		// rest of a pass over an older one.
+		if superseded {
+			return false
+		}
+		if inStep && !full {
 			continue
 		}
 		fctx, cancel := context.WithTimeout(ctx, followTimeout)
-		err := f.Follow(fctx, v)
+		changed, err := runFollower(fctx, f, v)
 		cancel()
+		repaired := completed && len(changed) > 0
+		now := h.now()
 		h.mu.Lock()
-		if err != nil {
-			all = false
-			h.errs[f.Name()] = err.Error()
-			h.log.Warn("follow.failed", "follower", f.Name(), "epoch", v.Epoch, "active_site", v.ActiveSite, "err", err)
-		} else {
-			delete(h.errs, f.Name())
-			h.done[f.Name()] = v.Epoch
-			h.site[f.Name()] = v.ActiveSite
-			h.log.Info("follow.done", "follower", f.Name(), "epoch", v.Epoch, "active_site", v.ActiveSite)
+		switch {
+		case err == nil:
+			st.epoch, st.site, st.state, st.err, st.lastCheck = v.Epoch, v.ActiveSite, followOK, "", now
+		case kube.Unreachable(err):
+			st.state, st.err = followUnreachable, err.Error()
+		case len(changed) > 0:
+			st.state, st.err = followDrifted, err.Error()
+		default:
+			st.state, st.err = followError, err.Error()
+		}
+		if repaired {
+			st.repairs++
+			st.lastRepair, st.lastDrift = now, changed
 		}
 		h.mu.Unlock()
-		if h.onDone != nil {
-			h.onDone(f.Name(), v, err)
+		switch {
+		case err != nil:
+			all = false
+			h.log.Warn("follow.failed", "follower", name, "epoch", v.Epoch, "active_site", v.ActiveSite, "state", st.state, "err", err)
+		case !completed:
+			h.log.Info("follow.done", "follower", name, "epoch", v.Epoch, "active_site", v.ActiveSite)
+		}
+		if repaired {
+			h.log.Warn("follow.repaired", "follower", name, "epoch", v.Epoch, "active_site", v.ActiveSite, "drift", changed)
+			if h.onRepair != nil {
+				h.onRepair(name, v, changed)
+			}
+		}
+		if h.onDone != nil && (!completed || err != nil || repaired) {
+			h.onDone(name, v, err)
 		}
 	}
 	return all
+}
+
+// runFollower runs f for v and returns what it changed when it can tell.
+func runFollower(ctx context.Context, f Follower, v view.View) ([]string, error) {
+	if r, ok := f.(Reconciler); ok {
+		return r.Reconcile(ctx, v)
+	}
+	return nil, f.Follow(ctx, v)
 }
 
 // followed is the active site follower name last completed ("" if none).
@@ -170,7 +302,10 @@ func (h *handoff) followed(name string) string {
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return h.site[name]
+	if st := h.states[name]; st != nil {
+		return st.site
+	}
+	return ""
 }
 
 // defaultFollowers builds the followers a group's configuration asks for:

@@ -275,9 +275,23 @@ type Follower struct {
 	Name string `json:"name"`
 	// InSync: it points at the active site of the newest view.
 	InSync bool `json:"inSync"`
-	// State is "ok", "pending" or "error"; Error the last error.
+	// State is "ok" (in sync), "pending" (a newer view not followed yet),
+	// "drifted" (a re-check found objects not pointing at the active site
+	// and could not repair them all), "unreachable" (its API or server did
+	// not answer) or "error"; Error is the last error.
 	State string `json:"state"`
 	Error string `json:"error,omitempty"`
+	// Epoch is the epoch of the view it last completed (0: none yet).
+	Epoch uint64 `json:"epoch,omitempty"`
+	// LastCheckAt is when it last ran against the wanted view without error
+	// (it re-runs every routingReconcileInterval).
+	LastCheckAt time.Time `json:"lastCheckAt,omitzero"`
+	// LastRepairAt is when a re-run last found drift and repaired it;
+	// LastDrift what it repaired then; Repairs how many re-runs repaired
+	// something since the daemon started.
+	LastRepairAt time.Time `json:"lastRepairAt,omitzero"`
+	LastDrift    []string  `json:"lastDrift,omitempty"`
+	Repairs      uint64    `json:"repairs,omitempty"`
 }
 
 // HookRun is the latest run of one event hook.
