@@ -107,6 +107,13 @@ type groupOptions struct {
 	// lease is the sidecar lease (default 3s, checked every 300ms).
 	sidecars bool
 	lease    string
+	// routing, when set, are the Kubernetes clusters routing follows
+	// ("route0", "route1", ...), apart from the state store (which stays a
+	// file unless kube or etcd is set): site i is placed on cluster
+	// route<min(i, len(routing)-1)> (Service default/mysql-primary, pods and
+	// nodes labelled site=site<i>) and the DNSEndpoint default/orders-db
+	// lives in route0. Not with kube.
+	routing []*testenv.Kube
 }
 
 func newGroup(t testing.TB, o groupOptions) *group {
@@ -188,6 +195,11 @@ func newGroup(t testing.TB, o groupOptions) *group {
 		if o.cache {
 			fmt.Fprintf(&sites, "        cache:\n          address: %s\n", g.caches[i].Addr())
 		}
+		if len(o.routing) > 0 {
+			fmt.Fprintf(&sites, "        kubernetes:\n          cluster: route%d\n          namespace: default\n          service: mysql-primary\n"+
+				"          podSelector:\n            site: site%d\n          nodeSelector:\n            site: site%d\n        dns:\n          target: 127.0.0.%d\n",
+				min(i, len(o.routing)-1), i, i, i+1)
+		}
 		if o.kube != nil {
 			// Routing: one Service and DNS record follow the primary (the
 			// record's targets are only data, never dialled).
@@ -205,6 +217,16 @@ func newGroup(t testing.TB, o groupOptions) *group {
 			"  leaderElection:\n    enabled: true\n    cluster: test\n    namespace: default\n" +
 			"    leaseDuration: 3s\n    renewDeadline: 2s\n    retryPeriod: 500ms\n"
 		clusters = fmt.Sprintf("clusters:\n  - name: test\n    kubeconfig: %s\n    context: %s\n", o.kube.Kubeconfig, o.kube.Context)
+	}
+	if len(o.routing) > 0 {
+		if o.kube != nil {
+			t.Fatal("groupOptions: routing and kube are exclusive")
+		}
+		o.extraConfig += "    dns:\n      cluster: route0\n      namespace: default\n      endpointName: orders-db\n      hostname: orders-db.example.test\n"
+		clusters = "clusters:\n"
+		for i, k := range o.routing {
+			clusters += fmt.Sprintf("  - name: route%d\n    kubeconfig: %s\n    context: %s\n", i, k.Kubeconfig, k.Context)
+		}
 	}
 	if o.etcd != "" {
 		daemonCfg = "  stateStore:\n    type: etcd\n    etcd:\n      endpoints: [" + o.etcd + "]\n      prefix: " + etcdPrefix + "\n      dialTimeout: 1s\n" +
