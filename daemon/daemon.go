@@ -209,6 +209,8 @@ func (d *Daemon) newGroup(gc configs.Group) (*group, error) {
 		return nil, fmt.Errorf("group %s: %w", gc.Name, err)
 	}
 	g.follow = newHandoff(fs, log)
+	g.follow.interval = gc.RoutingReconcileInterval
+	g.follow.onRepair = func(follower string, _ view.View, _ []string) { d.opts.Events.RoutingRepaired(gc.Name, follower) }
 	g.follow.onDone = func(follower string, v view.View, err error) {
 		d.opts.Events.RoutingDone(gc.Name, follower, err)
 		if err == nil && follower == dragonfly.FollowerName {

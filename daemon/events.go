@@ -40,6 +40,10 @@ type Events interface {
 	SplitBrainResolved(group string)
 	// CachePromoted: the cache primary moved to site.
 	CachePromoted(group, site string)
+	// RoutingRepaired: a follower's periodic re-run found its objects
+	// drifted from the active site (hand edit, recreated object, missed
+	// write) and repaired them.
+	RoutingRepaired(group, follower string)
 	// HookDone: an event hook (configs.Hook) finished a run for event.
 	HookDone(group, hook, event string, ok bool)
 }
@@ -57,6 +61,7 @@ func (noEvents) RoutingDone(string, string, error)                  {}
 func (noEvents) SplitBrainResolved(string)                          {}
 func (noEvents) CachePromoted(string, string)                       {}
 func (noEvents) HookDone(string, string, string, bool)              {}
+func (noEvents) RoutingRepaired(string, string)                     {}
 
 // ev is the group's Events (none in tests that build a bare group).
 func (g *group) ev() Events {

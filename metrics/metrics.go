@@ -49,6 +49,7 @@ type Metrics struct {
 	splitBrainResolved *prometheus.CounterVec
 	cachePromotions    *prometheus.CounterVec
 	hookRuns           *prometheus.CounterVec
+	routingRepairs     *prometheus.CounterVec
 }
 
 // Bucket layouts, in seconds.
@@ -119,6 +120,10 @@ func New(o Options) *Metrics {
 			Name: "failoverd_cache_promotions_total",
 			Help: "Times the cache primary (Dragonfly/Redis) moved to a site.",
 		}, []string{"group", "site"}),
+		routingRepairs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "failoverd_routing_repairs_total",
+			Help: "Periodic re-runs of a routing follower that found its objects drifted from the active site (hand edit, recreated object, missed write) and repaired them.",
+		}, []string{"group", "follower"}),
 		hookRuns: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "failoverd_hook_runs_total",
 			Help: "Runs of an event hook (hooks in the group's configuration) by event and result (ok, failed).",
@@ -129,7 +134,7 @@ func New(o Options) *Metrics {
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.probeDuration, m.probeFailures, m.failovers, m.failoverDuration,
 		m.phaseDuration, m.writesUnavailable, m.fences, m.fenceProofs,
-		m.routingOperations, m.splitBrainResolved, m.cachePromotions, m.hookRuns,
+		m.routingOperations, m.splitBrainResolved, m.cachePromotions, m.hookRuns, m.routingRepairs,
 		newSnapshotCollector(o, m),
 	)
 	return m
@@ -205,6 +210,11 @@ func (m *Metrics) SplitBrainResolved(group string) {
 // CachePromoted records the cache primary moving to site.
 func (m *Metrics) CachePromoted(group, site string) {
 	m.cachePromotions.WithLabelValues(group, site).Inc()
+}
+
+// RoutingRepaired records a follower's repair of drifted routing.
+func (m *Metrics) RoutingRepaired(group, follower string) {
+	m.routingRepairs.WithLabelValues(group, follower).Inc()
 }
 
 // HookDone records one finished run of an event hook.

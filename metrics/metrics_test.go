@@ -36,6 +36,7 @@ type daemonEvents interface {
 	SplitBrainResolved(group string)
 	CachePromoted(group, site string)
 	HookDone(group, hook, event string, ok bool)
+	RoutingRepaired(group, follower string)
 }
 
 var _ daemonEvents = (*metrics.Metrics)(nil)

@@ -119,7 +119,7 @@ func TestHelmTemplate(t *testing.T) {
 			t.Error("rendered its own ConfigMap next to config.existingConfigMap")
 		}
 		got := grantsOf(t, objs, "failoverd", "failoverd")
-		for _, want := range []rule{{"apps", "", "services", "a", "update"}, {"apps", "", "services", "b", "get"}} {
+		for _, want := range []rule{{"apps", "", "services", "a", "patch"}, {"apps", "", "services", "b", "get"}} {
 			if !slices.Contains(got, want) {
 				t.Errorf("grants lack %s: %s", want, joinRules(got))
 			}

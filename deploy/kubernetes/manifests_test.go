@@ -317,17 +317,17 @@ func needs(cfg *configs.Config, home string) []rule {
 				continue
 			}
 			if p.Service != "" {
-				// kube/service.go ServiceFollower.set: Get, Update.
-				out = append(out, rule{p.Namespace, "", "services", p.Service, "get"}, rule{p.Namespace, "", "services", p.Service, "update"})
+				// kube/service.go ServiceFollower: Get, server-side Apply (patch).
+				out = append(out, rule{p.Namespace, "", "services", p.Service, "get"}, rule{p.Namespace, "", "services", p.Service, "patch"})
 			}
 			nodes = nodes || len(p.NodeSelector) > 0
 		}
 		if g.DNS != nil && g.DNS.Cluster == home {
-			// dns/endpoint.go Follower.Follow: Get, Create when missing, Update.
+			// dns/endpoint.go Follower: Get, Create when missing, server-side Apply (patch).
 			ns := g.DNS.Namespace
 			out = append(out, rule{ns, "externaldns.k8s.io", "dnsendpoints", "", "create"},
 				rule{ns, "externaldns.k8s.io", "dnsendpoints", g.DNS.EndpointName, "get"},
-				rule{ns, "externaldns.k8s.io", "dnsendpoints", g.DNS.EndpointName, "update"})
+				rule{ns, "externaldns.k8s.io", "dnsendpoints", g.DNS.EndpointName, "patch"})
 		}
 	}
 	if nodes {
