@@ -527,6 +527,8 @@ func populated(t *testing.T) *metrics.Metrics {
 	m.RoutingDone("orders", "kube-service", nil)
 	m.SplitBrainResolved("billing")
 	m.CachePromoted("orders", "east")
+	m.RoutingRepaired("orders", "dns")
+	m.HookDone("orders", "proxysql", "after-promote", true)
 	if _, err := m.Gatherer().Gather(); err != nil {
 		t.Fatal(err)
 	}
