@@ -124,9 +124,9 @@ func TestCommandFailureNamesExitStatusAndOutput(t *testing.T) {
 
 func TestCommandTimeoutKillsTheProcessGroup(t *testing.T) {
 	for name, body := range map[string]string{
-		"sigterm": `sleep 1000 & echo $! >"$PIDFILE"; echo started; wait`,
+		"sigterm": `sleep 120 & echo $! >"$PIDFILE"; echo started; wait`,
 		// Both ignore SIGTERM: only the SIGKILL after the grace period ends them.
-		"sigkill": `trap '' TERM; sleep 1000 & echo $! >"$PIDFILE"; echo started; wait`,
+		"sigkill": `trap '' TERM; sleep 120 & echo $! >"$PIDFILE"; echo started; wait`,
 	} {
 		t.Run(name, func(t *testing.T) {
 			pidFile := filepath.Join(t.TempDir(), "sleep.pid")
@@ -148,7 +148,7 @@ func TestCommandLeavesNothingRunning(t *testing.T) {
 	pidFile := filepath.Join(t.TempDir(), "sleep.pid")
 	t.Setenv("PIDFILE", pidFile)
 	r, _, results := testRunner(t, configs.Hook{Name: "forgets", Events: []string{configs.HookAfterPromote},
-		Command: []string{script(t, `sleep 1000 & echo $! >"$PIDFILE"; echo done`)}})
+		Command: []string{script(t, `sleep 120 & echo $! >"$PIDFILE"; echo done`)}})
 	r.Fire(promoted)
 	if res := next(t, results); !res.OK {
 		t.Fatalf("result %+v, want OK", res)
@@ -434,7 +434,7 @@ func TestCloseWaitsForRunningAndQueuedHooks(t *testing.T) {
 func TestCloseCancelsRunningHooksAndDropsQueued(t *testing.T) {
 	pidFile := filepath.Join(t.TempDir(), "sleep.pid")
 	t.Setenv("PIDFILE", pidFile)
-	s := script(t, `sleep 1000 & echo $! >"$PIDFILE"; echo ready; wait`)
+	s := script(t, `sleep 120 & echo $! >"$PIDFILE"; echo ready; wait`)
 	r, c, results := testRunner(t, configs.Hook{Name: "hangs", Events: configs.HookEvents(), Command: []string{s}, Timeout: time.Hour})
 	ready := make(chan struct{})
 	var once sync.Once

@@ -111,7 +111,9 @@ send() {
 		answer=$(cat <&"$fd") || die "runtime API $socket: no answer to '$1'"
 		exec {fd}>&-
 	fi
-	answer=${answer//[[:space:]]/}
+	answer=${answer//$'\n'/ }
+	answer=${answer#"${answer%%[![:space:]]*}"}
+	answer=${answer%"${answer##*[![:space:]]}"}
 	[[ -z $answer ]] || die "runtime API $socket refused '$1': $answer"
 	echo "haproxy-hook: $1"
 }
