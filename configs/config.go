@@ -301,7 +301,9 @@ type Hook struct {
 	// Events it runs on (see HookEvents).
 	Events []string `yaml:"events"`
 	// Command (argv, no shell) gets the payload on stdin and as
-	// FAILOVERD_EVENT_* variables. Exactly one of Command and URL.
+	// FAILOVERD_EVENT, FAILOVERD_GROUP, FAILOVERD_EPOCH, FAILOVERD_FROM,
+	// FAILOVERD_TO, FAILOVERD_SITE, FAILOVERD_REASON and FAILOVERD_GTID.
+	// Exactly one of Command and URL.
 	Command []string `yaml:"command"`
 	// URL receives the payload as a JSON POST; a non-2xx answer or no
 	// answer is retried.

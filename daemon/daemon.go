@@ -24,6 +24,7 @@ import (
 
 	"github.com/failoverd/failoverd/configs"
 	"github.com/failoverd/failoverd/dragonfly"
+	"github.com/failoverd/failoverd/hooks"
 	"github.com/failoverd/failoverd/kube"
 	"github.com/failoverd/failoverd/mysqlctl"
 	"github.com/failoverd/failoverd/poller"
@@ -219,6 +220,11 @@ func (d *Daemon) newGroup(gc configs.Group) (*group, error) {
 	}
 	g.events = d.opts.Events
 	g.identity = d.opts.Identity
+	if len(gc.Hooks) > 0 {
+		r := hooks.New(gc.Name, gc.Hooks, log)
+		r.SetOnResult(func(res hooks.Result) { d.opts.Events.HookDone(gc.Name, res.Hook, res.Event, res.OK) })
+		g.hooks = r
+	}
 	return g, nil
 }
 
@@ -324,6 +330,12 @@ func (d *Daemon) Run(ctx context.Context) error {
 			defer wg.Done()
 			g.run(ctx, d.lead.current)
 			g.exec.conns.closeAll()
+			if r, ok := g.hooks.(*hooks.Runner); ok {
+				// Give running hooks a moment to finish, then stop them.
+				hctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				r.Close(hctx)
+				cancel()
+			}
 		}()
 		go func() {
 			defer wg.Done()

@@ -63,6 +63,7 @@ type group struct {
 	lastErr   error
 	barrier   time.Time // decisions wait for probes started after it
 	requests  chan request
+	hooks     notifier           // event hooks; nil without any
 	reclones  map[string]bool    // sites whose reclone job runs in this daemon
 	recloned  chan recloneResult // finished reclone jobs
 }
@@ -173,11 +174,16 @@ func (g *group) carryOut(ctx context.Context, d sitepair.Decision) {
 			"target", d.Target, "fence", d.Fence, "proof", string(d.FenceProof), "epoch", d.Epoch, "message", d.Message)
 	}
 	if d.Action == sitepair.None || d.Action == sitepair.Alert {
+		if changed {
+			g.fireAfter(d, nil, true)
+		}
 		return
 	}
 	actx, cancel := context.WithTimeout(ctx, g.actionTimeout)
 	defer cancel()
+	g.fireBefore(d)
 	err := g.act(actx, d)
+	g.fireAfter(d, err, changed)
 	g.mu.Lock()
 	g.lastErr = err
 	g.barrier = g.now()

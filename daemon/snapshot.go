@@ -122,6 +122,7 @@ func (g *group) snapshot(now time.Time) status.Group {
 		out.Sites = append(out.Sites, site)
 	}
 	out.Routing = g.follow.report()
+	out.Hooks = g.hookRuns()
 	return out
 }
 

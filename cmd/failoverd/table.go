@@ -84,6 +84,17 @@ func writeTable(w io.Writer, d status.Daemon, groups []status.Group, now time.Ti
 			}
 			fmt.Fprintf(tw, "ROUTING: %s\n", strings.Join(parts, ", "))
 		}
+		if len(g.Hooks) > 0 {
+			var parts []string
+			for _, h := range g.Hooks {
+				p := fmt.Sprintf("%s %s (%s)", h.Hook, h.State, h.Event)
+				if h.Error != "" {
+					p += ": " + truncate(h.Error, 80)
+				}
+				parts = append(parts, p)
+			}
+			fmt.Fprintf(tw, "HOOKS: %s\n", strings.Join(parts, ", "))
+		}
 	}
 	_ = tw.Flush() // a failed write to stdout has nowhere better to go
 }
