@@ -39,6 +39,13 @@ type conn interface {
 	ReplicaOfNoOne(ctx context.Context) error
 	// TakeOver runs Dragonfly's REPLTAKEOVER seconds on a replica.
 	TakeOver(ctx context.Context, seconds int) error
+	// Failover runs Redis' FAILOVER TO host port TIMEOUT ms on a master.
+	// The server answers once the failover started; it runs in the
+	// background (see replication.FailoverState).
+	Failover(ctx context.Context, host, port string, timeout time.Duration) error
+	// KillNormalClients runs CLIENT KILL TYPE normal (the caller's own
+	// connection is skipped).
+	KillNormalClients(ctx context.Context) error
 	// Close releases the connection.
 	Close() error
 }
@@ -60,6 +67,14 @@ type replication struct {
 	// the replica reached stable sync).
 	ReplicaOffset    int64
 	HasReplicaOffset bool
+	// FailoverState is master_failover_state (Redis 6.2+: no-failover,
+	// waiting-for-sync, failover-in-progress); "" when not reported.
+	FailoverState string
+}
+
+// failoverRunning reports whether a Redis FAILOVER is under way on r.
+func (r replication) failoverRunning() bool {
+	return r.FailoverState != "" && r.FailoverState != "no-failover"
 }
 
 // follows reports whether r replicates from host:port.
@@ -97,6 +112,8 @@ func parseReplication(s string) (replication, error) {
 			if n, err := strconv.ParseInt(v, 10, 64); err == nil {
 				r.MasterOffset, r.HasMasterOffset = n, true
 			}
+		case "master_failover_state":
+			r.FailoverState = v
 		case "slave_repl_offset":
 			if n, err := strconv.ParseInt(v, 10, 64); err == nil {
 				r.ReplicaOffset, r.HasReplicaOffset = n, true
@@ -173,6 +190,14 @@ func (r *redisConn) TakeOver(ctx context.Context, seconds int) error {
 	c := redis.NewClient(&opts)
 	defer c.Close()
 	return r.classify(c.Do(ctx, "REPLTAKEOVER", seconds).Err())
+}
+
+func (r *redisConn) Failover(ctx context.Context, host, port string, timeout time.Duration) error {
+	return r.classify(r.c.Do(ctx, "FAILOVER", "TO", host, port, "TIMEOUT", timeout.Milliseconds()).Err())
+}
+
+func (r *redisConn) KillNormalClients(ctx context.Context) error {
+	return r.classify(r.c.Do(ctx, "CLIENT", "KILL", "TYPE", "normal").Err())
 }
 
 func (r *redisConn) Close() error { return r.c.Close() }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"strings"
 	"time"
 
 	"github.com/failoverd/failoverd/configs"
@@ -21,6 +22,23 @@ type engine interface {
 	caughtUp(replica, master replication) bool
 	// promote makes p.conn the primary.
 	promote(ctx context.Context, p promotion) error
+	// handover promotes h.to while its master h.from is alive, so that
+	// nothing acknowledged by h.from is lost. An error wrapping errRefused
+	// means the servers refused or gave up and nothing changed; any other
+	// error leaves the outcome unknown (a server did not answer).
+	handover(ctx context.Context, h handover) error
+}
+
+// errRefused marks a planned promotion the servers refused or abandoned,
+// leaving the roles as they were.
+var errRefused = errors.New("planned promotion refused")
+
+// handover is one planned promotion: to replicates from from, both answer.
+type handover struct {
+	from, to     cacheSite
+	fc, tc       conn
+	maxSyncWait  time.Duration
+	pollInterval time.Duration
 }
 
 // promotion is one promotion of the active site's cache.
@@ -67,6 +85,42 @@ func (redisEngine) promote(ctx context.Context, p promotion) error {
 	return nil
 }
 
+// handover runs FAILOVER TO <to> TIMEOUT <maxSyncWait> on the master, which
+// pauses its clients' writes, waits for the replica's offset and swaps the
+// roles, then waits until the failover ended.
+func (redisEngine) handover(ctx context.Context, h handover) error {
+	step := fmt.Sprintf("FAILOVER TO %s %s TIMEOUT %d on %s", h.to.host, h.to.port, h.maxSyncWait.Milliseconds(), h.from.name)
+	err := h.fc.Failover(ctx, h.to.host, h.to.port, h.maxSyncWait)
+	switch {
+	case errors.Is(err, ErrUnreachable):
+		return fmt.Errorf("%s: %w", step, err)
+	case err != nil && !strings.Contains(err.Error(), "already in progress"):
+		// A retry finds its earlier FAILOVER still running: wait for it
+		// rather than report a refusal.
+		return fmt.Errorf("%s: %w: %w", step, errRefused, err)
+	}
+	// Redis ends the failover by itself at TIMEOUT (aborted) at the latest.
+	wctx, cancel := context.WithTimeout(ctx, h.maxSyncWait+takeoverMargin)
+	defer cancel()
+	for {
+		rep, err := h.fc.Replication(wctx)
+		switch {
+		case err != nil:
+			return fmt.Errorf("%s: wait for the end of the failover: %w", step, err)
+		case rep.failoverRunning():
+		case rep.follows(h.to.host, h.to.port):
+			return nil
+		default:
+			return fmt.Errorf("%s: failover aborted, %s still is %s: %w", step, h.from.name, rep.Role, errRefused)
+		}
+		select {
+		case <-wctx.Done():
+			return fmt.Errorf("%s: wait for the end of the failover: %w: %w", step, ErrUnreachable, wctx.Err())
+		case <-time.After(h.pollInterval):
+		}
+	}
+}
+
 // dragonflyEngine drives Dragonfly.
 type dragonflyEngine struct{}
 
@@ -76,6 +130,21 @@ func (dragonflyEngine) name() string { return configs.CacheDragonfly }
 // comparable with the master's, so REPLTAKEOVER does the exact catch-up.
 func (dragonflyEngine) caughtUp(replica, _ replication) bool {
 	return replica.LinkUp && !replica.SyncInProgress && replica.HasReplicaOffset
+}
+
+// handover runs REPLTAKEOVER <ceil(maxSyncWait) s> on the replica: the
+// master blocks writes until the replica has everything, then the replica
+// becomes master (and the old master shuts down, non-cluster mode).
+func (dragonflyEngine) handover(ctx context.Context, h handover) error {
+	secs := max(1, int(math.Ceil(h.maxSyncWait.Seconds())))
+	err := h.tc.TakeOver(ctx, secs)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, ErrUnreachable):
+		return fmt.Errorf("REPLTAKEOVER %d on %s: %w", secs, h.to.name, err)
+	}
+	return fmt.Errorf("REPLTAKEOVER %d on %s: %w: %w", secs, h.to.name, errRefused, err)
 }
 
 func (dragonflyEngine) promote(ctx context.Context, p promotion) error {

@@ -6,12 +6,19 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"time"
 )
 
-// This file holds test doubles. fakeDragonfly is a FAKE: Dragonfly cannot
-// be installed on the development machines, so REPLTAKEOVER is only ever
-// exercised against this simulation of its documented behaviour (the
-// replica takes over once in stable sync; the old master then shuts down).
+// This file holds test doubles, not servers: they implement the conn
+// interface in memory (no RESP). fakeDragonfly is a TEST DOUBLE of
+// Dragonfly: Dragonfly cannot be installed on the development machines, so
+// REPLTAKEOVER is only ever exercised against this simulation of its
+// documented behaviour (accepted only on a replica in stable sync; the
+// master blocks writes until the replica has its offset, at most the
+// timeout; then the replica is master and the old master shuts down, or,
+// with takeoverStaysUp, becomes its replica). fakeRedis simulates FAILOVER
+// TO the same way. Neither sleeps: a replica that never catches up fails
+// (REPLTAKEOVER) or aborts (FAILOVER) as if the timeout had passed.
 
 // fakeReplyError is a server's error reply (like a redis.Error).
 type fakeReplyError string
@@ -86,6 +93,42 @@ type fakeServer struct {
 	// promotedBehind is how far behind its master the server was when it
 	// was promoted (by REPLICAOF NO ONE or REPLTAKEOVER).
 	promotedBehind int64
+	// clients is the number of connected normal clients.
+	clients int
+	// takeoverStaysUp: after a REPLTAKEOVER from its replica this master
+	// becomes the replica's replica instead of shutting down.
+	takeoverStaysUp bool
+}
+
+// write is a client's write on s: acknowledged only by a live master.
+func (s *fakeServer) write() error {
+	s.net.mu.Lock()
+	defer s.net.mu.Unlock()
+	switch {
+	case s.down:
+		return s.unreachable()
+	case s.role != roleMaster:
+		return fakeReplyError("READONLY You can't write against a read only replica.")
+	}
+	s.offset++
+	return nil
+}
+
+// catchUpNow advances s until it holds its master's offset, as a master
+// blocking writes for a takeover waits; false if it never would. Called
+// with net.mu held.
+func (s *fakeServer) catchUpNow() bool {
+	m := s.net.servers[s.master]
+	for range 1000 {
+		if m != nil && s.replOffset >= m.offset {
+			return true
+		}
+		if s.catchUpAfter < 0 {
+			return false
+		}
+		s.advance()
+	}
+	return false
 }
 
 // replicate makes s a replica of master, in sync at once unless stuck.
@@ -190,6 +233,17 @@ func (s *fakeServer) ReplicaOfNoOne(context.Context) error {
 	return nil
 }
 
+func (s *fakeServer) KillNormalClients(context.Context) error {
+	s.net.mu.Lock()
+	defer s.net.mu.Unlock()
+	if s.down {
+		return s.unreachable()
+	}
+	s.record("CLIENT KILL TYPE normal")
+	s.clients = 0
+	return nil
+}
+
 func (s *fakeServer) Close() error { return nil }
 
 // info renders INFO replication; dragonfly follows Dragonfly's format
@@ -252,15 +306,56 @@ func (r fakeRedis) TakeOver(context.Context, int) error {
 	return fakeReplyError("ERR unknown command 'REPLTAKEOVER'")
 }
 
-// fakeDragonfly is a FAKE Dragonfly server for unit tests: no real
-// Dragonfly runs anywhere in this package's tests.
+// Failover simulates FAILOVER TO host port TIMEOUT ms on a master: the
+// target must be its replica; writes are blocked (net.mu is held) while the
+// target catches up, then the roles swap. A target that never catches up
+// makes the failover abort (roles unchanged) after an OK, as Redis does at
+// the timeout.
+func (r fakeRedis) Failover(_ context.Context, host, port string, timeout time.Duration) error {
+	r.net.mu.Lock()
+	defer r.net.mu.Unlock()
+	if r.down {
+		return r.unreachable()
+	}
+	r.record(fmt.Sprintf("FAILOVER TO %s %s TIMEOUT %d", host, port, timeout.Milliseconds()))
+	t := r.net.servers[net.JoinHostPort(host, port)]
+	switch {
+	case r.role != roleMaster:
+		return fakeReplyError("ERR FAILOVER is not valid when server is a replica.")
+	case t == nil || t.down || t.role != roleReplica || t.master != r.addr:
+		return fakeReplyError("ERR FAILOVER target HOST and PORT is not a replica.")
+	case !t.linkUp || t.syncing:
+		return fakeReplyError("ERR FAILOVER target replica is not online.")
+	}
+	if !t.catchUpNow() {
+		return nil
+	}
+	t.promotedBehind = 0
+	t.offset = r.offset
+	t.role, t.master, t.linkUp = roleMaster, "", false
+	r.replicate(t)
+	return nil
+}
+
+// fakeDragonfly is a TEST DOUBLE of a Dragonfly server for unit tests: no
+// real Dragonfly runs anywhere in this package's tests.
 type fakeDragonfly struct{ *fakeServer }
 
 func (d fakeDragonfly) Replication(context.Context) (replication, error) { return d.replication() }
 
-// TakeOver simulates REPLTAKEOVER: the replica must be in stable sync with
-// a live Dragonfly master; it then holds everything the master had, becomes
-// master, and the old master shuts down (non-cluster mode).
+// Failover fails like Dragonfly, which has no FAILOVER.
+func (d fakeDragonfly) Failover(context.Context, string, string, time.Duration) error {
+	d.net.mu.Lock()
+	defer d.net.mu.Unlock()
+	d.record("FAILOVER")
+	return fakeReplyError("ERR unknown command 'FAILOVER'")
+}
+
+// TakeOver simulates REPLTAKEOVER seconds: refused on a master; the replica
+// must be in stable sync with a live Dragonfly master, which blocks its
+// clients' writes (net.mu is held) until the replica has its offset or the
+// timeout passes (an error). Then the replica is master and the old master
+// shuts down (non-cluster mode), or with takeoverStaysUp replicates from it.
 func (d fakeDragonfly) TakeOver(_ context.Context, seconds int) error {
 	d.net.mu.Lock()
 	defer d.net.mu.Unlock()
@@ -269,7 +364,7 @@ func (d fakeDragonfly) TakeOver(_ context.Context, seconds int) error {
 	}
 	d.record(fmt.Sprintf("REPLTAKEOVER %d", seconds))
 	if d.role == roleMaster {
-		return nil // Dragonfly answers OK on a master and does nothing.
+		return fakeReplyError("ERR Already a master instance")
 	}
 	m := d.net.servers[d.master]
 	switch {
@@ -279,12 +374,17 @@ func (d fakeDragonfly) TakeOver(_ context.Context, seconds int) error {
 		return fakeReplyError("ERR takeover: master unavailable")
 	case !d.linkUp || d.syncing:
 		return fakeReplyError("ERR Replica not in stable sync")
+	case !d.catchUpNow():
+		return fakeReplyError(fmt.Sprintf("ERR Couldn't execute takeover: replica did not catch up in %d s", seconds))
 	}
 	d.promotedBehind = 0
-	d.replOffset = m.offset
 	d.offset = m.offset
 	d.role, d.master, d.linkUp = roleMaster, "", false
-	m.down = true
+	if m.takeoverStaysUp {
+		m.replicate(d.fakeServer)
+	} else {
+		m.down = true
+	}
 	return nil
 }
 
@@ -300,4 +400,8 @@ func (n fakeNowhere) Replication(context.Context) (replication, error) {
 func (n fakeNowhere) ReplicaOf(context.Context, string, string) error { return n.err() }
 func (n fakeNowhere) ReplicaOfNoOne(context.Context) error            { return n.err() }
 func (n fakeNowhere) TakeOver(context.Context, int) error             { return n.err() }
-func (n fakeNowhere) Close() error                                    { return nil }
+func (n fakeNowhere) KillNormalClients(context.Context) error         { return n.err() }
+func (n fakeNowhere) Failover(context.Context, string, string, time.Duration) error {
+	return n.err()
+}
+func (n fakeNowhere) Close() error { return nil }

@@ -76,6 +76,16 @@ func (c recordingConn) TakeOver(ctx context.Context, seconds int) error {
 	return c.conn.TakeOver(ctx, seconds)
 }
 
+func (c recordingConn) Failover(ctx context.Context, host, port string, timeout time.Duration) error {
+	c.rec.add(fmt.Sprintf("%s FAILOVER TO %s %s TIMEOUT %d", c.addr, host, port, timeout.Milliseconds()))
+	return c.conn.Failover(ctx, host, port, timeout)
+}
+
+func (c recordingConn) KillNormalClients(ctx context.Context) error {
+	c.rec.add(c.addr + " CLIENT KILL TYPE normal")
+	return c.conn.KillNormalClients(ctx)
+}
+
 // realGroup is a redis group over caches, site i on caches[i].
 func realGroup(caches []*testenv.Redis, cache func(*configs.Cache)) configs.Group {
 	g := configs.Group{Name: "g1", Cache: &configs.Cache{Engine: configs.CacheRedis, MaxSyncWait: 10 * time.Second, OnSyncTimeout: "fail"}}
