@@ -134,11 +134,17 @@ func (s *fakeServer) catchUpNow() bool {
 // replicate makes s a replica of master, in sync at once unless stuck.
 func (s *fakeServer) replicate(master *fakeServer) {
 	s.role, s.master = roleReplica, master.addr
-	s.linkUp = !master.down && !s.broken
+	s.linkUp = !master.down && !s.broken && !master.feedsOn(s)
 	s.syncing = s.stuck
-	if !s.stuck && !master.down {
+	if !s.stuck && s.linkUp {
 		s.replOffset = master.offset
 	}
+}
+
+// feedsOn reports a replication cycle: m replicates from s, so nothing
+// feeds either (their links stay down). Called with net.mu held.
+func (m *fakeServer) feedsOn(s *fakeServer) bool {
+	return m.role == roleReplica && m.master == s.addr
 }
 
 // lag makes the replica behind its master; it catches up after polls INFO
@@ -175,7 +181,7 @@ func (s *fakeServer) unreachable() error {
 // Called with net.mu held.
 func (s *fakeServer) advance() {
 	m := s.net.servers[s.master]
-	if s.role != roleReplica || m == nil || m.down || s.stuck || s.broken {
+	if s.role != roleReplica || m == nil || m.down || s.stuck || s.broken || m.feedsOn(s) {
 		return
 	}
 	s.linkUp = true

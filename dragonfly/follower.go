@@ -29,6 +29,9 @@ var (
 	ErrUnknownEngine = errors.New("unknown cache engine")
 )
 
+// errCycle marks an active cache whose master replicates from it.
+var errCycle = errors.New("replication cycle")
+
 // FollowerName is the follower's name in logs and status.
 const FollowerName = "cache"
 
@@ -176,9 +179,16 @@ func (f *Follower) promote(ctx context.Context, ai int, conns []conn, probes []p
 	master := net.JoinHostPort(rep.MasterHost, rep.MasterPort)
 	mrep, merr := f.masterInfo(ctx, rep, probes)
 	synced := false
-	if merr != nil {
+	switch {
+	case merr == nil && mrep.follows(s.host, s.port):
+		// A cache restarted with a stale replicaof naming its own replica:
+		// nothing feeds either of them, so a catch-up wait could only time
+		// out (and, with "fail", never converge). Promote it as it is.
+		f.log.Warn("cache.replication_cycle", "site", s.name, "master", master, "possible_loss", true)
+		merr = fmt.Errorf("%s replicates from %s: %w", master, s.name, errCycle)
+	case merr != nil:
 		f.log.Warn("cache.master_unreachable", "site", s.name, "master", master, "err", merr, "possible_loss", true)
-	} else {
+	default:
 		var err error
 		if synced, err = f.waitCaughtUp(ctx, s, c, mrep); err != nil {
 			return err
