@@ -54,6 +54,9 @@ type promotion struct {
 	// maxSyncWait bounds Dragonfly's REPLTAKEOVER.
 	maxSyncWait time.Duration
 	log         *slog.Logger
+	// handover, when set, is the caught-up replica's live master, a site
+	// cache: Redis then promotes with FAILOVER rather than REPLICAOF NO ONE.
+	handover *handover
 }
 
 func engineFor(name string) (engine, error) {
@@ -78,7 +81,22 @@ func (redisEngine) caughtUp(replica, master replication) bool {
 		replica.ReplicaOffset >= master.MasterOffset
 }
 
-func (redisEngine) promote(ctx context.Context, p promotion) error {
+// promote runs FAILOVER TO on the live master when p.handover is set, so no
+// write the master acknowledged is lost (it pauses writes until the replica
+// has them, then turns into its replica); REPLICAOF NO ONE otherwise, or
+// when the master refused or abandoned the failover.
+func (e redisEngine) promote(ctx context.Context, p promotion) error {
+	if p.handover != nil {
+		err := e.handover(ctx, *p.handover)
+		switch {
+		case err == nil:
+			p.log.Info("cache.failover", "site", p.site, "old_master", p.handover.from.name)
+			return nil
+		case !errors.Is(err, errRefused):
+			return fmt.Errorf("promote cache %s: %w", p.site, err)
+		}
+		p.log.Warn("cache.failover_refused", "site", p.site, "err", err, "fallback", "REPLICAOF NO ONE", "possible_loss", true)
+	}
 	if err := p.conn.ReplicaOfNoOne(ctx); err != nil {
 		return fmt.Errorf("promote cache %s: REPLICAOF NO ONE: %w", p.site, err)
 	}

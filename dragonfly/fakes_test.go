@@ -88,8 +88,9 @@ type fakeServer struct {
 	// catchUpAfter is how many INFO reads a lagging replica needs to reach
 	// its master's offset; negative: never.
 	catchUpAfter int
-	// takeoverErr, when set, is REPLTAKEOVER's reply (e.g. a timeout).
-	takeoverErr error
+	// takeoverErr, when set, is REPLTAKEOVER's reply (e.g. a timeout);
+	// failoverErr is FAILOVER's.
+	takeoverErr, failoverErr error
 	// promotedBehind is how far behind its master the server was when it
 	// was promoted (by REPLICAOF NO ONE or REPLTAKEOVER).
 	promotedBehind int64
@@ -326,6 +327,8 @@ func (r fakeRedis) Failover(_ context.Context, host, port string, timeout time.D
 	r.record(fmt.Sprintf("FAILOVER TO %s %s TIMEOUT %d", host, port, timeout.Milliseconds()))
 	t := r.net.servers[net.JoinHostPort(host, port)]
 	switch {
+	case r.failoverErr != nil:
+		return r.failoverErr
 	case r.role != roleMaster:
 		return fakeReplyError("ERR FAILOVER is not valid when server is a replica.")
 	case t == nil || t.down || t.role != roleReplica || t.master != r.addr:

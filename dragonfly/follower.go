@@ -153,6 +153,7 @@ func (f *Follower) Follow(ctx context.Context, v view.View) error {
 	if err := f.promote(ctx, ai, conns, probes); err != nil {
 		return err
 	}
+	f.settleHandedOver(ctx, ai, conns, probes)
 	var errs []error
 	for i, s := range f.sites {
 		if i == ai {
@@ -202,15 +203,52 @@ func (f *Follower) promote(ctx context.Context, ai int, conns []conn, probes []p
 			f.log.Warn("cache.sync_timeout", "site", s.name, "master", master, "waited", f.maxSyncWait, "possible_loss", true)
 		}
 	}
-	err := f.eng.promote(ctx, promotion{
+	p := promotion{
 		site: s.name, conn: c, masterUp: merr == nil, synced: synced, proceed: f.proceed,
 		maxSyncWait: f.maxSyncWait, log: f.log,
-	})
+	}
+	if mi := f.indexOf(rep.MasterHost, rep.MasterPort); synced && mi >= 0 && mrep.Role == roleMaster {
+		p.handover = &handover{from: f.sites[mi], to: s, fc: conns[mi], tc: c, maxSyncWait: f.maxSyncWait, pollInterval: f.pollInterval}
+	}
+	err := f.eng.promote(ctx, p)
 	if err != nil {
 		return fmt.Errorf("cache follow of group %s: %w", f.group, err)
 	}
 	f.log.Info("cache.promoted", "site", s.name, "old_master", master, "synced", synced)
 	return nil
+}
+
+// settleHandedOver re-reads every cache that was a master at the start of
+// this follow, so repoint sees a FAILOVER that already made it a replica of
+// the active cache; such a cache's normal clients are killed so that they
+// reconnect through the active endpoint (failures are logged only).
+func (f *Follower) settleHandedOver(ctx context.Context, ai int, conns []conn, probes []probe) {
+	active := f.sites[ai]
+	for i, p := range probes {
+		if i == ai || p.err != nil || p.rep.Role != roleMaster {
+			continue
+		}
+		rep, err := conns[i].Replication(ctx)
+		if err != nil || !rep.follows(active.host, active.port) {
+			continue
+		}
+		probes[i].rep = rep
+		if err := conns[i].KillNormalClients(ctx); err != nil {
+			f.log.Warn("cache.clients_not_killed", "site", f.sites[i].name, "err", err)
+			continue
+		}
+		f.log.Info("cache.clients_killed", "site", f.sites[i].name)
+	}
+}
+
+// indexOf is the index of the site whose cache is host:port, or -1.
+func (f *Follower) indexOf(host, port string) int {
+	for i, s := range f.sites {
+		if s.host == host && s.port == port {
+			return i
+		}
+	}
+	return -1
 }
 
 // masterInfo reads INFO replication of the master rep follows: from this

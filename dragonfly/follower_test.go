@@ -117,9 +117,11 @@ func TestFollowSwitchesPrimary(t *testing.T) {
 	}{
 		{
 			engine: configs.CacheRedis,
+			// The old master answers: FAILOVER TO hands over without
+			// losing a write it acknowledged, and it becomes a replica.
 			wantCmds: []string{
-				"cache1.test:6379 REPLICAOF NO ONE",
-				"cache0.test:6379 REPLICAOF cache1.test 6379",
+				"cache0.test:6379 FAILOVER TO cache1.test 6379 TIMEOUT 60000",
+				"cache0.test:6379 CLIENT KILL TYPE normal",
 				"cache2.test:6379 REPLICAOF cache1.test 6379",
 			},
 		},
@@ -449,8 +451,32 @@ func TestFollowSkipsSitesWithoutCache(t *testing.T) {
 	if err := f.Follow(context.Background(), view.View{ActiveSite: "site1"}); err != nil {
 		t.Fatalf("Follow: %v", err)
 	}
-	wantCommands(t, fx.net.commands(), []string{"cache1.test:6379 REPLICAOF NO ONE", "cache0.test:6379 REPLICAOF cache1.test 6379"})
+	wantCommands(t, fx.net.commands(), []string{"cache0.test:6379 FAILOVER TO cache1.test 6379 TIMEOUT 60000", "cache0.test:6379 CLIENT KILL TYPE normal"})
 	if err := f.Follow(context.Background(), view.View{ActiveSite: "site2"}); !errors.Is(err, ErrUnknownSite) {
 		t.Errorf("Follow(site2 without cache) error = %v, want ErrUnknownSite", err)
+	}
+}
+
+func TestFollowFailoverRefusedFallsBack(t *testing.T) {
+	for _, policy := range []string{"fail", "proceed"} {
+		t.Run(policy, func(t *testing.T) {
+			fx := newFixture(t, configs.CacheRedis, 2, func(c *configs.Cache) { c.OnSyncTimeout = policy })
+			fx.srv[0].set(func(s *fakeServer) {
+				s.failoverErr = fakeReplyError("ERR FAILOVER target HOST and PORT is not a replica.")
+			})
+			if err := fx.follow(t, "site1"); err != nil {
+				t.Fatalf("Follow: %v", err)
+			}
+			// The replica had caught up: the refusal only costs the pause.
+			wantCommands(t, fx.net.commands(), []string{
+				"cache0.test:6379 FAILOVER TO cache1.test 6379 TIMEOUT 60000",
+				"cache1.test:6379 REPLICAOF NO ONE",
+				"cache0.test:6379 REPLICAOF cache1.test 6379",
+			})
+			fx.wantTopology(t, 1, 0)
+			if !strings.Contains(fx.logs.String(), "msg=cache.failover_refused") {
+				t.Errorf("refused failover not logged:\n%s", fx.logs)
+			}
+		})
 	}
 }

@@ -252,3 +252,25 @@ func TestRealRedisSwitchoverProceed(t *testing.T) {
 	wantRole(t, caches[1], "master")
 	waitReplicating(t, caches[0].Name, caches[0].Client(t), caches[1].Port)
 }
+
+// Follow (after a MySQL promotion) while applications still write to the
+// old cache primary: no acknowledged write may be lost between the cache
+// promotion and the old primary's repoint.
+func TestRealRedisFollowLosesNoAcknowledgedWrite(t *testing.T) {
+	caches := startCaches(t, 2)
+	f, rec := newRealFollower(t, realGroup(caches, nil))
+	w := startWriter(t, caches[0])
+	w.wait(t, 500)
+	err := follow(t, f, "site1")
+	w.wait(t, 0)
+	acked, failed := w.finish()
+	if err != nil {
+		t.Fatalf("Follow site1: %v", err)
+	}
+	t.Logf("%d writes acknowledged, %d refused; commands %q", len(acked), failed, rec.take())
+	wantRole(t, caches[1], "master")
+	waitReplicating(t, caches[0].Name, caches[0].Client(t), caches[1].Port)
+	if lost := missing(t, caches[1], acked); len(lost) > 0 {
+		t.Errorf("%d of %d acknowledged writes are not on the new master, e.g. %q", len(lost), len(acked), lost[:min(5, len(lost))])
+	}
+}
