@@ -1,0 +1,283 @@
+package benchdoc
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// ResultsFile, ReadmeFile and ChartFile are the generated files under
+// docs/benchmarks: the machine-readable results, the summary table
+// rendered from them, and the failover time chart.
+const (
+	ResultsFile = "results.json"
+	ReadmeFile  = "README.md"
+	ChartFile   = "failover.svg"
+)
+
+// ChartFigure is the figure whose samples failover.svg plots.
+const ChartFigure = "rto_kill9"
+
+// Target is what a figure must meet: Text for people, and numeric upper
+// bounds (in the figure's unit) on its p50, p90 and maximum; a nil bound
+// is not checked. A target with no bound is informational.
+type Target struct {
+	Text   string   `json:"text,omitempty"`
+	P50Max *float64 `json:"p50_max,omitempty"`
+	P90Max *float64 `json:"p90_max,omitempty"`
+	MaxMax *float64 `json:"max_max,omitempty"`
+}
+
+// Bound returns a pointer to v, for Target's fields.
+func Bound(v float64) *float64 { return &v }
+
+// Checked reports whether t bounds anything.
+func (t Target) Checked() bool { return t.P50Max != nil || t.P90Max != nil || t.MaxMax != nil }
+
+// Phase is a distribution measured beside a figure's headline value: the
+// daemon's own event times, or the client's view of a daemon-side figure.
+type Phase struct {
+	Name string  `json:"name"`
+	P50  float64 `json:"p50"`
+	P90  float64 `json:"p90"`
+	Max  float64 `json:"max"`
+}
+
+// Figure is one measured number with its distribution over Runs runs,
+// its target and whether it met it.
+type Figure struct {
+	Name    string    `json:"name"`
+	Unit    string    `json:"unit"`
+	Runs    int       `json:"runs"`
+	P50     float64   `json:"p50"`
+	P90     float64   `json:"p90"`
+	Max     float64   `json:"max"`
+	Samples []float64 `json:"samples,omitempty"`
+	Phases  []Phase   `json:"phases,omitempty"`
+	Target  Target    `json:"target"`
+	Pass    bool      `json:"pass"`
+	// Notes says what is measured, between which two points.
+	Notes string `json:"notes,omitempty"`
+	// Measured, Commit and Quick describe the run that produced the figure
+	// (figures of one results file may come from different runs).
+	Measured time.Time `json:"measured"`
+	Commit   string    `json:"commit,omitempty"`
+	Quick    bool      `json:"quick,omitempty"`
+}
+
+// Results is docs/benchmarks/results.json: the machine and commit of the
+// latest update, and every figure, each replaced by its latest run.
+type Results struct {
+	Machine string    `json:"machine"`
+	Cores   int       `json:"cores"`
+	Date    time.Time `json:"date"`
+	Commit  string    `json:"commit"`
+	Load    string    `json:"load_average,omitempty"`
+	Figures []Figure  `json:"figures"`
+}
+
+// NewFigure summarises samples (nearest-rank percentiles) and checks them
+// against t. An empty samples list fails any checked target.
+func NewFigure(name, unit string, samples []float64, t Target, notes string) Figure {
+	f := Figure{Name: name, Unit: unit, Runs: len(samples), Samples: slices.Clone(samples), Target: t, Notes: notes,
+		Measured: time.Now().UTC().Truncate(time.Second), Quick: Quick()}
+	f.P50, f.P90, f.Max = PercentileOf(samples, 0.5), PercentileOf(samples, 0.9), PercentileOf(samples, 1)
+	f.Pass = f.meets()
+	return f
+}
+
+// DurationFigure is NewFigure for durations, in milliseconds.
+func DurationFigure(name string, ds []time.Duration, t Target, notes string) Figure {
+	return NewFigure(name, "ms", Millis64(ds), t, notes)
+}
+
+// CountFigure is NewFigure for a count per run.
+func CountFigure(name string, counts []int, t Target, notes string) Figure {
+	s := make([]float64, len(counts))
+	for i, c := range counts {
+		s[i] = float64(c)
+	}
+	return NewFigure(name, "count", s, t, notes)
+}
+
+// WithPhase adds a phase distribution (samples in the figure's unit).
+func (f Figure) WithPhase(name string, samples []float64) Figure {
+	f.Phases = append(f.Phases, Phase{Name: name, P50: PercentileOf(samples, 0.5), P90: PercentileOf(samples, 0.9), Max: PercentileOf(samples, 1)})
+	return f
+}
+
+// meets checks f's distribution against its target's bounds.
+func (f Figure) meets() bool {
+	if !f.Target.Checked() {
+		return true
+	}
+	if f.Runs == 0 {
+		return false // nothing measured meets nothing
+	}
+	for _, c := range []struct {
+		v     float64
+		bound *float64
+	}{{f.P50, f.Target.P50Max}, {f.P90, f.Target.P90Max}, {f.Max, f.Target.MaxMax}} {
+		if c.bound != nil && c.v > *c.bound {
+			return false
+		}
+	}
+	return true
+}
+
+// Millis64 converts ds to milliseconds with a fractional part.
+func Millis64(ds []time.Duration) []float64 {
+	out := make([]float64, len(ds))
+	for i, d := range ds {
+		out[i] = float64(d) / float64(time.Millisecond)
+	}
+	return out
+}
+
+// PercentileOf is the nearest-rank percentile q (0..1] of s (0 if empty).
+func PercentileOf(s []float64, q float64) float64 {
+	if len(s) == 0 {
+		return 0
+	}
+	c := slices.Clone(s)
+	slices.Sort(c)
+	i := int(math.Ceil(q*float64(len(c)))) - 1
+	return c[min(max(i, 0), len(c)-1)]
+}
+
+// Quick reports whether this is a reduced run (make bench-quick).
+func Quick() bool { return os.Getenv("FAILOVERD_BENCH_QUICK") == "1" }
+
+// Merge replaces r's figures of the same names by figs (in place, keeping
+// their order) and appends the new ones.
+func (r *Results) Merge(figs ...Figure) {
+	for _, f := range figs {
+		if i := slices.IndexFunc(r.Figures, func(o Figure) bool { return o.Name == f.Name }); i >= 0 {
+			r.Figures[i] = f
+		} else {
+			r.Figures = append(r.Figures, f)
+		}
+	}
+}
+
+// Figure returns the figure named name.
+func (r Results) Figure(name string) (Figure, bool) {
+	i := slices.IndexFunc(r.Figures, func(f Figure) bool { return f.Name == name })
+	if i < 0 {
+		return Figure{}, false
+	}
+	return r.Figures[i], true
+}
+
+// LoadResults reads a results file; a missing file is empty results.
+func LoadResults(path string) (Results, error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return Results{}, nil
+	}
+	if err != nil {
+		return Results{}, fmt.Errorf("read results: %w", err)
+	}
+	var r Results
+	if err := json.Unmarshal(b, &r); err != nil {
+		return Results{}, fmt.Errorf("decode results %s: %w", path, err)
+	}
+	return r, nil
+}
+
+// WriteAll writes the results file, the README rendered from it and the
+// chart into dir.
+func WriteAll(dir string, r Results) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("create %s: %w", dir, err)
+	}
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode results: %w", err)
+	}
+	files := map[string]string{ResultsFile: string(b) + "\n", ReadmeFile: RenderMarkdown(r)}
+	if f, ok := r.Figure(ChartFigure); ok && len(f.Samples) > 0 {
+		files[ChartFile] = RenderChart(f)
+	}
+	for name, content := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+			return fmt.Errorf("write %s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// Record merges figs into docs/benchmarks/results.json (root is the path
+// from the benchmark's package directory to the repository root) and
+// regenerates README.md and failover.svg, when FAILOVERD_BENCH_WRITE=1;
+// it always logs each figure against its target.
+func Record(tb testing.TB, root string, figs ...Figure) {
+	tb.Helper()
+	for _, f := range figs {
+		verdict := "informational"
+		if f.Target.Checked() {
+			verdict = map[bool]string{true: "PASS", false: "FAIL"}[f.Pass]
+		}
+		tb.Logf("figure %s: runs %d p50 %.0f p90 %.0f max %.0f %s; target %s: %s", f.Name, f.Runs, f.P50, f.P90, f.Max, f.Unit, f.Target.Text, verdict)
+	}
+	if !Enabled() {
+		return
+	}
+	dir := filepath.Join(root, "docs", "benchmarks")
+	r, err := LoadResults(filepath.Join(dir, ResultsFile))
+	if err != nil {
+		tb.Fatalf("record figures: %v", err)
+	}
+	commit := Commit(root)
+	for i := range figs {
+		figs[i].Commit = commit
+	}
+	r.Merge(figs...)
+	r.Machine, r.Cores, r.Date, r.Commit, r.Load = Machine(), runtime.NumCPU(), time.Now().UTC().Truncate(time.Second), commit, LoadAverage()
+	if err := WriteAll(dir, r); err != nil {
+		tb.Fatalf("record figures: %v", err)
+	}
+	tb.Logf("recorded %d figures in %s", len(figs), filepath.Join(dir, ResultsFile))
+}
+
+// Commit is the short commit of the tree at root, "-dirty" when the
+// working tree differs from it (the binary measured was built from it).
+func Commit(root string) string {
+	out, err := exec.Command("git", "-C", root, "rev-parse", "--short", "HEAD").Output()
+	if err != nil {
+		return "unknown"
+	}
+	c := strings.TrimSpace(string(out))
+	if exec.Command("git", "-C", root, "diff", "--quiet", "HEAD").Run() != nil {
+		c += "-dirty"
+	}
+	return c
+}
+
+// Machine is the CPU model, kernel and Go version.
+func Machine() string {
+	model := "unknown CPU"
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for line := range strings.SplitSeq(string(b), "\n") {
+			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+				model = strings.TrimSpace(v)
+				break
+			}
+		}
+	}
+	kernel := "unknown"
+	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
+		kernel = strings.TrimSpace(string(b))
+	}
+	return fmt.Sprintf("%s, Linux %s, %s", model, kernel, runtime.Version())
+}
