@@ -32,9 +32,9 @@ func RenderMarkdown(r Results) string {
 	b.WriteString(`# Benchmarks: measured against the targets
 
 Generated from [results.json](results.json) by test/benchdoc; do not edit by
-hand. `+"`make bench`"+` runs every harness (BENCH_RUNS runs each, default 20) and
+hand. ` + "`make bench`" + ` runs every harness (BENCH_RUNS runs each, default 20) and
 rewrites results.json, this file and [failover.svg](failover.svg);
-`+"`make bench-quick`"+` runs a reduced set (3 runs) in a few minutes and fails
+` + "`make bench-quick`" + ` runs a reduced set (3 runs) in a few minutes and fails
 when a figure it measured misses its target. Each harness updates only its own
 figures; the date, commit and "quick" mark of every figure are below.
 
