@@ -13,6 +13,7 @@ import (
 	"github.com/failoverd/failoverd/configs"
 	"github.com/failoverd/failoverd/gtid"
 	"github.com/failoverd/failoverd/sitepair"
+	"github.com/failoverd/failoverd/status"
 	"github.com/failoverd/failoverd/statemachine"
 	"github.com/failoverd/failoverd/store"
 	"github.com/failoverd/failoverd/view"
@@ -63,9 +64,10 @@ type group struct {
 	lastErr   error
 	barrier   time.Time // decisions wait for probes started after it
 	requests  chan request
-	hooks     notifier           // event hooks; nil without any
-	reclones  map[string]bool    // sites whose reclone job runs in this daemon
-	recloned  chan recloneResult // finished reclone jobs
+	hooks     notifier                // event hooks; nil without any
+	cacheMove *status.CacheSwitchover // the last planned switchover's cache move
+	reclones  map[string]bool         // sites whose reclone job runs in this daemon
+	recloned  chan recloneResult      // finished reclone jobs
 }
 
 // kicker asks for a probe of every site now (the poller-backed Observations).
@@ -712,6 +714,15 @@ func (g *group) handle(req request, lead func() (context.Context, time.Time, boo
 		if d.Action != sitepair.RevokeEpoch {
 			g.log.Warn("switchover.refused", "target", req.target, "by", req.by, "reason", string(d.Reason), "message", d.Message)
 			err := fmt.Errorf("%w: switchover to %s: %s (%s)", ErrRefused, req.target, d.Message, d.Reason)
+			g.auditRefused(ctx, entry, err)
+			return err
+		}
+		// The cache moves first, before MySQL is touched: with
+		// onSyncTimeout=fail a cache that cannot follow leaves everything as
+		// it was.
+		if err := g.switchCache(ctx, st.ActiveSite, req.target); err != nil {
+			g.log.Warn("switchover.refused", "target", req.target, "by", req.by, "reason", "cache", "err", err)
+			err = fmt.Errorf("%w: switchover to %s: the cache could not follow: %w", ErrRefused, req.target, err)
 			g.auditRefused(ctx, entry, err)
 			return err
 		}

@@ -123,6 +123,12 @@ func (g *group) snapshot(now time.Time) status.Group {
 	}
 	out.Routing = g.follow.report()
 	out.Hooks = g.hookRuns()
+	g.mu.Lock()
+	if m := g.cacheMove; m != nil {
+		cm := *m
+		out.CacheSwitchover = &cm
+	}
+	g.mu.Unlock()
 	return out
 }
 

@@ -108,6 +108,9 @@ type Group struct {
 	// Hooks is the latest run of each event hook that ran since this
 	// daemon started.
 	Hooks []HookRun `json:"hooks,omitempty"`
+	// CacheSwitchover is how the cache moved for the last planned
+	// switchover this daemon ran (nil without a cache or before one).
+	CacheSwitchover *CacheSwitchover `json:"cacheSwitchover,omitempty"`
 	// Audit is the latest operator commands, oldest first (at most 10).
 	Audit []AuditEntry `json:"audit,omitempty"`
 	// FenceConfirmedBy names the operator who confirmed the in-flight
@@ -308,4 +311,21 @@ type HookRun struct {
 	// State is "ok", "failed" or "running"; Error says why it failed.
 	State string `json:"state"`
 	Error string `json:"error,omitempty"`
+}
+
+// CacheSwitchover is how the cache primary moved for a planned switchover,
+// before MySQL was touched (WaitingForCacheSync, then PromotingCache).
+type CacheSwitchover struct {
+	At   time.Time `json:"at"`
+	From string    `json:"from"`
+	To   string    `json:"to"`
+	// Synced: the target had the master's offset before its promotion;
+	// SessionsPreserved: nothing written to the old master was lost
+	// (false when onSyncTimeout=proceed promoted a lagging target).
+	Synced            bool `json:"synced"`
+	SessionsPreserved bool `json:"sessionsPreserved"`
+	// AlreadyThere: the target's cache already was the master.
+	AlreadyThere    bool    `json:"alreadyThere,omitempty"`
+	SyncWaitSeconds float64 `json:"syncWaitSeconds"`
+	PromoteSeconds  float64 `json:"promoteSeconds"`
 }
