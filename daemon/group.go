@@ -13,8 +13,8 @@ import (
 	"github.com/failoverd/failoverd/configs"
 	"github.com/failoverd/failoverd/gtid"
 	"github.com/failoverd/failoverd/sitepair"
-	"github.com/failoverd/failoverd/status"
 	"github.com/failoverd/failoverd/statemachine"
+	"github.com/failoverd/failoverd/status"
 	"github.com/failoverd/failoverd/store"
 	"github.com/failoverd/failoverd/view"
 )
