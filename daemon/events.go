@@ -23,7 +23,8 @@ type Events interface {
 	FailoverDone(group, kind, result string, d time.Duration)
 	// PhaseDone: one phase of a promotion took d. Phases: "revoke",
 	// "proof" (revoke until a fence proof held), "drain", "detach",
-	// "publish", "writable", "repoint".
+	// "publish", "writable", "repoint"; "cache-sync" and "cache-promote"
+	// for a planned switchover's cache move.
 	PhaseDone(group, phase string, d time.Duration)
 	// WritesUnavailable: a switchover kept the group without a writable
 	// primary for d (revoke until the new primary was writable).
