@@ -52,8 +52,23 @@ fuzz-short: ## run every fuzzer for $(FUZZTIME)
 	  done; \
 	done
 
-bench: deps ## benchmarks; results land in docs/benchmarks/
-	$(GO) test -run='^$$' -bench=. -benchmem ./...
+BENCH_RUNS ?= 20
+BENCH_QUICK_RUNS ?= 5
+BENCH_QUICK := ^Benchmark(RTOKill9|SwitchoverUnavailability|RTOHung|RTOIsolation|FalseFailovers)$$
+.PHONY: bench-quick
+bench: deps ## every benchmark (BENCH_RUNS runs per figure); results land in docs/benchmarks/ (results.json, README.md, failover.svg)
+	@start=$$(date +%s); rc=0; \
+	  FAILOVERD_BENCH_WRITE=1 FAILOVERD_BENCH_RUNS=$(BENCH_RUNS) $(GO) test -count=1 -p 1 -timeout 4h -run='^$$' -bench=. -benchtime=1x ./test/e2e/ ./poller/ || rc=$$?; \
+	  $(GO) test -count=1 -run='^$$' -bench=. -benchmem ./gtid/ ./sitepair/ || rc=$$?; \
+	  ./scripts/leftovers || rc=1; \
+	  $(GO) run ./test/benchreport -since $$start || rc=1; exit $$rc
+
+bench-quick: deps ## reduced benchmarks (a few minutes); fails when a figure it measured misses its target
+	@start=$$(date +%s); rc=0; \
+	  FAILOVERD_BENCH_WRITE=1 FAILOVERD_BENCH_QUICK=1 FAILOVERD_BENCH_RUNS=$(BENCH_QUICK_RUNS) FAILOVERD_BENCH_BLIPS=20 FAILOVERD_BENCH_PARTITIONS=3 \
+	  $(GO) test -count=1 -timeout 20m -run='^$$' -bench='$(BENCH_QUICK)' -benchtime=1x ./test/e2e/ || rc=$$?; \
+	  ./scripts/leftovers || rc=1; \
+	  $(GO) run ./test/benchreport -check -since $$start || rc=1; exit $$rc
 
 playground: ## a real three-site group on 127.0.0.1 and a scripted failover (ARGS="--interactive --with-kubernetes")
 	@if echo " $(ARGS) " | grep -q -- "-with-kubernetes"; then ./scripts/deps; else ./scripts/deps --servers-only; fi

@@ -79,7 +79,7 @@ figures; the date, commit and "quick" mark of every figure are below.
 		if f.Quick {
 			q = ", quick run"
 		}
-		fmt.Fprintf(&b, "- `%s` (%s, commit %s%s): %s\n", f.Name, f.Measured.Format("2006-01-02 15:04 MST"), f.Commit, q, strings.TrimSpace(f.Notes))
+		fmt.Fprintf(&b, "- `%s` (%s, commit %s%s): %s\n", f.Name, f.Measured.Format("2006-01-02 15:04 MST"), f.Commit, q, strings.Join(strings.Fields(f.Notes), " "))
 	}
 	return b.String()
 }

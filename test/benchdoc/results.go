@@ -89,7 +89,12 @@ type Results struct {
 // NewFigure summarises samples (nearest-rank percentiles) and checks them
 // against t. An empty samples list fails any checked target.
 func NewFigure(name, unit string, samples []float64, t Target, notes string) Figure {
-	f := Figure{Name: name, Unit: unit, Runs: len(samples), Samples: slices.Clone(samples), Target: t, Notes: notes,
+	rounded := make([]float64, len(samples))
+	for i, v := range samples {
+		rounded[i] = roundFor(unit, v)
+	}
+	samples = rounded
+	f := Figure{Name: name, Unit: unit, Runs: len(samples), Samples: samples, Target: t, Notes: notes,
 		Measured: time.Now().UTC().Truncate(time.Second), Quick: Quick()}
 	f.P50, f.P90, f.Max = PercentileOf(samples, 0.5), PercentileOf(samples, 0.9), PercentileOf(samples, 1)
 	f.Pass = f.meets()
@@ -112,7 +117,8 @@ func CountFigure(name string, counts []int, t Target, notes string) Figure {
 
 // WithPhase adds a phase distribution (samples in the figure's unit).
 func (f Figure) WithPhase(name string, samples []float64) Figure {
-	f.Phases = append(f.Phases, Phase{Name: name, P50: PercentileOf(samples, 0.5), P90: PercentileOf(samples, 0.9), Max: PercentileOf(samples, 1)})
+	r := func(v float64) float64 { return roundFor(f.Unit, v) }
+	f.Phases = append(f.Phases, Phase{Name: name, P50: r(PercentileOf(samples, 0.5)), P90: r(PercentileOf(samples, 0.9)), Max: r(PercentileOf(samples, 1))})
 	return f
 }
 
@@ -133,6 +139,15 @@ func (f Figure) meets() bool {
 		}
 	}
 	return true
+}
+
+// roundFor rounds v to 0.1 ms (below any clock's noise here), or to three
+// decimals in other units (cores).
+func roundFor(unit string, v float64) float64 {
+	if unit == "ms" {
+		return math.Round(v*10) / 10
+	}
+	return math.Round(v*1000) / 1000
 }
 
 // Millis64 converts ds to milliseconds with a fractional part.

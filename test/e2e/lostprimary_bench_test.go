@@ -32,6 +32,8 @@ type lostRun struct {
 	gap      time.Duration // client-observed: last ack before the fault → first ack on the new primary
 	lost     int           // acknowledged writes missing on the new primary
 	overlap  int           // old-primary acks after the new primary's first ack
+	revoked  time.Duration // fault → the daemon's epoch.revoked (its detection and first step)
+	promoted time.Duration // fault → the daemon's failover.promoted
 }
 
 // BenchmarkLostPrimary measures the failover of a hung or isolated primary
@@ -161,6 +163,9 @@ func lostOnce(b *testing.B, c lostCase) lostRun {
 	run.gap = firstNew.Sub(lastBefore)
 	run.lost = len(load.Missing(b, g.topo.Sites[newIdx].AppDB(b)))
 	run.overlap = len(overlap)
+	logs := g.logs.String()
+	run.revoked, _ = eventAfter(logs, "epoch.revoked", start)
+	run.promoted, _ = eventAfter(logs, "failover.promoted", start)
 	if c.hang && g.topo.Sites[0].Running() {
 		_ = g.topo.Sites[0].Resume() // let cleanup stop it
 	}

@@ -1,0 +1,295 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/failoverd/failoverd/test/benchdoc"
+	"github.com/failoverd/failoverd/test/testenv"
+)
+
+// The figures of docs/benchmarks/results.json measured on real servers
+// (issue 18). Every harness runs a 3-site MariaDB group (semi-sync on, the
+// real failoverd binary, default timings: pollInterval 500ms, probeTimeout
+// 400ms, failureThreshold 2, corroborated detection) and records its
+// figures with benchdoc.Record when FAILOVERD_BENCH_WRITE=1. `make bench`
+// and `make bench-quick` run them; by hand:
+//
+//	FAILOVERD_BENCH_WRITE=1 FAILOVERD_BENCH_RUNS=5 go test -run '^$' -bench 'BenchmarkRTOKill9' -benchtime 1x -timeout 60m ./test/e2e/
+//
+// Knobs: FAILOVERD_BENCH_RUNS (runs per figure, default 20),
+// FAILOVERD_BENCH_BLIPS (default 100), FAILOVERD_BENCH_PARTITIONS (default
+// 20), FAILOVERD_BENCH_BLIP_MAX (longest blip, default 450ms).
+
+// benchRuns is FAILOVERD_BENCH_RUNS, default 20.
+func benchRuns() int { return envInt("FAILOVERD_BENCH_RUNS", 20) }
+
+func envInt(name string, def int) int {
+	if n, err := strconv.Atoi(os.Getenv(name)); err == nil && n > 0 {
+		return n
+	}
+	return def
+}
+
+// eventAfter returns how long after since the daemon first logged msg
+// (its JSON log's own timestamp), and whether it did.
+func eventAfter(logs, msg string, since time.Time) (time.Duration, bool) {
+	for line := range strings.SplitSeq(logs, "\n") {
+		var l struct {
+			Time time.Time
+			Msg  string
+		}
+		if json.Unmarshal([]byte(line), &l) == nil && l.Msg == msg && !l.Time.Before(since) {
+			return l.Time.Sub(since), true
+		}
+	}
+	return 0, false
+}
+
+// countEvents counts the daemon's log lines msg at or after since.
+func countEvents(logs, msg string, since time.Time) int {
+	n := 0
+	for line := range strings.SplitSeq(logs, "\n") {
+		var l struct {
+			Time time.Time
+			Msg  string
+		}
+		if json.Unmarshal([]byte(line), &l) == nil && l.Msg == msg && !l.Time.Before(since) {
+			n++
+		}
+	}
+	return n
+}
+
+// runEach runs measure n times as the sub-benchmarks run0 … run<n-1>
+// (each on its own servers, stopped at its end); a failed run fails b.
+func runEach[R any](b *testing.B, n int, measure func(*testing.B) R) []R {
+	b.Helper()
+	var out []R
+	for i := range n {
+		if !b.Run(fmt.Sprintf("run%d", i), func(b *testing.B) { out = append(out, measure(b)) }) {
+			b.Fatalf("run %d failed", i)
+		}
+	}
+	return out
+}
+
+// waitWritable polls the replicas' read_only every 10 ms from the fault
+// and returns the first one writable and when.
+func waitWritable(b *testing.B, g *group, fault time.Time) (int, time.Duration) {
+	b.Helper()
+	for time.Since(fault) < failoverTimeout {
+		for i := 1; i < len(g.topo.Sites); i++ {
+			if readOnly(b, g.topo.Sites[i]) == "0" {
+				return i, time.Since(fault)
+			}
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	b.Fatalf("no replica writable within %v of the fault", failoverTimeout)
+	return 0, 0
+}
+
+// killRun is what one SIGKILL of the primary measured.
+type killRun struct {
+	gap      time.Duration // client: last ack by the old primary → first ack by the new one
+	writable time.Duration // fault → new primary answers read_only=0
+	revoked  time.Duration // fault → epoch.revoked (daemon log)
+	promoted time.Duration // fault → failover.promoted (daemon log)
+	lost     int           // acknowledged writes missing on the new primary
+}
+
+// BenchmarkRTOKill9 records rto_kill9 and rpo_kill9: SIGKILL of the
+// primary's mysqld under a write load, on a fresh group each run.
+func BenchmarkRTOKill9(b *testing.B) {
+	if testing.Short() {
+		b.Skip("starts real servers")
+	}
+	runs := runEach(b, benchRuns(), kill9Once)
+	var gap, writable, revoked, promoted []time.Duration
+	var lost []int
+	for _, r := range runs {
+		gap, writable, revoked, promoted = append(gap, r.gap), append(writable, r.writable), append(revoked, r.revoked), append(promoted, r.promoted)
+		lost = append(lost, r.lost)
+	}
+	benchdoc.Record(b, "../..",
+		benchdoc.DurationFigure("rto_kill9", gap, benchdoc.Target{Text: "p50 ≤ 800 ms, p90 ≤ 1.2 s", P50Max: benchdoc.Bound(800), P90Max: benchdoc.Bound(1200)},
+			`client-observed failover time after SIGKILL of the primary's mysqld: a write load
+(2 workers, app account, 5 ms pause, 2 s timeout, on any error it moves to the next site)
+logs every acknowledged INSERT with its time and site; the figure is its last ack by the old
+primary → its first ack by the new one. Beside it: the daemon's JSON log times of
+epoch.revoked (detection decided, revoking epoch persisted) and failover.promoted, and the
+harness's 10 ms poll of read_only=0 on the replicas, each from the kill. Fresh 3-site group
+per run (fencing confirmed), kill at a random 0-500 ms phase after 50 acks.`).
+			WithPhase("fault → epoch.revoked", benchdoc.Millis64(revoked)).
+			WithPhase("fault → failover.promoted", benchdoc.Millis64(promoted)).
+			WithPhase("fault → read_only=0 seen", benchdoc.Millis64(writable)),
+		benchdoc.CountFigure("rpo_kill9", lost, benchdoc.Target{Text: "0 (semi-sync on)", MaxMax: benchdoc.Bound(0)},
+			`acknowledged writes lost per rto_kill9 run: ids the write load saw acknowledged and
+absent from the new primary's app.load after the load stopped (semi-sync on).`))
+}
+
+func kill9Once(b *testing.B) killRun {
+	g := newGroup(b, groupOptions{sites: 3})
+	g.startDaemon()
+	g.waitHealthy("site0", 30*time.Second)
+	load := testenv.StartWriteLoad(b, testenv.AppDSNs(g.topo.Sites...), testenv.WriteLoadOptions{Workers: 2})
+	load.WaitForAcks(b, 50, 20*time.Second)
+	time.Sleep(time.Duration(rand.Int64N(int64(500 * time.Millisecond))))
+	fault := time.Now()
+	g.kill(0)
+	newIdx, writable := waitWritable(b, g, fault)
+	g.waitActive(fmt.Sprintf("site%d", newIdx), failoverTimeout)
+	load.WaitForAcks(b, len(load.Acked())+20, 30*time.Second)
+	load.Stop()
+	acks := load.Acks()
+	firstNew, _ := overlapping(acks, 0, newIdx)
+	run := killRun{gap: firstNew.Sub(lastAck(acks, 0)), writable: writable}
+	run.lost = len(load.Missing(b, g.topo.Sites[newIdx].AppDB(b)))
+	logs := g.logs.String()
+	var ok1, ok2 bool
+	run.revoked, ok1 = eventAfter(logs, "epoch.revoked", fault)
+	run.promoted, ok2 = eventAfter(logs, "failover.promoted", fault)
+	if !ok1 || !ok2 {
+		b.Fatalf("the daemon logged no epoch.revoked or failover.promoted after the kill")
+	}
+	return run
+}
+
+// BenchmarkSwitchoverUnavailability records switchover_unavailability:
+// FAILOVERD_BENCH_RUNS planned switchovers in a row under load
+// (switchoversUnderLoad).
+func BenchmarkSwitchoverUnavailability(b *testing.B) {
+	if testing.Short() {
+		b.Skip("starts real servers")
+	}
+	gaps := switchoversUnderLoad(b, benchRuns())
+	benchdoc.Record(b, "../..", benchdoc.DurationFigure("switchover_unavailability", gaps,
+		benchdoc.Target{Text: "p50 ≤ 300 ms", P50Max: benchdoc.Bound(300)},
+		`client-observed write unavailability of a planned switchover (POST
+/v1/groups/orders/switchover?force=true) under a write load of 4 workers: the last write
+acknowledged by the old primary → the first acknowledged by the new one. The switchovers run
+back to back around one 3-site group (site0 → site1 → site2 → site0 ...), each once the group
+is healthy and the old primary replicates from the new one; no acknowledged write lost.`))
+}
+
+// BenchmarkRTOHung records rto_hung, overlap_hung and rpo_hung: SIGSTOP of
+// the primary's mysqld, fencing semisync (lostCases[0]).
+func BenchmarkRTOHung(b *testing.B) { lostFigures(b, "hung", lostCases[0]) }
+
+// BenchmarkRTOIsolation records rto_isolation, overlap_isolation and
+// rpo_isolation: every link of the primary black-holed by the fault proxies
+// (daemon's and replicas'; clients still reach it), fencing semisync
+// (lostCases[1]).
+func BenchmarkRTOIsolation(b *testing.B) { lostFigures(b, "isolation", lostCases[1]) }
+
+func lostFigures(b *testing.B, name string, c lostCase) {
+	if testing.Short() {
+		b.Skip("starts real servers")
+	}
+	runs := runEach(b, benchRuns(), func(b *testing.B) lostRun { return lostOnce(b, c) })
+	var writable, gap, revoked, promoted []time.Duration
+	var lost, overlap []int
+	for _, r := range runs {
+		writable, gap, revoked, promoted = append(writable, r.writable), append(gap, r.gap), append(revoked, r.revoked), append(promoted, r.promoted)
+		lost, overlap = append(lost, r.lost), append(overlap, r.overlap)
+	}
+	// The target is relative to detection, which the daemon's own log
+	// times: the revoke is its first step once it decided the primary lost.
+	detection := benchdoc.PercentileOf(benchdoc.Millis64(revoked), 0.5)
+	fault := map[string]string{"hung": "SIGSTOP of the primary's mysqld", "isolation": "every link of the primary black-holed by the fault proxies (the daemon's and the replicas'; clients still reach it)"}[name]
+	benchdoc.Record(b, "../..",
+		benchdoc.DurationFigure("rto_"+name, writable, benchdoc.Target{
+			Text:   fmt.Sprintf("p50 ≤ detection + 1 s = %.0f ms (detection: fault → epoch.revoked, p50 of these runs)", detection+1000),
+			P50Max: benchdoc.Bound(detection + 1000)},
+			fmt.Sprintf(`failover time after %s, fencing semisync
+(rpl_semi_sync_master_timeout infinite): fault → a replica answers read_only=0 (10 ms poll).
+Detection needs the replicas' heartbeat silence, so it is the daemon's epoch.revoked time
+from the fault (phase below). The client gap (last ack before the fault → first ack by the
+new primary, 2 workers with a 2 s timeout) includes the clients' own timeout on the lost
+server. Fresh 3-site group per run, fault at a random 0-500 ms phase after 50 acks.`, fault)).
+			WithPhase("fault → epoch.revoked (detection)", benchdoc.Millis64(revoked)).
+			WithPhase("fault → failover.promoted", benchdoc.Millis64(promoted)).
+			WithPhase("client gap", benchdoc.Millis64(gap)),
+		benchdoc.CountFigure("overlap_"+name, overlap, benchdoc.Target{Text: "0", MaxMax: benchdoc.Bound(0)},
+			"writes the old primary acknowledged after the new primary's first acknowledged write, per rto_"+name+" run."),
+		benchdoc.CountFigure("rpo_"+name, lost, benchdoc.Target{Text: "0", MaxMax: benchdoc.Bound(0)},
+			"acknowledged writes missing on the new primary, per rto_"+name+" run."))
+}
+
+// BenchmarkFalseFailovers records false_failovers: short blips of every
+// link of the primary and longer daemon↔primary partitions, none of which
+// may start a failover.
+func BenchmarkFalseFailovers(b *testing.B) {
+	if testing.Short() {
+		b.Skip("starts real servers")
+	}
+	blips, partitions := envInt("FAILOVERD_BENCH_BLIPS", 100), envInt("FAILOVERD_BENCH_PARTITIONS", 20)
+	blipMax := 450 * time.Millisecond
+	if d, err := time.ParseDuration(os.Getenv("FAILOVERD_BENCH_BLIP_MAX")); err == nil && d > 50*time.Millisecond {
+		blipMax = d
+	}
+	const blipMin, partition = 50 * time.Millisecond, 3 * time.Second
+	g := newGroup(b, groupOptions{sites: 3, isolatable: true})
+	g.startDaemon()
+	g.waitHealthy("site0", 30*time.Second)
+	load := testenv.StartWriteLoad(b, testenv.AppDSNs(g.topo.Sites...), testenv.WriteLoadOptions{Workers: 2})
+	load.WaitForAcks(b, 50, 20*time.Second)
+	var counts []int
+	moved := false
+	// event cuts, waits d, restores, waits until the group is settled
+	// again (or another site took over) and counts the revocations it
+	// caused: each one is a failover started.
+	event := func(cut func(*testenv.Proxy), d time.Duration, links func(func(*testenv.Proxy))) {
+		since := time.Now()
+		links(cut)
+		time.Sleep(d)
+		links((*testenv.Proxy).Restore)
+		g.waitFor("group settled after a blip", 60*time.Second, func() bool {
+			st, err := g.status()
+			return err == nil && st.InFlight == nil && (st.Reason == "healthy" || st.ActiveSite != "site0")
+		})
+		// A random phase against the poll ticks before the next one.
+		time.Sleep(time.Second + time.Duration(rand.Int64N(int64(500*time.Millisecond))))
+		counts = append(counts, countEvents(g.logs.String(), "epoch.revoked", since))
+		if st, err := g.status(); err == nil && st.ActiveSite != "site0" {
+			moved = true
+		}
+	}
+	allLinks := func(fn func(*testenv.Proxy)) { g.eachLink(0, fn) }
+	daemonLink := func(fn func(*testenv.Proxy)) { fn(g.proxies[0]) }
+	for range blips {
+		if moved {
+			break
+		}
+		event((*testenv.Proxy).Cut, blipMin+time.Duration(rand.Int64N(int64(blipMax-blipMin))), allLinks)
+	}
+	for range partitions {
+		if moved {
+			break
+		}
+		event((*testenv.Proxy).Cut, partition, daemonLink)
+	}
+	load.Stop()
+	lost := len(load.Missing(b, g.topo.Sites[0].AppDB(b)))
+	total := 0
+	for _, c := range counts {
+		total += c
+	}
+	b.Logf("false failovers: %d blips and partitions, %d failovers started, primary moved %v, %d acknowledged writes missing on site0", len(counts), total, moved, lost)
+	benchdoc.Record(b, "../..", benchdoc.CountFigure("false_failovers", counts, benchdoc.Target{Text: "0", MaxMax: benchdoc.Bound(0)},
+		fmt.Sprintf(`failovers started (the daemon's epoch.revoked log lines) per fault that must not
+fail over, on one 3-site group under a write load: %d blips cutting every link of the primary
+(daemon's and replicas' fault proxies refuse and drop connections) for %v-%v each, shorter
+than the %v the daemon needs for failureThreshold 2 consecutive failed probes at pollInterval
+500ms; then %d daemon↔primary partitions of %v (only the daemon's link cut, the replicas keep
+streaming, so detection is not corroborated). Each fault starts once the group is healthy
+again, at a random phase; the figure's runs are the faults. Last run: %d acknowledged writes
+missing on the primary.`, blips, blipMin, blipMax, 500*time.Millisecond, partitions, partition, lost)))
+}
