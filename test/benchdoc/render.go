@@ -131,7 +131,7 @@ func RenderChart(f Figure) string {
 	}
 	pts = append(pts, fmt.Sprintf("%.1f,%.1f", x(xmax), y(1)))
 	fmt.Fprintf(&b, `<polyline fill="none" stroke="#c0392b" stroke-width="2" points="%s"/>`+"\n", strings.Join(pts, " "))
-	for _, t := range []struct {
+	for i, t := range []struct {
 		name  string
 		bound *float64
 	}{{"p50 target", f.Target.P50Max}, {"p90 target", f.Target.P90Max}} {
@@ -139,7 +139,7 @@ func RenderChart(f Figure) string {
 			continue
 		}
 		fmt.Fprintf(&b, `<line x1="%.1f" y1="%d" x2="%.1f" y2="%d" stroke="#27ae60" stroke-dasharray="6,4" stroke-width="1.5"/>`+"\n", x(*t.bound), top, x(*t.bound), top+ph)
-		fmt.Fprintf(&b, `<text x="%.1f" y="%d" fill="#27ae60" text-anchor="middle">%s %s</text>`+"\n", x(*t.bound), top+12, t.name, html.EscapeString(FormatValue(*t.bound, f.Unit)))
+		fmt.Fprintf(&b, `<text x="%.1f" y="%d" fill="#1e8449" text-anchor="end">%s %s</text>`+"\n", x(*t.bound)-4, top+14+16*i, t.name, html.EscapeString(FormatValue(*t.bound, f.Unit)))
 	}
 	// Axes, ticks and labels.
 	fmt.Fprintf(&b, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="black"/>`+"\n", left, top+ph, left+pw, top+ph)
@@ -151,10 +151,11 @@ func RenderChart(f Figure) string {
 		fmt.Fprintf(&b, `<text x="%.1f" y="%d" text-anchor="middle">%g</text>`+"\n", x(v), top+ph+16, v)
 	}
 	fmt.Fprintf(&b, `<text x="%d" y="%d" text-anchor="middle">%s</text>`+"\n", left+pw/2, h-10, html.EscapeString(f.Unit))
+	for c := 0; c <= top1; c += int(niceStep(float64(top1) / 5)) {
+		fmt.Fprintf(&b, `<text x="%d" y="%.1f" text-anchor="end">%d</text>`+"\n", left-6, y(float64(c)/float64(top1))+4, c)
+	}
 	for i := 0; i <= 4; i++ {
-		frac := float64(i) / 4
-		fmt.Fprintf(&b, `<text x="%d" y="%.1f" text-anchor="end">%.0f</text>`+"\n", left-6, y(frac)+4, frac*float64(top1))
-		fmt.Fprintf(&b, `<text x="%d" y="%.1f">%.0f%%</text>`+"\n", left+pw+6, y(frac)+4, frac*100)
+		fmt.Fprintf(&b, `<text x="%d" y="%.1f">%d%%</text>`+"\n", left+pw+6, y(float64(i)/4)+4, i*25)
 	}
 	fmt.Fprintf(&b, `<text x="16" y="%d" transform="rotate(-90 16 %d)" text-anchor="middle">runs</text>`+"\n", top+ph/2, top+ph/2)
 	b.WriteString("</svg>\n")

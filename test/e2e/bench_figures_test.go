@@ -1,12 +1,14 @@
 package e2e
 
 import (
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -25,7 +27,8 @@ import (
 //
 // Knobs: FAILOVERD_BENCH_RUNS (runs per figure, default 20),
 // FAILOVERD_BENCH_BLIPS (default 100), FAILOVERD_BENCH_PARTITIONS (default
-// 20), FAILOVERD_BENCH_BLIP_MAX (longest blip, default 450ms).
+// 20), FAILOVERD_BENCH_BLIP_MAX (longest blip, default 450ms),
+// FAILOVERD_BENCH_BACKLOG (default 10000).
 
 // benchRuns is FAILOVERD_BENCH_RUNS, default 20.
 func benchRuns() int { return envInt("FAILOVERD_BENCH_RUNS", 20) }
@@ -292,4 +295,124 @@ than the %v the daemon needs for failureThreshold 2 consecutive failed probes at
 streaming, so detection is not corroborated). Each fault starts once the group is healthy
 again, at a random phase; the figure's runs are the faults. Last run: %d acknowledged writes
 missing on the primary.`, blips, blipMin, blipMax, 500*time.Millisecond, partitions, partition, lost)))
+}
+
+// backlogRun is what one kill with a relay backlog measured, from the kill.
+type backlogRun struct {
+	writable time.Duration // a replica answers read_only=0
+	applied  time.Duration // the new primary applied the whole backlog (its row count)
+	other    time.Duration // the other replica applied it (no promotion on it)
+}
+
+// BenchmarkRTOBacklog records rto_backlog: the replicas receive
+// FAILOVERD_BENCH_BACKLOG (default 10,000) small transactions they cannot
+// apply yet (a global read lock blocks their appliers), then the primary
+// is SIGKILLed and the locks released at once, so the promotion waits for
+// the relay drain of the whole backlog.
+func BenchmarkRTOBacklog(b *testing.B) {
+	if testing.Short() {
+		b.Skip("starts real servers")
+	}
+	n := envInt("FAILOVERD_BENCH_BACKLOG", 10000)
+	runs := runEach(b, benchRuns(), func(b *testing.B) backlogRun { return backlogOnce(b, n) })
+	var writable, applied, other []time.Duration
+	for _, r := range runs {
+		writable, applied, other = append(writable, r.writable), append(applied, r.applied), append(other, r.other)
+	}
+	apply := benchdoc.PercentileOf(benchdoc.Millis64(applied), 0.5)
+	benchdoc.Record(b, "../..", benchdoc.DurationFigure("rto_backlog", writable, benchdoc.Target{
+		Text:   fmt.Sprintf("p50 ≤ backlog apply time + 1 s = %.0f ms (apply: p50 of these runs)", apply+1000),
+		P50Max: benchdoc.Bound(apply + 1000)},
+		fmt.Sprintf(`failover time with a relay backlog: both replicas received %d single-row
+INSERT transactions (autocommit, 4 connections, semi-sync acknowledged) while FLUSH TABLES WITH
+READ LOCK blocked their appliers; then SIGKILL of the primary and UNLOCK TABLES on both at once.
+The figure is the kill → a replica answers read_only=0 (10 ms poll); beside it the backlog's
+apply time, kill → the backlog's rows all visible (10 ms poll of COUNT(*)) on the new primary
+and on the other replica, applying at the same time on the same 2 cores. Fresh 3-site group
+per run (fencing confirmed, relayDrainTimeout 20s).`, n)).
+		WithPhase("fault → backlog applied on the new primary", benchdoc.Millis64(applied)).
+		WithPhase("fault → backlog applied on the other replica", benchdoc.Millis64(other)))
+}
+
+func backlogOnce(b *testing.B, n int) backlogRun {
+	g := newGroup(b, groupOptions{sites: 3})
+	g.startDaemon()
+	g.waitHealthy("site0", 30*time.Second)
+	primary := g.topo.Sites[0]
+	primary.Exec(b, "CREATE TABLE app.backlog (id INT PRIMARY KEY)")
+	g.topo.WaitReplicated(b, 20*time.Second)
+	var locks []*sql.Conn
+	for _, r := range g.topo.Sites[1:] {
+		c, err := r.AdminDB(b).Conn(b.Context())
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer c.Close()
+		if _, err := c.ExecContext(b.Context(), "FLUSH TABLES WITH READ LOCK"); err != nil {
+			b.Fatalf("lock %s: %v", r.Name, err)
+		}
+		locks = append(locks, c)
+	}
+	const writers = 4
+	var wg sync.WaitGroup
+	errs := make(chan error, writers)
+	for w := range writers {
+		wg.Go(func() {
+			for id := w; id < n; id += writers {
+				if _, err := primary.AdminDB(b).Exec("INSERT INTO app.backlog (id) VALUES (?)", id); err != nil {
+					errs <- fmt.Errorf("insert %d: %w", id, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		b.Fatal(err)
+	}
+	pos := primary.QueryString(b, "SELECT @@global.gtid_binlog_pos")
+	g.waitFor("the replicas received the backlog", 60*time.Second, func() bool {
+		for _, r := range g.topo.Sites[1:] {
+			if r.ReplicaStatus(b)["Gtid_IO_Pos"] != pos {
+				return false
+			}
+		}
+		return true
+	})
+	for _, r := range g.topo.Sites[1:] {
+		// The lock holds the applier: the whole backlog is still to apply.
+		if c := r.QueryString(b, "SELECT COUNT(*) FROM app.backlog"); c != "0" {
+			b.Fatalf("%s applied %s rows under the read lock", r.Name, c)
+		}
+	}
+	time.Sleep(time.Duration(rand.Int64N(int64(500 * time.Millisecond))))
+	fault := time.Now()
+	g.kill(0)
+	for _, c := range locks {
+		if _, err := c.ExecContext(b.Context(), "UNLOCK TABLES"); err != nil {
+			b.Fatalf("unlock: %v", err)
+		}
+	}
+	var run backlogRun
+	done := [3]time.Duration{}
+	want := strconv.Itoa(n)
+	newIdx := 0
+	for time.Since(fault) < failoverTimeout && (newIdx == 0 || done[1] == 0 || done[2] == 0) {
+		for i := 1; i < 3; i++ {
+			if done[i] == 0 && g.topo.Sites[i].QueryString(b, "SELECT COUNT(*) FROM app.backlog") == want {
+				done[i] = time.Since(fault)
+			}
+			if newIdx == 0 && readOnly(b, g.topo.Sites[i]) == "0" {
+				newIdx, run.writable = i, time.Since(fault)
+			}
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if newIdx == 0 || done[1] == 0 || done[2] == 0 {
+		b.Fatalf("within %v: writable site%d, applied %v", failoverTimeout, newIdx, done)
+	}
+	run.applied, run.other = done[newIdx], done[3-newIdx]
+	g.waitActive(fmt.Sprintf("site%d", newIdx), failoverTimeout)
+	return run
 }
