@@ -75,5 +75,10 @@ playground: ## a real three-site group on 127.0.0.1 and a scripted failover (ARG
 	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o bin/failoverd ./cmd/failoverd
 	$(GO) test -count=1 -timeout 0 -run '^TestPlayground$$' -v ./test/e2e -args -failoverd=$(CURDIR)/bin/failoverd $(ARGS)
 
+SIM_SEEDS ?= 10000
+.PHONY: sim
+sim: ## deterministic simulation: SIM_SEEDS seeded fault histories (default 10000); SIM_SEED=n replays one verbosely
+	set -o pipefail; SIM_SEEDS=$(SIM_SEEDS) $(GO) test -count=1 -timeout 10m -run '^TestSimulate$$' -v ./test/sim/ | grep -v '^=== RUN'
+
 clean:
 	rm -rf bin

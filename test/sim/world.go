@@ -1,0 +1,439 @@
+package sim
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/failoverd/failoverd/gtid"
+	"github.com/failoverd/failoverd/sitepair"
+)
+
+// ack is one write acknowledged to its client.
+type ack struct {
+	site  string
+	epoch uint64
+	step  int
+}
+
+// world is one simulated history: the sites, the links, the store, the
+// daemon and the invariant bookkeeping.
+type world struct {
+	seed     uint64
+	setup    Setup
+	schedule Schedule
+	policy   sitepair.Policy
+	rng      *rand.Rand
+	t0       time.Time
+	clock    time.Time
+	step     int
+
+	sites      []*server
+	daemonCut  []int          // per site: active daemon↔site cuts
+	linkCut    map[[2]int]int // per unordered pair: active replication-link cuts
+	downCount  []int
+	hangCount  []int
+	stallCount []int
+	heals      []heal
+
+	stored  sitepair.Persisted
+	d       *daemon
+	acks    map[txn]ack
+	ackedBy map[uint64]string // epoch → the site that acknowledged writes in it
+	// probeOK: the daemon's probe of the site succeeded this step.
+	probeOK []bool
+	// acknowledged history of a human (never: the sim has no operator
+	// acknowledgement), so the failover history may only grow.
+	failure string
+	// switchTo is an operator's switchover request of this step.
+	switchTo string
+	verbose  bool
+	trace    []string
+	stats    Stats
+}
+
+// heal undoes a fault at a step.
+type heal struct {
+	step int
+	fn   func()
+}
+
+// Stats counts what happened in a history.
+type Stats struct {
+	Failovers, Switchovers, Reasserts, Acks, Diverged, DaemonCrashes int
+	// LostBeyondTolerance counts acknowledged writes a promotion lost
+	// while every site holding them was unreachable (two failures at once:
+	// beyond what one semi-sync acknowledgement protects).
+	LostBeyondTolerance int
+	// EndReason is the last decision's reason at the end of the tail.
+	EndReason sitepair.Reason
+	// Writable is how many sites are writable at the end.
+	Writable int
+}
+
+func newWorld(seed uint64, sched Schedule, verbose bool) *world {
+	su := setupFor(seed)
+	w := &world{
+		seed: seed, setup: su, schedule: sched, policy: policyFor(su),
+		rng:     rand.New(rand.NewPCG(seed, 0xe4f)),
+		t0:      time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC),
+		linkCut: map[[2]int]int{},
+		acks:    map[txn]ack{}, ackedBy: map[uint64]string{},
+		verbose: verbose,
+	}
+	w.clock = w.t0
+	n := su.Sites
+	w.daemonCut, w.downCount, w.hangCount, w.stallCount = make([]int, n), make([]int, n), make([]int, n), make([]int, n)
+	w.probeOK = make([]bool, n)
+	for i := range n {
+		s := &server{name: fmt.Sprintf("s%d", i), index: i, dr: i == su.DROnly, up: true, readOnly: i != 0,
+			executed: newTxnSet(), retrieved: newTxnSet()}
+		if i != 0 {
+			s.source, s.ioRunning = "s0", true
+		}
+		w.sites = append(w.sites, s)
+	}
+	w.d = newDaemon(w)
+	return w
+}
+
+func (w *world) now() time.Time { return w.clock }
+
+func (w *world) site(name string) *server {
+	for _, s := range w.sites {
+		if s.name == name {
+			return s
+		}
+	}
+	panic("sim: unknown site " + name)
+}
+
+func (w *world) tracef(format string, args ...any) {
+	line := fmt.Sprintf("step %3d: ", w.step) + fmt.Sprintf(format, args...)
+	if w.verbose {
+		fmt.Println(line)
+	}
+	w.trace = append(w.trace, line)
+	if len(w.trace) > 40 {
+		w.trace = w.trace[1:]
+	}
+}
+
+// fail records the first invariant violation.
+func (w *world) fail(format string, args ...any) {
+	if w.failure == "" {
+		w.failure = fmt.Sprintf("step %d: ", w.step) + fmt.Sprintf(format, args...)
+		w.tracef("VIOLATION %s", w.failure)
+	}
+}
+
+func pair(a, b int) [2]int {
+	if a > b {
+		a, b = b, a
+	}
+	return [2]int{a, b}
+}
+
+func (w *world) daemonLink(s *server) bool { return w.daemonCut[s.index] == 0 }
+
+func (w *world) link(a, b *server) bool { return w.linkCut[pair(a.index, b.index)] == 0 }
+
+// ioView is a replica's IO thread as its own status shows it: connected,
+// and whether its source has gone silent.
+func (w *world) ioView(s *server) (connected, silent bool) {
+	if s.source == "" || !s.ioRunning {
+		return false, false
+	}
+	src := w.site(s.source)
+	switch {
+	case !src.up || !w.link(s, src):
+		return false, true
+	case src.hung:
+		// The TCP connection stands; nothing arrives, not even heartbeats.
+		return true, true
+	}
+	return true, false
+}
+
+// actionable: the daemon can act on s now.
+func (w *world) actionable(s *server) bool { return w.daemonLink(s) && s.reachableHost() }
+
+// --- effects of the daemon's actions ---
+
+func (w *world) fence(name string) error {
+	s := w.site(name)
+	if !w.actionable(s) {
+		return fmt.Errorf("fence %s: %w", name, errUnreachable)
+	}
+	s.dropSessions()
+	s.readOnly = true
+	return nil
+}
+
+func (w *world) stopIO(name string) error {
+	s := w.site(name)
+	if !w.actionable(s) {
+		return fmt.Errorf("stop IO thread of %s: %w", name, errUnreachable)
+	}
+	s.ioRunning = false
+	return nil
+}
+
+func (w *world) drain(name string) error {
+	s := w.site(name)
+	if !w.actionable(s) {
+		return fmt.Errorf("drain %s: %w", name, errUnreachable)
+	}
+	s.ioRunning = false
+	if s.sqlStall > 0 && len(s.relay) > 0 {
+		s.ioRunning = s.source != "" // onDrainTimeout abort: receive again
+		return fmt.Errorf("drain %s: %w", name, errDrainAborted)
+	}
+	w.apply(s, len(s.relay))
+	return nil
+}
+
+func (w *world) detach(name string) (gtid.Set, error) {
+	s := w.site(name)
+	if !w.actionable(s) {
+		return gtid.Set{}, fmt.Errorf("detach %s: %w", name, errUnreachable)
+	}
+	s.source, s.ioRunning = "", false
+	s.retrieved.clear()
+	s.relay = nil
+	return s.executed.gtidSet(), nil
+}
+
+func (w *world) makeWritable(name string) error {
+	s := w.site(name)
+	if !w.actionable(s) {
+		return fmt.Errorf("make %s writable: %w", name, errUnreachable)
+	}
+	s.readOnly = false
+	return nil
+}
+
+func (w *world) repoint(primary, name string) error {
+	p, s := w.site(primary), w.site(name)
+	if !w.actionable(s) || !w.actionable(p) {
+		return errUnreachable
+	}
+	// executor.repointOne's guard: never make a replica of a source that
+	// lacks its transactions.
+	for t := range s.executed.m {
+		if !p.executed.has(t) {
+			return errNotContained
+		}
+	}
+	if s.source != primary {
+		s.retrieved.clear()
+		s.relay = nil
+	}
+	s.source, s.ioRunning = primary, true
+	return nil
+}
+
+// apply runs up to n relay transactions of s.
+func (w *world) apply(s *server, n int) {
+	for n > 0 && len(s.relay) > 0 {
+		s.commit(s.relay[0])
+		s.relay = s.relay[1:]
+		n--
+	}
+}
+
+// --- the environment ---
+
+// clientWrites: clients write to every site that accepts writes (the worst
+// routing: some clients still reach an old primary).
+func (w *world) clientWrites() {
+	for _, s := range w.sites {
+		if s.reachableHost() && !s.readOnly && w.rng.IntN(10) < 7 {
+			w.write(s)
+		}
+	}
+}
+
+func (w *world) write(s *server) txn {
+	s.nextSeq++
+	t := txn{origin: s.index, seq: s.nextSeq}
+	s.commit(t)
+	s.pending = append(s.pending, t)
+	return t
+}
+
+// replicate moves transactions along every connected replication link,
+// acknowledges what a replica received, and runs the appliers.
+func (w *world) replicate() {
+	for _, r := range w.sites {
+		if !r.reachableHost() {
+			continue
+		}
+		if connected, silent := w.ioView(r); connected && !silent {
+			src := w.site(r.source)
+			for _, t := range src.log {
+				if !r.executed.has(t) && !r.retrieved.has(t) {
+					r.retrieved.add(t)
+					r.relay = append(r.relay, t)
+				}
+			}
+			w.acknowledge(src, r)
+		}
+		if r.sqlStall > 0 {
+			continue
+		}
+		n := len(r.relay)
+		if w.rng.IntN(4) == 0 {
+			n = min(n, 1+w.rng.IntN(3))
+		}
+		w.apply(r, n)
+	}
+}
+
+// acknowledge: src's pending commits that replica r received are
+// acknowledged (semi-sync, one acknowledgement, AFTER_SYNC).
+func (w *world) acknowledge(src, r *server) {
+	keep := src.pending[:0]
+	for _, t := range src.pending {
+		if !r.retrieved.has(t) && !r.executed.has(t) {
+			keep = append(keep, t)
+			continue
+		}
+		epoch := w.stored.Epoch
+		w.acks[t] = ack{site: src.name, epoch: epoch, step: w.step}
+		w.stats.Acks++
+		// Invariant: one site acknowledges writes per epoch.
+		if prev, ok := w.ackedBy[epoch]; ok && prev != src.name {
+			w.fail("two sites acknowledged writes in epoch %d: %s and %s", epoch, prev, src.name)
+		}
+		w.ackedBy[epoch] = src.name
+	}
+	src.pending = keep
+}
+
+// --- faults ---
+
+// target resolves a fault's site: -1 is whoever is writable now (else the
+// recorded primary, else s0).
+func (w *world) target(f Fault) *server {
+	if f.Site >= 0 {
+		return w.sites[f.Site%len(w.sites)]
+	}
+	for _, s := range w.sites {
+		if s.up && !s.readOnly {
+			return s
+		}
+	}
+	if w.stored.ActiveSite != "" {
+		return w.site(w.stored.ActiveSite)
+	}
+	return w.sites[0]
+}
+
+func (w *world) at(step int, fn func()) { w.heals = append(w.heals, heal{step: step, fn: fn}) }
+
+func (w *world) kill(s *server, host bool) {
+	w.downCount[s.index]++
+	s.up, s.hostDown = false, host
+	s.dropSessions()
+}
+
+func (w *world) restart(s *server) {
+	w.downCount[s.index]--
+	if w.downCount[s.index] > 0 {
+		return
+	}
+	// A restarted server is read-only (its configuration). It starts its
+	// replication threads unless semi-sync fencing is used, which requires
+	// skip_replica_start=ON (docs/design.md): a detached replica must not
+	// reconnect to a lost primary by itself.
+	s.up, s.hostDown, s.readOnly = true, false, true
+	s.ioRunning = s.source != "" && !w.setup.SemiSyncFencing
+}
+
+func (w *world) inject(f Fault) {
+	s := w.target(f)
+	w.tracef("fault %s on %s", f, s.name)
+	switch f.Kind {
+	case Kill, KillHost:
+		w.kill(s, f.Kind == KillHost)
+		w.at(f.Step+f.Dur, func() { w.restart(s) })
+	case KillUnreplicated:
+		if s.reachableHost() && !s.readOnly {
+			for range 1 + w.rng.IntN(2) {
+				w.write(s)
+			}
+		}
+		w.kill(s, false)
+		w.at(f.Step+f.Dur, func() { w.restart(s) })
+	case Restart:
+		if s.up {
+			w.kill(s, false)
+			w.restart(s)
+		}
+	case Hang:
+		w.hangCount[s.index]++
+		s.hung = true
+		w.at(f.Step+f.Dur, func() {
+			w.hangCount[s.index]--
+			s.hung = w.hangCount[s.index] > 0
+		})
+	case CutDaemon, Blip:
+		dur := f.Dur
+		if f.Kind == Blip {
+			dur = 1
+		}
+		w.daemonCut[s.index]++
+		w.at(f.Step+dur, func() { w.daemonCut[s.index]-- })
+	case CutLink:
+		p := pair(s.index, f.Peer%len(w.sites))
+		w.linkCut[p]++
+		w.at(f.Step+f.Dur, func() { w.linkCut[p]-- })
+	case Isolate:
+		w.daemonCut[s.index]++
+		var ps [][2]int
+		for _, o := range w.sites {
+			if o != s {
+				p := pair(s.index, o.index)
+				w.linkCut[p]++
+				ps = append(ps, p)
+			}
+		}
+		w.at(f.Step+f.Dur, func() {
+			w.daemonCut[s.index]--
+			for _, p := range ps {
+				w.linkCut[p]--
+			}
+		})
+	case Stall:
+		w.stallCount[s.index]++
+		s.sqlStall = 1
+		w.at(f.Step+f.Dur, func() {
+			w.stallCount[s.index]--
+			if w.stallCount[s.index] == 0 {
+				s.sqlStall = 0
+			}
+		})
+	case Errant:
+		if s.reachableHost() {
+			s.nextSeq++
+			s.commit(txn{origin: s.index, seq: s.nextSeq})
+		}
+	case Switchover:
+		w.switchTo = s.name
+	case DaemonRestart:
+		w.d.start()
+		w.stats.DaemonCrashes++
+	case DaemonCrash:
+		w.d.crashAt = max(1, f.Peer)
+	}
+}
+
+// healAll ends every fault (the start of the quiet tail).
+func (w *world) healAll() {
+	hs := w.heals
+	w.heals = nil
+	for _, h := range hs {
+		h.fn()
+	}
+}
