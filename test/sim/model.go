@@ -48,14 +48,6 @@ func (s *txnSet) clear() {
 	}
 }
 
-func (s *txnSet) clone() *txnSet {
-	c := newTxnSet()
-	for t := range s.m {
-		c.m[t] = struct{}{}
-	}
-	return c
-}
-
 // uuidOf is server i's @@server_uuid.
 func uuidOf(i int) string { return fmt.Sprintf("00000000-0000-0000-0000-%012x", i+1) }
 

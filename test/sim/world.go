@@ -42,8 +42,6 @@ type world struct {
 	ackedBy map[uint64]string // epoch → the site that acknowledged writes in it
 	// probeOK: the daemon's probe of the site succeeded this step.
 	probeOK []bool
-	// acknowledged history of a human (never: the sim has no operator
-	// acknowledgement), so the failover history may only grow.
 	failure string
 	// switchTo is an operator's switchover request of this step.
 	switchTo string
