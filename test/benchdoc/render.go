@@ -26,8 +26,9 @@ func FormatValue(v float64, unit string) string {
 
 // RenderMarkdown is docs/benchmarks/README.md: the summary table of every
 // figure in r against its target, the daemon's phases beside the
-// client-observed figures, the chart and what each figure measures.
-func RenderMarkdown(r Results) string {
+// client-observed figures, the chart, what each figure measures and links
+// to the detailed reports (file names in docs/benchmarks).
+func RenderMarkdown(r Results, reports ...string) string {
 	var b strings.Builder
 	b.WriteString(`# Benchmarks: measured against the targets
 
@@ -80,6 +81,12 @@ figures; the date, commit and "quick" mark of every figure are below.
 			q = ", quick run"
 		}
 		fmt.Fprintf(&b, "- `%s` (%s, commit %s%s): %s\n", f.Name, f.Measured.Format("2006-01-02 15:04 MST"), f.Commit, q, strings.Join(strings.Fields(f.Notes), " "))
+	}
+	if len(reports) > 0 {
+		b.WriteString("\n## Detailed reports\n\nWritten by the benchmarks that also describe their setup at length (their own\ndates and runs):\n\n")
+		for _, name := range reports {
+			fmt.Fprintf(&b, "- [%s](%s)\n", name, name)
+		}
 	}
 	return b.String()
 }

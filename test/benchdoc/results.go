@@ -220,7 +220,15 @@ func WriteAll(dir string, r Results) error {
 	if err != nil {
 		return fmt.Errorf("encode results: %w", err)
 	}
-	files := map[string]string{ResultsFile: string(b) + "\n", ReadmeFile: RenderMarkdown(r)}
+	var reports []string
+	if md, err := filepath.Glob(filepath.Join(dir, "*.md")); err == nil {
+		for _, p := range md {
+			if name := filepath.Base(p); name != ReadmeFile {
+				reports = append(reports, name)
+			}
+		}
+	}
+	files := map[string]string{ResultsFile: string(b) + "\n", ReadmeFile: RenderMarkdown(r, reports...)}
 	if f, ok := r.Figure(ChartFigure); ok && len(f.Samples) > 0 {
 		files[ChartFile] = RenderChart(f)
 	}

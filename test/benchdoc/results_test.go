@@ -3,6 +3,7 @@ package benchdoc
 import (
 	"encoding/xml"
 	"io"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -82,6 +83,9 @@ func TestWriteAllRoundTripsAndRenders(t *testing.T) {
 		WithPhase("fault → epoch.revoked", []float64{400, 500, 600})
 	lost := CountFigure("rpo_kill9", []int{0, 0, 0}, Target{Text: "0", MaxMax: Bound(0)}, "lost")
 	in := Results{Machine: "m", Cores: 2, Commit: "abc", Figures: []Figure{kill, lost}}
+	if err := os.WriteFile(filepath.Join(dir, "failover.md"), []byte("# a detailed report\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	if err := WriteAll(dir, in); err != nil {
 		t.Fatal(err)
 	}
@@ -92,13 +96,18 @@ func TestWriteAllRoundTripsAndRenders(t *testing.T) {
 	if len(out.Figures) != 2 || out.Figures[0].Pass || !out.Figures[1].Pass || *out.Figures[0].Target.P90Max != 1200 {
 		t.Fatalf("round trip: %+v", out.Figures)
 	}
-	md := RenderMarkdown(out)
+	readme, err := os.ReadFile(filepath.Join(dir, ReadmeFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	md := string(readme)
 	for _, want := range []string{
 		"| `rto_kill9` | 900 ms | 1300 ms | 1300 ms | 3 | p50 ≤ 800 ms, p90 ≤ 1.2 s | **NO** |",
 		"| `rpo_kill9` | 0 | 0 | 0 | 3 | 0 | yes |",
 		"| `rto_kill9` | fault → epoch.revoked | 500 ms | 600 ms | 600 ms |",
 		"](failover.svg)",
 		"- `rpo_kill9` (",
+		"- [failover.md](failover.md)",
 	} {
 		if !strings.Contains(md, want) {
 			t.Errorf("README lacks %q:\n%s", want, md)
