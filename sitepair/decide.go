@@ -677,6 +677,21 @@ func (v *view) inFlight() Decision {
 		d.Fence = others
 		return d
 	}
+	// A site still counted unreachable whose latest probes answer writable
+	// (a hung old primary waking up) may be taking writes and may hold one
+	// it acknowledged: fence it and count what it holds before promoting
+	// anything (a proof that it could not acknowledge is no longer enough).
+	var answering []string
+	for _, s := range v.sites {
+		if s.Name != inf.To && s.State == statemachine.Unreachable && s.Debouncing {
+			answering = append(answering, s.Name)
+		}
+	}
+	if len(answering) > 0 {
+		d := v.decision(ReasonFenceWritableDuringFailover, "failover %s -> %s in flight and %s answering writable again: fencing before anything is promoted", inf.From, inf.To, strings.Join(answering, ", "))
+		d.Fence = answering
+		return d
+	}
 	to, from := v.index(inf.To), v.index(inf.From)
 	proof := v.proof()
 	if v.sites[to].State == statemachine.Writable {

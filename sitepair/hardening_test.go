@@ -238,3 +238,20 @@ func TestRevokeDetachesOnlyUnderSemiSync(t *testing.T) {
 		t.Fatalf("confirmed: %s detach %v, want a revoke detaching nothing", d, d.Detach)
 	}
 }
+
+// Found by the simulation (seed 1810): a hung old primary whose probes
+// answer writable again is still counted unreachable until the recovery
+// threshold; it may be taking writes and hold one it acknowledged, so it is
+// fenced before anything is promoted, whatever proof the failover had.
+func TestAnsweringOldPrimaryIsFencedBeforePromotion(t *testing.T) {
+	for _, pol := range []Policy{DefaultPolicy(), polWith(func(p *Policy) { p.Fencing = FencingNone })} {
+		obs := group(site("a", UR, bounce, down, exec(upto(11))), site("b", RO, lost("a")), site("c", RO, lost("a")))
+		d := Decide(obs, revoked("a", "b", now.Add(-time.Minute)), pol, now)
+		want{action: FenceSites, reason: ReasonFenceWritableDuringFailover, fence: []string{"a"}}.check(t, d)
+	}
+	// Still failing its probes (not answering): the failover goes on.
+	obs := group(site("a", UR, down, exec(upto(11))), site("b", RO, lost("a")), site("c", RO, lost("a")))
+	if d := Decide(obs, revoked("a", "b", now.Add(-time.Minute)), DefaultPolicy(), now); d.Action != Promote {
+		t.Fatalf("decision %s, want the promotion of a failover from a dead primary", d)
+	}
+}

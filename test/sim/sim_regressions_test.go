@@ -41,7 +41,6 @@ var regressions = []struct {
 		name:  "promote-while-old-primary-answers-again",
 		seed:  1810,
 		sched: Schedule{{Step: 41, Kind: "hang", Site: 2, Dur: 16}, {Step: 42, Kind: "kill", Site: 1, Dur: 37}, {Step: 46, Kind: "hang", Site: -1, Dur: 12}},
-		known: "sitepair promotes while the hung old primary's latest probe answers writable (debouncing), losing an acknowledged write it holds",
 	},
 }
 
