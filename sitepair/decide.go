@@ -703,8 +703,16 @@ func (v *view) inFlight() Decision {
 			return d
 		}
 		// Someone made the target writable without a proof: do not
-		// endorse it.
+		// endorse it. A reachable read-only old primary is fenced again
+		// first: a daemon that crashed between making the target writable
+		// and recording it has forgotten its read-back (found by the
+		// simulation, seed 91: it alerted for ever instead).
 		if proof == "" {
+			if v.sites[from].State == statemachine.ReadOnly {
+				d := v.decision(ReasonFenceOldPrimary, "%s is already writable; fencing old primary %s again at epoch %d to finish the promotion", inf.To, inf.From, inf.Epoch)
+				d.Fence = []string{inf.From}
+				return d
+			}
 			return v.decision(ReasonTargetWritableWithoutProof, "%s is writable but nothing proves %s is fenced", inf.To, inf.From)
 		}
 		if j := v.lacking(to, ""); j >= 0 {

@@ -141,6 +141,8 @@ func TestDecideTwoSites(t *testing.T) {
 			want: want{action: Promote, reason: ReasonPromoteResume, target: "b", fence: []string{"a"}, proof: ProofLeaseExpired}},
 		{name: "in flight, target writable without a proof: alert", obs: group(site("a", UR), site("b", W)), st: revoked("a", "b", leasePending),
 			want: want{action: Alert, reason: ReasonTargetWritableWithoutProof}},
+		{name: "in flight, target writable, old primary reachable but its fence forgotten (restart): fence it again", obs: group(site("a", RO), site("b", W)), st: revoked("a", "b", leasePending),
+			want: want{action: FenceSites, reason: ReasonFenceOldPrimary, fence: []string{"a"}}},
 		{name: "in flight, a site still unknown: wait", obs: group(site("a", UK), site("b", RO)), st: revoked("a", "b", leaseExpired),
 			want: want{action: None, reason: ReasonWaitingForProbes}},
 		{name: "in flight, target unreachable and no other candidate: stay revoked", obs: leased(group(site("a", UR), site("b", UR)), leaseExpired), st: revoked("a", "b", leaseExpired),

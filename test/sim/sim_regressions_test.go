@@ -1,6 +1,9 @@
 package sim
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 // regressions are the failures the simulation found, each with its seed and
 // shrunk schedule. An entry with known set is a real defect reported to the
@@ -54,5 +57,18 @@ func TestRegressions(t *testing.T) {
 				t.Fatalf("seed %d schedule %#v: %s\ntrace (end):\n%v", r.seed, r.sched, res.Failure, res.Trace)
 			}
 		})
+	}
+}
+
+// Liveness found by the simulation: a daemon that crashed between making the
+// target writable and recording the promotion forgot its fence read-back and
+// alerted target-writable-without-proof for ever (seed 91); it now fences
+// the reachable old primary again and finishes the promotion.
+func TestLivenessRegressions(t *testing.T) {
+	for _, seed := range []uint64{91} {
+		r := Run(seed, nil, false)
+		if r.Failure != "" || r.Stats.EndReason != "healthy" {
+			t.Errorf("seed %d ends %q (failure %q), want healthy\n%s", seed, r.Stats.EndReason, r.Failure, strings.Join(r.Trace, "\n"))
+		}
 	}
 }
