@@ -35,7 +35,8 @@ func RenderMarkdown(r Results, reports ...string) string {
 Generated from [results.json](results.json) by test/benchdoc; do not edit by
 hand. ` + "`make bench`" + ` runs every harness (BENCH_RUNS runs each, default 20) and
 rewrites results.json, this file and [failover.svg](failover.svg);
-` + "`make bench-quick`" + ` runs a reduced set (3 runs) in a few minutes and fails
+` + "`make bench-quick`" + ` runs a reduced set (BENCH_QUICK_RUNS runs each, default 5,
+marked "quick"; no scale figures) in a few minutes and fails
 when a figure it measured misses its target. Each harness updates only its own
 figures; the date, commit and "quick" mark of every figure are below.
 

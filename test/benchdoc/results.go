@@ -185,6 +185,26 @@ func (r *Results) Merge(figs ...Figure) {
 	}
 }
 
+// figureOrder is the order of the known figures in results.json and the
+// README, whichever harness ran last; others follow in their own order.
+var figureOrder = []string{"rto_kill9", "rpo_kill9", "switchover_unavailability", "rto_hung", "overlap_hung", "rpo_hung",
+	"rto_isolation", "overlap_isolation", "rpo_isolation", "rto_backlog", "false_failovers"}
+
+// sortFigures orders r's figures: the known ones first, then the scale_
+// ones, then the rest, each group stable.
+func (r *Results) sortFigures() {
+	rank := func(name string) int {
+		if i := slices.Index(figureOrder, name); i >= 0 {
+			return i
+		}
+		if strings.HasPrefix(name, "scale_") {
+			return len(figureOrder)
+		}
+		return len(figureOrder) + 1
+	}
+	slices.SortStableFunc(r.Figures, func(a, b Figure) int { return rank(a.Name) - rank(b.Name) })
+}
+
 // Figure returns the figure named name.
 func (r Results) Figure(name string) (Figure, bool) {
 	i := slices.IndexFunc(r.Figures, func(f Figure) bool { return f.Name == name })
@@ -216,6 +236,8 @@ func WriteAll(dir string, r Results) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("create %s: %w", dir, err)
 	}
+	r.Figures = slices.Clone(r.Figures)
+	r.sortFigures()
 	b, err := json.MarshalIndent(r, "", "  ")
 	if err != nil {
 		return fmt.Errorf("encode results: %w", err)

@@ -127,6 +127,26 @@ func TestWriteAllRoundTripsAndRenders(t *testing.T) {
 	}
 }
 
+// Figures keep one order whichever harness recorded last.
+func TestWriteAllOrdersTheFigures(t *testing.T) {
+	dir := t.TempDir()
+	r := Results{Figures: []Figure{{Name: "other"}, {Name: "scale_cpu_100"}, {Name: "rto_hung"}, {Name: "rto_kill9"}}}
+	if err := WriteAll(dir, r); err != nil {
+		t.Fatal(err)
+	}
+	out, err := LoadResults(filepath.Join(dir, ResultsFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, f := range out.Figures {
+		got = append(got, f.Name)
+	}
+	if strings.Join(got, ",") != "rto_kill9,rto_hung,scale_cpu_100,other" {
+		t.Fatalf("order %v", got)
+	}
+}
+
 func TestNiceStep(t *testing.T) {
 	for in, want := range map[float64]float64{0.3: 1, 7: 10, 90: 100, 101: 200, 240: 500} {
 		if got := niceStep(in); got != want {
