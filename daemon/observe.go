@@ -64,13 +64,16 @@ func (p *polled) Observed() sitepair.Observed {
 	out := sitepair.Observed{Sites: make([]sitepair.SiteObservation, 0, len(p.cfg.Sites))}
 	for i, s := range p.cfg.Sites {
 		v, _ := p.tracker.Site(s.Name)
-		out.Sites = append(out.Sites, siteObservation(i, s, v))
+		out.Sites = append(out.Sites, SiteObservation(i, s, v))
 	}
 	return out
 }
 
-// siteObservation turns the poller's view of one site into decision input.
-func siteObservation(index int, s configs.Site, v poller.SiteView) sitepair.SiteObservation {
+// SiteObservation turns the poller's view of one site (the index-th of its
+// group's configuration) into decision input. Exported for the
+// deterministic simulation (test/sim), which feeds the decision core exactly
+// as the daemon does.
+func SiteObservation(index int, s configs.Site, v poller.SiteView) sitepair.SiteObservation {
 	o := sitepair.SiteObservation{
 		Name: s.Name, Role: sitepair.Role(s.Role), Priority: s.Priority, Index: index,
 		State: v.State, Debouncing: v.Debouncing, RefusedProbes: v.RefusedInARow,

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/failoverd/failoverd/configs"
+	failoverd "github.com/failoverd/failoverd/daemon"
 	"github.com/failoverd/failoverd/gtid"
 	"github.com/failoverd/failoverd/mysqlctl"
 	"github.com/failoverd/failoverd/poller"
@@ -181,49 +183,14 @@ func (d *daemon) observed() sitepair.Observed {
 	return out
 }
 
-// siteObservation is a copy of daemon.siteObservation (unexported there).
+// siteObservation feeds the daemon's own conversion (daemon.SiteObservation)
+// with the model server's configuration.
 func siteObservation(index int, s *server, v poller.SiteView) sitepair.SiteObservation {
-	role := sitepair.PrimaryCandidate
+	role := configs.RolePrimaryCandidate
 	if s.dr {
-		role = sitepair.DROnly
+		role = configs.RoleDROnly
 	}
-	o := sitepair.SiteObservation{
-		Name: s.name, Role: role, Index: index,
-		State: v.State, Debouncing: v.Debouncing, RefusedProbes: v.RefusedInARow,
-	}
-	if !v.HasReachable {
-		return o
-	}
-	r := v.LastReachable
-	st := r.Status
-	o.LastReachableAt = r.At
-	o.Executed = st.Executed
-	o.ReplicatingFrom = r.Follows
-	o.IOConnected = r.IOConnected
-	o.SourceSilent = r.SourceSilent
-	o.ReplicationBroken = r.ReplicationBroken
-	if ss := st.SemiSync; ss.Available {
-		o.SemiSync = sitepair.SemiSyncObservation{Known: true, Enabled: ss.PrimaryEnabled, Active: ss.PrimaryActive,
-			Timeout: ss.Timeout, WaitNoReplica: ss.WaitNoReplica, WaitPoint: ss.WaitPoint}
-	}
-	if v.StreamingFrom != "" && v.StreamingFrom == r.Follows {
-		o.LastStreamingAt = v.StreamingAt
-	}
-	o.ServerID = st.ServerUUID
-	o.IOStopped = st.Replica == nil
-	o.LagKnown = st.Replica == nil
-	if rep := st.Replica; rep != nil {
-		o.Retrieved = rep.Retrieved
-		if rep.RelayExhausted() && !st.Executed.Covers(rep.Retrieved) {
-			o.Retrieved = gtid.Set{}
-		}
-		o.IOStopped = !rep.IOThread.Running()
-		o.Lag, o.LagKnown = v.Lag, v.LagKnown
-		if !o.LagKnown && rep.SQLThread.Running() && st.Executed.Covers(rep.Retrieved) {
-			o.Lag, o.LagKnown = 0, true
-		}
-	}
-	return o
+	return failoverd.SiteObservation(index, configs.Site{Name: s.name, Role: role}, v)
 }
 
 // round mirrors group.round: decide on settled observations, carry out.
