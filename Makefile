@@ -80,5 +80,12 @@ SIM_SEEDS ?= 10000
 sim: ## deterministic simulation: SIM_SEEDS seeded fault histories (default 10000); SIM_SEED=n replays one verbosely
 	set -o pipefail; SIM_SEEDS=$(SIM_SEEDS) $(GO) test -count=1 -timeout 10m -run '^TestSimulate$$' -v ./test/sim/ | grep -v '^=== RUN'
 
+.PHONY: scenarios
+scenarios: ## the real-server fault-scenario catalogue (test/e2e TestScenarios): one verdict line per scenario, then the table
+	./scripts/deps --servers-only
+	@set -o pipefail; rc=0; \
+	  $(GO) test -count=1 -timeout 20m -run '^TestScenarios$$' -v ./test/e2e/ | grep -E '^(scenario |\| |--- FAIL|FAIL|ok |PASS)' || rc=$$?; \
+	  ./scripts/leftovers || rc=1; exit $$rc
+
 clean:
 	rm -rf bin
