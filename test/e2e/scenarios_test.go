@@ -15,6 +15,8 @@ import (
 	"github.com/failoverd/failoverd/daemon"
 	"github.com/failoverd/failoverd/status"
 	"github.com/failoverd/failoverd/test/testenv"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
 // The fault-scenario catalogue (issue 19): every scenario builds its own
@@ -509,14 +511,15 @@ func scenarios() []scenario {
 		{"relay-backlog", func(r *scenarioRun) {
 			r.begin(groupOptions{sites: 3})
 			unlock1, unlock2 := r.readLock(1), r.readLock(2)
+			locked := len(r.load.Acks())
 			time.Sleep(1500 * time.Millisecond) // the replicas receive, cannot apply
-			backlog := len(r.load.Acks())
+			backlog := len(r.load.Acks()) - locked
 			r.g.kill(0)
 			unlock1()
 			unlock2()
 			st, i := r.promoted("site0")
 			r.resumes()
-			r.final, r.overlapFrom, r.outcome = i, 0, fmt.Sprintf("%s after the relay drain (%d acks before the kill)", failoverOutcome(st), backlog)
+			r.final, r.overlapFrom, r.outcome = i, 0, fmt.Sprintf("%s after draining a %d-transaction relay backlog", failoverOutcome(st), backlog)
 		}},
 		{"candidate-lagging", func(r *scenarioRun) {
 			r.begin(groupOptions{sites: 3, priorities: []int{0, 100, 0}, extraConfig: "    maxCandidateLag: 1s\n"})
@@ -691,6 +694,92 @@ func scenarios() []scenario {
 				return err == nil && ok && c.State != "ok" && c.Error != ""
 			})
 			r.final, r.overlapFrom, r.outcome = i, 0, fmt.Sprintf("%s not delayed, cache follower state=%s", failoverOutcome(st), f)
+		}},
+		{"sidecar-killed", func(r *scenarioRun) {
+			r.newGroup(groupOptions{sites: 3, fencing: "sidecar", sidecars: true})
+			r.g.startDaemon()
+			r.g.waitHealthy("site0", 30*time.Second)
+			r.g.startSidecars()
+			r.g.waitSidecarsRenewed()
+			r.startLoad()
+			before, _ := r.g.status()
+			if err := r.g.sidecars[0].cmd.Process.Kill(); err != nil {
+				r.t.Fatal(err)
+			}
+			var age float64
+			r.g.waitFor("site0's silent sidecar seen", 20*time.Second, func() bool {
+				st, err := r.g.status()
+				if err != nil {
+					return false
+				}
+				s0, _ := st.Site("site0")
+				if s0.Sidecar == nil {
+					return false
+				}
+				age = s0.Sidecar.LeaseAgeSeconds
+				return age > 3 // past the 3 s lease
+			})
+			r.holds("site0", before.Epoch, 2*time.Second)
+			r.resumes()
+			st, _ := r.g.status()
+			r.final, r.outcome = 0, fmt.Sprintf("no failover, primary keeps serving reason=%s class=%s (site0 sidecar silent >%.1fs, lease 3s)", st.Reason, st.Class, age)
+		}},
+		{"kube-apiserver-down-during-failover", func(r *scenarioRun) {
+			k := testenv.StartKube(r.t, testenv.KubeOptions{})
+			createRouted(r.t, k, 0, 1)
+			r.begin(groupOptions{sites: 2, routing: []*testenv.Kube{k}, extraConfig: routingInterval})
+			r.g.waitFor("routing at site0", 30*time.Second, func() bool {
+				return serviceSelects(r.t, k, "site0") && dnsTargets(r.t, k) == "127.0.0.1"
+			})
+			if err := k.Stop(); err != nil {
+				r.t.Fatal(err)
+			}
+			r.g.kill(0)
+			st, i := r.promoted("site0")
+			r.resumes()
+			var rs map[string]string
+			r.g.waitFor("routing reported unreachable", 20*time.Second, func() bool {
+				rs = routingState(r.g)
+				return rs["dns"] == "unreachable" && rs["kube-service"] == "unreachable"
+			})
+			if err := k.Restart(r.t.Context()); err != nil {
+				r.t.Fatal(err)
+			}
+			r.g.waitFor("routing at site1", 30*time.Second, func() bool {
+				return serviceSelects(r.t, k, "site1") && dnsTargets(r.t, k) == "127.0.0.2"
+			})
+			if now, _ := r.g.status(); now.Epoch != st.Epoch {
+				r.t.Fatalf("epoch %d after the API server returned, want %d", now.Epoch, st.Epoch)
+			}
+			r.final, r.overlapFrom = i, 0
+			r.outcome = fmt.Sprintf("%s without the API server, routing dns=%s kube-service=%s, converged once it returned", failoverOutcome(st), rs["dns"], rs["kube-service"])
+		}},
+		{"dnsendpoint-edited-by-hand", func(r *scenarioRun) {
+			k := testenv.StartKube(r.t, testenv.KubeOptions{})
+			createRouted(r.t, k, 0, 1)
+			r.begin(groupOptions{sites: 2, routing: []*testenv.Kube{k}, extraConfig: routingInterval})
+			r.g.waitFor("routing at site0", 30*time.Second, func() bool { return dnsTargets(r.t, k) == "127.0.0.1" })
+			before, _ := r.g.status()
+			ctx := r.t.Context()
+			res := k.Dynamic(r.t).Resource(testenv.DNSEndpointGVR).Namespace("default")
+			obj, err := res.Get(ctx, "orders-db", metav1.GetOptions{})
+			if err != nil {
+				r.t.Fatal(err)
+			}
+			eps, _, _ := unstructured.NestedSlice(obj.Object, "spec", "endpoints")
+			eps[0].(map[string]any)["targets"] = []any{"192.0.2.66"}
+			if err := unstructured.SetNestedSlice(obj.Object, eps, "spec", "endpoints"); err != nil {
+				r.t.Fatal(err)
+			}
+			if _, err := res.Update(ctx, obj, metav1.UpdateOptions{FieldManager: "kubectl-edit"}); err != nil {
+				r.t.Fatal(err)
+			}
+			edited := time.Now()
+			r.g.waitFor("the DNSEndpoint repaired", 10*time.Second, func() bool { return dnsTargets(r.t, k) == "127.0.0.1" })
+			took := time.Since(edited)
+			r.holds("site0", before.Epoch, 0)
+			r.resumes()
+			r.final, r.outcome = 0, fmt.Sprintf("no failover, hand-edited target repaired in %.1fs (routingReconcileInterval 1s)", took.Seconds())
 		}},
 		{"state-file-unwritable", func(r *scenarioRun) {
 			r.begin(groupOptions{sites: 3})
