@@ -81,10 +81,9 @@ sim: ## deterministic simulation: SIM_SEEDS seeded fault histories (default 1000
 	set -o pipefail; SIM_SEEDS=$(SIM_SEEDS) $(GO) test -count=1 -timeout 10m -run '^TestSimulate$$' -v ./test/sim/ | grep -v '^=== RUN'
 
 .PHONY: scenarios
-scenarios: ## the real-server fault-scenario catalogue (test/e2e TestScenarios): one verdict line per scenario, then the table
-	./scripts/deps --servers-only
+scenarios: deps ## the real-server fault-scenario catalogue (test/e2e TestScenarios, ~2 min): one verdict line per scenario, then the table
 	@set -o pipefail; rc=0; \
-	  $(GO) test -count=1 -timeout 20m -run '^TestScenarios$$' -v ./test/e2e/ | grep -E '^(scenario |\| |--- FAIL|FAIL|ok |PASS)' || rc=$$?; \
+	  $(GO) test -count=1 -timeout 20m -run '^TestScenarios$$' -v ./test/e2e/ | grep -E '^(scenario |\||--- FAIL|FAIL|ok |PASS)' || rc=$$?; \
 	  ./scripts/leftovers || rc=1; exit $$rc
 
 clean:
