@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/failoverd/failoverd/configs"
+	"github.com/failoverd/failoverd/procgroup/procgrouptest"
 )
 
 var promoted = Event{
@@ -50,7 +51,7 @@ func TestFireRunsOnlySubscribedHooks(t *testing.T) {
 
 func TestCommandGetsPayloadOnStdinAndEnv(t *testing.T) {
 	dir := t.TempDir()
-	s := script(t, fmt.Sprintf(`cat >%q/stdin; env | grep ^FAILOVERD_ | sort >%q/env; echo hello; echo oops >&2; printf 'no newline'`, dir, dir))
+	s := procgrouptest.Script(t, fmt.Sprintf(`cat >%q/stdin; env | grep ^FAILOVERD_ | sort >%q/env; echo hello; echo oops >&2; printf 'no newline'`, dir, dir))
 	r, c, results := testRunner(t, configs.Hook{Name: "cmd", Events: configs.HookEvents(), Command: []string{s}})
 	r.Fire(promoted)
 	res := next(t, results)
@@ -87,23 +88,23 @@ func TestCommandGetsPayloadOnStdinAndEnv(t *testing.T) {
 		t.Errorf("env:\n%s\nwant:\n%s", env, wantEnv)
 	}
 	var lines []string
-	for _, rec := range c.find("hook.output") {
-		if rec.attrs["hook"] != "cmd" || rec.attrs["event"] != "after-promote" || rec.attrs["group"] != "orders" {
-			t.Errorf("hook.output record %v lacks hook, event or group", rec.attrs)
+	for _, rec := range c.Find("hook.output") {
+		if rec.Attrs["hook"] != "cmd" || rec.Attrs["event"] != "after-promote" || rec.Attrs["group"] != "orders" {
+			t.Errorf("hook.output record %v lacks hook, event or group", rec.Attrs)
 		}
-		lines = append(lines, rec.attrs["stream"]+":"+rec.attrs["line"])
+		lines = append(lines, rec.Attrs["stream"]+":"+rec.Attrs["line"])
 	}
 	slices.Sort(lines) // the two streams are read concurrently
 	if want := []string{"stderr:oops", "stdout:hello", "stdout:no newline"}; !slices.Equal(lines, want) {
 		t.Errorf("logged output %q, want %q", lines, want)
 	}
-	if len(c.find("hook.started")) != 1 || len(c.find("hook.finished")) != 1 {
+	if len(c.Find("hook.started")) != 1 || len(c.Find("hook.finished")) != 1 {
 		t.Errorf("want one hook.started and one hook.finished record")
 	}
 }
 
 func TestCommandFailureNamesExitStatusAndOutput(t *testing.T) {
-	s := script(t, `echo "cannot reach proxysql"; exit 3`)
+	s := procgrouptest.Script(t, `echo "cannot reach proxysql"; exit 3`)
 	r, _, results := testRunner(t,
 		configs.Hook{Name: "fails", Events: []string{configs.HookAfterPromote}, Command: []string{s}},
 		configs.Hook{Name: "missing", Events: []string{configs.HookAfterPromote}, Command: []string{filepath.Join(t.TempDir(), "absent")}},
@@ -124,36 +125,23 @@ func TestCommandFailureNamesExitStatusAndOutput(t *testing.T) {
 
 func TestCommandTimeoutKillsTheProcessGroup(t *testing.T) {
 	for name, body := range map[string]string{
+		// SIGKILL after the grace period, when SIGTERM is ignored, is
+		// procgroup's TestRunContextEndKillsTheWholeGroup.
 		"sigterm": `sleep 120 & echo $! >"$PIDFILE"; echo started; wait`,
-		// Both ignore SIGTERM: only the SIGKILL after the grace period ends them.
-		"sigkill": `trap '' TERM; sleep 120 & echo $! >"$PIDFILE"; echo started; wait`,
 	} {
 		t.Run(name, func(t *testing.T) {
 			pidFile := filepath.Join(t.TempDir(), "sleep.pid")
 			t.Setenv("PIDFILE", pidFile)
 			r, _, results := testRunner(t, configs.Hook{Name: "hangs", Events: []string{configs.HookAfterPromote},
-				Command: []string{script(t, body)}, Timeout: 300 * time.Millisecond})
+				Command: []string{procgrouptest.Script(t, body)}, Timeout: 300 * time.Millisecond})
 			r.Fire(promoted)
 			res := next(t, results)
 			if res.OK || !strings.HasPrefix(res.Err, ErrTimeout.Error()+" after 300ms") || !strings.Contains(res.Err, "started") {
 				t.Fatalf("result %+v, want a timeout naming the output", res)
 			}
-			requireGone(t, "the hook's sleep grandchild", readPid(t, pidFile))
+			procgrouptest.RequireGone(t, "the hook's sleep grandchild", procgrouptest.ReadPid(t, pidFile))
 		})
 	}
-}
-
-// A command that exits 0 but leaves a process behind: the process is killed.
-func TestCommandLeavesNothingRunning(t *testing.T) {
-	pidFile := filepath.Join(t.TempDir(), "sleep.pid")
-	t.Setenv("PIDFILE", pidFile)
-	r, _, results := testRunner(t, configs.Hook{Name: "forgets", Events: []string{configs.HookAfterPromote},
-		Command: []string{script(t, `sleep 120 & echo $! >"$PIDFILE"; echo done`)}})
-	r.Fire(promoted)
-	if res := next(t, results); !res.OK {
-		t.Fatalf("result %+v, want OK", res)
-	}
-	requireGone(t, "the hook's background sleep", readPid(t, pidFile))
 }
 
 func TestWebhookPostsPayloadAndEventHeader(t *testing.T) {
@@ -197,7 +185,7 @@ func TestWebhookRetriesServerErrorsThenSucceeds(t *testing.T) {
 	if !res.OK || res.Attempts != 2 || calls.Load() != 2 {
 		t.Fatalf("result %+v after %d calls, want OK after 2", res, calls.Load())
 	}
-	if len(c.find("hook.retrying")) != 1 {
+	if len(c.Find("hook.retrying")) != 1 {
 		t.Errorf("want one hook.retrying record")
 	}
 }
@@ -304,7 +292,7 @@ func TestFireNeverBlocksAndBoundsTheQueue(t *testing.T) {
 	for epoch := uint64(2); epoch <= 21; epoch++ {
 		r.Fire(Event{Type: configs.HookSplitBrain, Epoch: epoch})
 	}
-	if n := len(c.find("hook.dropped")); n != 4 {
+	if n := len(c.Find("hook.dropped")); n != 4 {
 		t.Errorf("%d hook.dropped records, want 4 (20 queued, 16 kept)", n)
 	}
 	close(srv.release)
@@ -434,12 +422,12 @@ func TestCloseWaitsForRunningAndQueuedHooks(t *testing.T) {
 func TestCloseCancelsRunningHooksAndDropsQueued(t *testing.T) {
 	pidFile := filepath.Join(t.TempDir(), "sleep.pid")
 	t.Setenv("PIDFILE", pidFile)
-	s := script(t, `sleep 120 & echo $! >"$PIDFILE"; echo ready; wait`)
+	s := procgrouptest.Script(t, `sleep 120 & echo $! >"$PIDFILE"; echo ready; wait`)
 	r, c, results := testRunner(t, configs.Hook{Name: "hangs", Events: configs.HookEvents(), Command: []string{s}, Timeout: time.Hour})
 	ready := make(chan struct{})
 	var once sync.Once
-	c.setOnRecord(func(rec record) {
-		if rec.msg == "hook.output" && rec.attrs["line"] == "ready" {
+	c.OnRecord(func(rec procgrouptest.Record) {
+		if rec.Msg == "hook.output" && rec.Attrs["line"] == "ready" {
 			once.Do(func() { close(ready) })
 		}
 	})
@@ -449,7 +437,7 @@ func TestCloseCancelsRunningHooksAndDropsQueued(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	r.Close(ctx)
-	requireGone(t, "the hook's sleep grandchild", readPid(t, pidFile))
+	procgrouptest.RequireGone(t, "the hook's sleep grandchild", procgrouptest.ReadPid(t, pidFile))
 	r.Fire(Event{Type: configs.HookSplitBrain, Epoch: 3}) // after Close: dropped, never run
 	close(results)
 	var got []Result
@@ -465,7 +453,7 @@ func TestCloseCancelsRunningHooksAndDropsQueued(t *testing.T) {
 	if res := got[1]; res.OK || res.Event != "after-promote" || res.Attempts != 0 || !strings.HasPrefix(res.Err, ErrDropped.Error()) {
 		t.Errorf("queued event: %+v, want dropped", res)
 	}
-	if n := len(c.find("hook.dropped")); n != 2 {
+	if n := len(c.Find("hook.dropped")); n != 2 {
 		t.Errorf("%d hook.dropped records, want 2 (queued at Close, fired after)", n)
 	}
 }

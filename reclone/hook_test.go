@@ -8,72 +8,17 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/failoverd/failoverd/procgroup/procgrouptest"
 )
 
-// record is one captured log record, attributes flattened to strings.
-type record struct {
-	msg   string
-	attrs map[string]string
-}
-
-// captureHandler keeps every record; onLine, when set, sees each
-// "reclone.output" line as it is logged.
-type captureHandler struct {
-	records *[]record
-	attrs   []slog.Attr
-	onLine  func(string)
-}
-
-func newCapture() (*captureHandler, *slog.Logger) {
-	h := &captureHandler{records: &[]record{}}
+// newCapture returns a handler keeping every record and a logger writing to it.
+func newCapture() (*procgrouptest.Capture, *slog.Logger) {
+	h := procgrouptest.NewCapture()
 	return h, slog.New(h)
-}
-
-func (h *captureHandler) Enabled(context.Context, slog.Level) bool { return true }
-func (h *captureHandler) WithGroup(string) slog.Handler            { return h }
-func (h *captureHandler) WithAttrs(as []slog.Attr) slog.Handler {
-	return &captureHandler{records: h.records, attrs: append(append([]slog.Attr{}, h.attrs...), as...), onLine: h.onLine}
-}
-
-var captureMu sync.Mutex // guards every captureHandler's records (WithAttrs copies share them)
-
-func (h *captureHandler) Handle(_ context.Context, r slog.Record) error {
-	rec := record{msg: r.Message, attrs: map[string]string{}}
-	for _, a := range h.attrs {
-		rec.attrs[a.Key] = a.Value.String()
-	}
-	r.Attrs(func(a slog.Attr) bool {
-		rec.attrs[a.Key] = a.Value.String()
-		return true
-	})
-	captureMu.Lock()
-	*h.records = append(*h.records, rec)
-	captureMu.Unlock()
-	if h.onLine != nil && rec.msg == "reclone.output" {
-		h.onLine(rec.attrs["line"])
-	}
-	return nil
-}
-
-func (h *captureHandler) all() []record {
-	captureMu.Lock()
-	defer captureMu.Unlock()
-	return append([]record{}, *h.records...)
-}
-
-// script writes body as an executable bash script into a temp dir.
-func script(t *testing.T, body string) string {
-	t.Helper()
-	p := filepath.Join(t.TempDir(), "hook.sh")
-	if err := os.WriteFile(p, []byte("#!/bin/bash\n"+body), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	return p
 }
 
 var job = Job{Group: "orders", Site: "site1", SiteAddr: "127.0.0.1:3307", Donor: "site0", DonorAddr: "127.0.0.1:3306"}
@@ -82,7 +27,7 @@ func TestRunPassesArgsAndEnv(t *testing.T) {
 	// A stale value in the daemon's environment must not reach the hook.
 	t.Setenv("FAILOVERD_SITE", "stale")
 	out := filepath.Join(t.TempDir(), "got")
-	s := script(t, `{
+	s := procgrouptest.Script(t, `{
   printf 'arg=%s\n' "$@"
   for v in FAILOVERD_GROUP FAILOVERD_SITE FAILOVERD_SITE_ADDRESS FAILOVERD_DONOR FAILOVERD_DONOR_ADDRESS; do
     printf '%s=%s\n' "$v" "${!v}"
@@ -116,20 +61,20 @@ path-set=yes
 }
 
 func TestRunLogsEveryOutputLine(t *testing.T) {
-	s := script(t, `echo out-1; echo err-1 >&2; echo out-2; printf 'err-last-no-newline' >&2`)
+	s := procgrouptest.Script(t, `echo out-1; echo err-1 >&2; echo out-2; printf 'err-last-no-newline' >&2`)
 	h, log := newCapture()
 	if err := (Hook{Command: []string{s}, Timeout: time.Minute, Logger: log}).Run(context.Background(), job); err != nil {
 		t.Fatalf("Run: %v", err)
 	}
 	got := map[string]string{}
-	var started, finished *record
-	for _, r := range h.all() {
-		switch r.msg {
+	var started, finished *procgrouptest.Record
+	for _, r := range h.All() {
+		switch r.Msg {
 		case "reclone.output":
-			if r.attrs["group"] != "orders" || r.attrs["site"] != "site1" {
-				t.Errorf("output record without group/site: %v", r.attrs)
+			if r.Attrs["group"] != "orders" || r.Attrs["site"] != "site1" {
+				t.Errorf("output record without group/site: %v", r.Attrs)
 			}
-			got[r.attrs["line"]] = r.attrs["stream"]
+			got[r.Attrs["line"]] = r.Attrs["stream"]
 		case "reclone.hook_started":
 			started = &r
 		case "reclone.hook_finished":
@@ -141,15 +86,15 @@ func TestRunLogsEveryOutputLine(t *testing.T) {
 		t.Fatalf("logged lines %v, want %v", got, want)
 	}
 	if started == nil || finished == nil {
-		t.Fatalf("missing reclone.hook_started or reclone.hook_finished in %v", h.all())
+		t.Fatalf("missing reclone.hook_started or reclone.hook_finished in %v", h.All())
 	}
-	if finished.attrs["exit_code"] != "0" || finished.attrs["duration"] == "" || finished.attrs["site"] != "site1" {
-		t.Fatalf("hook_finished attrs %v", finished.attrs)
+	if finished.Attrs["exit_code"] != "0" || finished.Attrs["duration"] == "" || finished.Attrs["site"] != "site1" {
+		t.Fatalf("hook_finished attrs %v", finished.Attrs)
 	}
 }
 
 func TestRunNonZeroExitIsHookFailedWithLastLines(t *testing.T) {
-	s := script(t, `for i in $(seq -w 1 30); do echo "line-$i"; done; echo "boom"; exit 3`)
+	s := procgrouptest.Script(t, `for i in $(seq -w 1 30); do echo "line-$i"; done; echo "boom"; exit 3`)
 	h, log := newCapture()
 	err := (Hook{Command: []string{s}, Timeout: time.Minute, Logger: log}).Run(context.Background(), job)
 	if !errors.Is(err, ErrHookFailed) {
@@ -166,54 +111,18 @@ func TestRunNonZeroExitIsHookFailedWithLastLines(t *testing.T) {
 	if strings.Contains(msg, "line-11") {
 		t.Errorf("error holds more than the last 20 lines:\n%s", msg)
 	}
-	for _, r := range h.all() {
-		if r.msg == "reclone.hook_finished" && r.attrs["exit_code"] != "3" {
-			t.Errorf("hook_finished exit_code %q, want 3", r.attrs["exit_code"])
+	for _, r := range h.All() {
+		if r.Msg == "reclone.hook_finished" && r.Attrs["exit_code"] != "3" {
+			t.Errorf("hook_finished exit_code %q, want 3", r.Attrs["exit_code"])
 		}
 	}
-}
-
-// gone reports whether pid has exited (absent, or a zombie nobody reaped).
-func gone(pid int) bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return true
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	return i >= 0 && i+2 < len(s) && (s[i+2] == 'Z' || s[i+2] == 'X')
-}
-
-// requireGone fails unless pid exits soon: SIGKILL is delivered
-// asynchronously, so allow the kernel a moment.
-func requireGone(t *testing.T, what string, pid int) {
-	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); !gone(pid); {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s (pid %d) still runs after Run returned", what, pid)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
-func readPid(t *testing.T, path string) int {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("the hook did not record its grandchild's pid: %v", err)
-	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pid
 }
 
 func TestRunTimeoutKillsTheWholeProcessGroup(t *testing.T) {
 	pidFile := filepath.Join(t.TempDir(), "sleep.pid")
 	t.Setenv("PIDFILE", pidFile)
 	// The sleep keeps stdout open: Run also must not hang on the pipe.
-	s := script(t, `sleep 1000 & echo $! >"$PIDFILE"; echo started; wait`)
+	s := procgrouptest.Script(t, `sleep 1000 & echo $! >"$PIDFILE"; echo started; wait`)
 	_, log := newCapture()
 	err := (Hook{Command: []string{s}, Timeout: 2 * time.Second, Logger: log}).Run(context.Background(), job)
 	if !errors.Is(err, ErrHookFailed) || !errors.Is(err, context.DeadlineExceeded) {
@@ -222,22 +131,22 @@ func TestRunTimeoutKillsTheWholeProcessGroup(t *testing.T) {
 	if !strings.Contains(err.Error(), "started") {
 		t.Errorf("error lacks the output:\n%v", err)
 	}
-	requireGone(t, "the hook's sleep grandchild", readPid(t, pidFile))
+	procgrouptest.RequireGone(t, "the hook's sleep grandchild", procgrouptest.ReadPid(t, pidFile))
 }
 
 func TestRunCancelKillsAfterGraceWhenTermIsIgnored(t *testing.T) {
 	pidFile := filepath.Join(t.TempDir(), "sleep.pid")
 	t.Setenv("PIDFILE", pidFile)
 	// Both the script and its sleep ignore SIGTERM: only SIGKILL ends them.
-	s := script(t, `trap '' TERM; sleep 1000 & echo $! >"$PIDFILE"; echo ready; wait`)
+	s := procgrouptest.Script(t, `trap '' TERM; sleep 1000 & echo $! >"$PIDFILE"; echo ready; wait`)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	h, log := newCapture()
-	h.onLine = func(line string) {
-		if line == "ready" {
+	h.OnRecord(func(r procgrouptest.Record) {
+		if r.Msg == "reclone.output" && r.Attrs["line"] == "ready" {
 			cancel()
 		}
-	}
+	})
 	err := (Hook{Command: []string{s}, Timeout: time.Hour, Logger: log, grace: 100 * time.Millisecond}).Run(ctx, job)
 	if !errors.Is(err, ErrHookFailed) || !errors.Is(err, context.Canceled) {
 		t.Fatalf("Run = %v, want ErrHookFailed and context.Canceled", err)
@@ -245,19 +154,7 @@ func TestRunCancelKillsAfterGraceWhenTermIsIgnored(t *testing.T) {
 	if !strings.Contains(err.Error(), "killed") {
 		t.Errorf("error does not say the hook was killed:\n%v", err)
 	}
-	requireGone(t, "the hook's sleep grandchild", readPid(t, pidFile))
-}
-
-func TestRunSuccessLeavesNothingRunning(t *testing.T) {
-	pidFile := filepath.Join(t.TempDir(), "sleep.pid")
-	t.Setenv("PIDFILE", pidFile)
-	// A hook that forgets a background process: it holds stdout open too.
-	s := script(t, `sleep 1000 & echo $! >"$PIDFILE"; echo done`)
-	_, log := newCapture()
-	if err := (Hook{Command: []string{s}, Timeout: time.Minute, Logger: log}).Run(context.Background(), job); err != nil {
-		t.Fatalf("Run: %v", err)
-	}
-	requireGone(t, "the hook's background sleep", readPid(t, pidFile))
+	procgrouptest.RequireGone(t, "the hook's sleep grandchild", procgrouptest.ReadPid(t, pidFile))
 }
 
 func TestRunWithoutCommand(t *testing.T) {
