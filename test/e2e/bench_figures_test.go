@@ -114,7 +114,7 @@ func BenchmarkRTOKill9(b *testing.B) {
 	if testing.Short() {
 		b.Skip("starts real servers")
 	}
-	runs := runEach(b, benchRuns(), kill9Once)
+	runs := runEach(b, benchRuns(), func(b *testing.B) killRun { return kill9Once(b, true) })
 	var gap, writable, revoked, promoted []time.Duration
 	var lost []int
 	for _, r := range runs {
@@ -138,8 +138,64 @@ per run (fencing confirmed), kill at a random 0-500 ms phase after 50 acks.`).
 absent from the new primary's app.load after the load stopped (semi-sync on).`))
 }
 
-func kill9Once(b *testing.B) killRun {
+// BenchmarkRPOKill9SemiSyncOff records rpo_kill9_semisync_off: the
+// rto_kill9 run with semi-sync switched off on every server (both sides,
+// the replicas' IO threads restarted so it takes effect), so the primary
+// acknowledges a commit before any replica received it. Reported, no
+// target: how much an asynchronous group loses to a crash.
+func BenchmarkRPOKill9SemiSyncOff(b *testing.B) {
+	if testing.Short() {
+		b.Skip("starts real servers")
+	}
+	runs := runEach(b, benchRuns(), func(b *testing.B) killRun { return kill9Once(b, false) })
+	var lost []int
+	var gap []time.Duration
+	for _, r := range runs {
+		lost, gap = append(lost, r.lost), append(gap, r.gap)
+	}
+	b.Logf("semi-sync off: client gap p50 %v max %v", benchdoc.Percentile(gap, 0.5), benchdoc.Percentile(gap, 1))
+	benchdoc.Record(b, "../..",
+		benchdoc.CountFigure("rpo_kill9_semisync_off", lost, benchdoc.Target{Text: "reported (semi-sync off)"},
+			`acknowledged writes lost per SIGKILL of the primary with semi-sync off on every
+server (rpl_semi_sync_master_enabled and rpl_semi_sync_slave_enabled OFF, the replicas' IO
+threads restarted, checked before the kill: asynchronous replication): the rto_kill9 run
+otherwise (fresh 3-site group, fencing confirmed, write load of 2 workers, kill at a random
+0-500 ms phase after 50 acks); ids the write load saw acknowledged and absent from the new
+primary's app.load after the load stopped.`))
+}
+
+// semiSyncOff switches semi-sync off on every site of g, both sides, and
+// restarts the replicas' IO threads (the replica side takes effect on
+// their next connection); it fails b unless the primary then commits
+// asynchronously.
+func semiSyncOff(b *testing.B, g *group) {
+	b.Helper()
+	for i, m := range g.topo.Sites {
+		m.Exec(b, "SET GLOBAL rpl_semi_sync_master_enabled = OFF")
+		m.Exec(b, "SET GLOBAL rpl_semi_sync_slave_enabled = OFF")
+		if i > 0 {
+			m.Exec(b, "STOP SLAVE IO_THREAD")
+			m.Exec(b, "START SLAVE IO_THREAD")
+		}
+	}
+	primary := g.topo.Sites[0]
+	if st := primary.QueryString(b, "SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS WHERE VARIABLE_NAME = 'Rpl_semi_sync_master_status'"); st != "OFF" {
+		b.Fatalf("semi-sync still active on the primary: Rpl_semi_sync_master_status %s", st)
+	}
+	for _, r := range g.topo.Sites[1:] {
+		if st := r.QueryString(b, "SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS WHERE VARIABLE_NAME = 'Rpl_semi_sync_slave_status'"); st != "OFF" {
+			b.Fatalf("semi-sync still active on %s: Rpl_semi_sync_slave_status %s", r.Name, st)
+		}
+	}
+}
+
+// kill9Once measures one SIGKILL of the primary on a fresh group, with
+// semi-sync on (as testenv starts it) or switched off first.
+func kill9Once(b *testing.B, semiSync bool) killRun {
 	g := newGroup(b, groupOptions{sites: 3})
+	if !semiSync {
+		semiSyncOff(b, g)
+	}
 	g.startDaemon()
 	g.waitHealthy("site0", 30*time.Second)
 	load := testenv.StartWriteLoad(b, testenv.AppDSNs(g.topo.Sites...), testenv.WriteLoadOptions{Workers: 2})
