@@ -183,24 +183,12 @@ func (d *Daemon) openStore(opts Options) (store.Store, error) {
 }
 
 func (d *Daemon) newGroup(gc configs.Group) (*group, error) {
-	log := d.log.With("group", gc.Name)
-	pol := policyOf(gc)
-	if err := pol.Validate(); err != nil {
-		return nil, fmt.Errorf("group %s: %w", gc.Name, err)
+	dial := func(ctx context.Context, s configs.Site) (Instance, error) { return d.opts.Dial(ctx, gc, s) }
+	g, err := newGroupCore(gc, d.store, d.pub, dial, d.opts.Clock, d.opts.Failpoint, d.log.With("group", gc.Name))
+	if err != nil {
+		return nil, err
 	}
-	g := &group{
-		cfg: gc, flavor: flavorOf(gc.Engine), policy: pol, store: d.store, pub: d.pub, now: d.opts.Clock, log: log,
-		actionTimeout: gc.RelayDrainTimeout + 30*time.Second, // maxLagWait only shortens the drain
-		fenced:        map[string]uint64{},
-		sidecars:      newSidecars(gc),
-		requests:      make(chan request),
-		reclones:      map[string]bool{},
-		recloned:      make(chan recloneResult),
-	}
-	g.exec = &executor{
-		group: gc, conns: newConnections(func(ctx context.Context, s configs.Site) (Instance, error) { return d.opts.Dial(ctx, gc, s) }, gc.Sites), log: log, failpoint: d.opts.Failpoint,
-		secret: gc.Credentials.Replication.Password,
-	}
+	log := g.log
 	build := d.opts.Followers
 	if build == nil {
 		build = defaultFollowers
@@ -225,6 +213,28 @@ func (d *Daemon) newGroup(gc configs.Group) (*group, error) {
 		r.SetOnResult(func(res hooks.Result) { d.opts.Events.HookDone(gc.Name, res.Hook, res.Event, res.OK) })
 		g.hooks = r
 	}
+	return g, nil
+}
+
+// newGroupCore is a group's decision loop and executor, without routing,
+// cache, hooks or events (the daemon adds them; the harness runs without).
+func newGroupCore(gc configs.Group, st store.Store, pub *publisher, dial Dialer, clock func() time.Time,
+	failpoint func(string), log *slog.Logger) (*group, error) {
+	pol := policyOf(gc)
+	if err := pol.Validate(); err != nil {
+		return nil, fmt.Errorf("group %s: %w", gc.Name, err)
+	}
+	g := &group{
+		cfg: gc, flavor: flavorOf(gc.Engine), policy: pol, store: st, pub: pub, now: clock, log: log,
+		actionTimeout: gc.RelayDrainTimeout + 30*time.Second, // maxLagWait only shortens the drain
+		fenced:        map[string]uint64{},
+		sidecars:      newSidecars(gc),
+		requests:      make(chan request),
+		reclones:      map[string]bool{},
+		recloned:      make(chan recloneResult),
+	}
+	g.exec = &executor{group: gc, conns: newConnections(dial, gc.Sites), log: log, failpoint: failpoint,
+		secret: gc.Credentials.Replication.Password}
 	return g, nil
 }
 

@@ -54,6 +54,9 @@ type group struct {
 
 	// actionTimeout bounds one action (a whole promotion sequence).
 	actionTimeout time.Duration
+	// sequential runs an action's parallel parts one after another (see
+	// concurrently).
+	sequential bool
 
 	mu        sync.Mutex // guards the fields below, read by status
 	stored    store.GroupState
@@ -143,13 +146,28 @@ func (g *group) observed(servingSince time.Time) sitepair.Observed {
 // round decides once, on settled observations, and carries the decision out.
 // ctx is the leadership term's context.
 func (g *group) round(ctx context.Context, servingSince time.Time) {
+	if r, ok := g.decide(ctx, servingSince); ok {
+		g.carryOut(ctx, r.Decision)
+	}
+}
+
+// Round is one decision of a group's loop with its inputs.
+type Round struct {
+	Observed sitepair.Observed
+	State    sitepair.Persisted
+	Decision sitepair.Decision
+}
+
+// decide is a round's decision, not yet carried out; ok is false while the
+// observations are not settled since the last action.
+func (g *group) decide(ctx context.Context, servingSince time.Time) (r Round, ok bool) {
 	g.mu.Lock()
 	st, barrier := g.state, g.barrier
 	g.mu.Unlock()
 	// Deciding on probes taken before our last action would, for instance,
 	// see a just-promoted primary as still read-only and act again.
 	if !g.obs.Settled(barrier) {
-		return
+		return Round{}, false
 	}
 	// A reclone no daemon runs any more must not look like one running.
 	if len(st.Recloning) > 0 {
@@ -158,8 +176,8 @@ func (g *group) round(ctx context.Context, servingSince time.Time) {
 		st = g.state
 		g.mu.Unlock()
 	}
-	d := sitepair.Decide(g.observed(servingSince), st, g.policy, g.now())
-	g.carryOut(ctx, d)
+	o := g.observed(servingSince)
+	return Round{Observed: o, State: st, Decision: sitepair.Decide(o, st, g.policy, g.now())}, true
 }
 
 func (g *group) carryOut(ctx context.Context, d sitepair.Decision) {
@@ -374,7 +392,7 @@ func (g *group) revoke(ctx context.Context, d sitepair.Decision) error {
 	// threads reading from it slow.
 	var wg sync.WaitGroup
 	if fence := g.reachable(d.Fence); len(fence) > 0 {
-		wg.Go(func() {
+		g.concurrently(&wg, func() {
 			if err := g.bestEffortFence(ctx, fence); err != nil {
 				// Best effort: the old primary may be down; phase 2 waits for a proof.
 				g.log.Info("fence.best_effort_failed", "err", err)
@@ -382,7 +400,7 @@ func (g *group) revoke(ctx context.Context, d sitepair.Decision) error {
 		})
 	}
 	if len(d.Detach) > 0 {
-		wg.Go(func() {
+		g.concurrently(&wg, func() {
 			if err := g.stopIO(ctx, d.Detach); err != nil {
 				// The next decision sees which IO threads still run and retries.
 				g.log.Warn("semisync.detach_failed", "err", err)
@@ -400,7 +418,7 @@ func (g *group) stopIO(ctx context.Context, sites []string) error {
 	errs := make([]error, len(sites))
 	var wg sync.WaitGroup
 	for i, s := range sites {
-		wg.Go(func() {
+		g.concurrently(&wg, func() {
 			err := g.exec.on(ctx, s, stepTimeout, func(ctx context.Context, in Instance) error { return in.StopReplicaIO(ctx) })
 			if err != nil {
 				errs[i] = fmt.Errorf("stop IO thread of %s: %w", s, err)
@@ -411,6 +429,16 @@ func (g *group) stopIO(ctx context.Context, sites []string) error {
 	}
 	wg.Wait()
 	return errors.Join(errs...)
+}
+
+// concurrently runs f in wg, or right now in a group built with sequential
+// set (the deterministic simulation, whose histories must replay exactly).
+func (g *group) concurrently(wg *sync.WaitGroup, f func()) {
+	if g.sequential {
+		f()
+		return
+	}
+	wg.Go(f)
 }
 
 // reachable keeps the sites not debounced unreachable: a best-effort fence

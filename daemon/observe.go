@@ -13,11 +13,24 @@ import (
 	"github.com/failoverd/failoverd/statemachine"
 )
 
-// polled is the production Observations: a poller feeding a tracker.
-type polled struct {
+// tracked is Observations read from a tracker: what the daemon decides on,
+// whoever feeds the tracker.
+type tracked struct {
 	cfg     configs.Group
 	tracker *poller.Tracker
-	poller  *poller.Poller
+}
+
+// TrackerObservations is the daemon's Observations of group g read from tr,
+// which the caller feeds. The deterministic simulation (test/sim) feeds it
+// simulated probes; the daemon feeds it its poller.
+func TrackerObservations(g configs.Group, tr *poller.Tracker) Observations {
+	return &tracked{cfg: g, tracker: tr}
+}
+
+// polled is the production Observations: a poller feeding a tracker.
+type polled struct {
+	*tracked
+	poller *poller.Poller
 	// wake is signalled after every observation (the group decides on it).
 	wake chan struct{}
 }
@@ -38,7 +51,7 @@ func pollerObservations(ctx context.Context, g configs.Group, log *slog.Logger, 
 	if err != nil {
 		return nil, err
 	}
-	pl := &polled{cfg: g, tracker: tr, poller: p, wake: make(chan struct{}, 1)}
+	pl := &polled{tracked: &tracked{cfg: g, tracker: tr}, poller: p, wake: make(chan struct{}, 1)}
 	go func() {
 		err := p.Run(ctx, func(o poller.Observation) {
 			events.ProbeDone(g.Name, o.Site, o.Duration, o.Reachable)
@@ -60,20 +73,18 @@ func pollerObservations(ctx context.Context, g configs.Group, log *slog.Logger, 
 }
 
 // Observed implements Observations.
-func (p *polled) Observed() sitepair.Observed {
+func (p *tracked) Observed() sitepair.Observed {
 	out := sitepair.Observed{Sites: make([]sitepair.SiteObservation, 0, len(p.cfg.Sites))}
 	for i, s := range p.cfg.Sites {
 		v, _ := p.tracker.Site(s.Name)
-		out.Sites = append(out.Sites, SiteObservation(i, s, v))
+		out.Sites = append(out.Sites, siteObservation(i, s, v))
 	}
 	return out
 }
 
-// SiteObservation turns the poller's view of one site (the index-th of its
-// group's configuration) into decision input. Exported for the
-// deterministic simulation (test/sim), which feeds the decision core exactly
-// as the daemon does.
-func SiteObservation(index int, s configs.Site, v poller.SiteView) sitepair.SiteObservation {
+// siteObservation turns the poller's view of one site (the index-th of its
+// group's configuration) into decision input.
+func siteObservation(index int, s configs.Site, v poller.SiteView) sitepair.SiteObservation {
 	o := sitepair.SiteObservation{
 		Name: s.Name, Role: sitepair.Role(s.Role), Priority: s.Priority, Index: index,
 		State: v.State, Debouncing: v.Debouncing, RefusedProbes: v.RefusedInARow,
@@ -126,7 +137,7 @@ func SiteObservation(index int, s configs.Site, v poller.SiteView) sitepair.Site
 }
 
 // SiteView implements siteViewer.
-func (p *polled) SiteView(name string) (poller.SiteView, bool) { return p.tracker.Site(name) }
+func (p *tracked) SiteView(name string) (poller.SiteView, bool) { return p.tracker.Site(name) }
 
 // Settled implements Observations.
 //
@@ -135,7 +146,7 @@ func (p *polled) SiteView(name string) (poller.SiteView, bool) { return p.tracke
 // step of a failover by seconds. Nothing a decision concludes from "still
 // unreachable" needs a fresher probe (a site that came back is handled by
 // the next rounds: fenced, or found writable and fenced as split brain).
-func (p *polled) Settled(t time.Time) bool {
+func (p *tracked) Settled(t time.Time) bool {
 	for _, s := range p.cfg.Sites {
 		v, ok := p.tracker.Site(s.Name)
 		if !ok || !v.HasLatest {

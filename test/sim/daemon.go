@@ -1,9 +1,9 @@
 package sim
 
 import (
+	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/failoverd/failoverd/configs"
@@ -12,131 +12,98 @@ import (
 	"github.com/failoverd/failoverd/mysqlctl"
 	"github.com/failoverd/failoverd/poller"
 	"github.com/failoverd/failoverd/sitepair"
-	"github.com/failoverd/failoverd/statemachine"
+	"github.com/failoverd/failoverd/store"
 )
 
-// Simulated intervals, mirroring a group configured with a 1 s poll
-// interval and probe timeout.
-const (
-	pollInterval      = time.Second
-	probeTimeout      = time.Second
-	recoveryThreshold = 2
-	relayDrainTimeout = 15 * time.Second
-	maxCandidateLag   = 30 * time.Second
-	escalationWindow  = 10 * time.Minute
-)
-
-// policyFor mirrors daemon.policyOf for the simulated group configuration.
-func policyFor(su Setup) sitepair.Policy {
-	p := sitepair.Policy{
-		Fencing:             sitepair.FencingConfirmed,
-		FailoverCooldown:    time.Duration(su.CooldownSteps) * pollInterval,
-		EscalationCount:     su.EscalationCount,
-		EscalationWindow:    escalationWindow,
-		MaxLag:              maxCandidateLag,
-		Detection:           statemachine.Corroborated,
-		CorroborationWindow: max(10*time.Second, 4*time.Duration(su.FailureThreshold)*pollInterval),
-		RefusedProbes:       max(2, su.FailureThreshold),
-		CatchUpTimeout:      relayDrainTimeout,
-		PromotionSettle:     max(sitepair.DefaultPromotionSettle, 2*(time.Duration(recoveryThreshold+1)*pollInterval+probeTimeout)),
-		SemiSyncAfterSync:   true,
-	}
-	if su.SemiSyncFencing {
-		p.Fencing = sitepair.FencingSemiSync
-	}
-	return p
-}
-
-// errCrashed ends an action the simulated daemon crashed in.
+// errCrashed is what a crashed daemon's actions and writes get: nothing it
+// does after its failpoint reaches a server or the store.
 var errCrashed = errors.New("sim: daemon crashed at a failpoint")
 
 // errUnreachable is an action on a site the daemon cannot reach.
 var errUnreachable = errors.New("sim: site unreachable")
 
-// errNotContained mirrors daemon.ErrNotContained (repoint refused).
-var errNotContained = errors.New("sim: replica has transactions the new primary lacks; not repointed")
-
-// errDrainAborted mirrors daemon.ErrDrainAborted.
-var errDrainAborted = errors.New("sim: relay log not drained in time; promotion aborted")
-
-// daemon is the simulated failoverd: its memory (lost on a restart) and
-// the store (kept).
+// daemon is the simulated failoverd: the daemon package's own loop
+// (failoverd.Harness: decide, act, persist) fed by simulated probes, acting
+// on the model servers, saving to a memory store that outlives its
+// restarts.
 type daemon struct {
-	w       *world
-	policy  sitepair.Policy
+	w     *world
+	cfg   configs.Group
+	store *store.Memory
+	h     *failoverd.Harness
+	// tracker is the daemon's debouncing, fed by probe.
 	tracker *poller.Tracker
 	seq     map[string]uint64
-	state   sitepair.Persisted // in memory, what it last saved or loaded
-	fenced  map[string]uint64
-	barrier time.Time
-	serving time.Time
 	last    sitepair.Decision
+	// current is the decision being carried out (promoted checks it).
+	current sitepair.Decision
 	// crashAt > 0 makes the crashAt-th failpoint of the next action crash.
 	crashAt int
 	crashed bool
 }
 
-func newDaemon(w *world) *daemon {
-	d := &daemon{w: w, policy: w.policy}
-	d.start()
-	return d
+func newDaemon(w *world) (*daemon, error) {
+	cfg, err := groupConfig(w.setup)
+	if err != nil {
+		return nil, err
+	}
+	d := &daemon{w: w, cfg: cfg, store: store.NewMemory(w.now), seq: map[string]uint64{}}
+	if err := d.start(); err != nil {
+		return nil, err
+	}
+	return d, nil
 }
 
-// start is a (re)start: load the store, forget everything else.
-func (d *daemon) start() {
-	names := make([]string, len(d.w.sites))
-	for i, s := range d.w.sites {
-		names[i] = s.name
-	}
-	tr, err := poller.NewTracker(poller.TrackerConfig{Sites: names, FailureThreshold: d.w.setup.FailureThreshold,
-		RecoveryThreshold: recoveryThreshold, Detection: statemachine.Corroborated, Clock: d.w.now})
+// start is a (re)start: a new process with its own debouncing, loading
+// what the store holds.
+func (d *daemon) start() error {
+	tr, err := poller.NewGroupTracker(d.cfg, d.w.now)
 	if err != nil {
-		panic(err)
+		return fmt.Errorf("sim: tracker: %w", err)
 	}
 	d.tracker = tr
-	if d.seq == nil {
-		d.seq = map[string]uint64{}
+	d.crashed, d.last = false, sitepair.Decision{}
+	h, err := failoverd.NewHarness(d.cfg, failoverd.HarnessOptions{
+		Observations: failoverd.TrackerObservations(d.cfg, tr),
+		Dial:         d.dial,
+		Store:        simStore{d},
+		Clock:        d.w.now,
+		Failpoint:    d.failpoint,
+		Logger:       d.w.logger(),
+		Identity:     "sim",
+	})
+	if err != nil {
+		return fmt.Errorf("sim: harness: %w", err)
 	}
-	d.state = clonePersisted(d.w.stored)
-	if d.state.InFlight != nil {
-		// daemon.load: waits are measured from this process's clock.
-		d.state.InFlight.RevokedAt = later(d.state.InFlight.RevokedAt, d.w.now())
-	}
-	d.fenced = map[string]uint64{}
-	d.barrier = time.Time{}
-	d.serving = d.w.now()
-	d.last = sitepair.Decision{}
-	d.crashed = false
+	d.h = h
+	d.w.policy = h.Policy()
+	return h.Start(context.Background())
 }
 
-func later(a, b time.Time) time.Time {
-	if b.After(a) {
-		return b
+// restart is start after a crash or a scheduled restart.
+func (d *daemon) restart() {
+	if err := d.start(); err != nil {
+		d.w.fail("daemon restart: %v", err)
 	}
-	return a
 }
 
-func clonePersisted(p sitepair.Persisted) sitepair.Persisted {
-	return sitepair.Apply(p, sitepair.Decision{Action: sitepair.None}, time.Time{})
-}
-
-// failpoint is called after each persisted step of an action.
-func (d *daemon) failpoint() error {
-	if d.crashAt > 0 {
+// failpoint is called after each persisted step of an action: the
+// crashAt-th one crashes the daemon.
+func (d *daemon) failpoint(step string) {
+	if d.crashAt > 0 && !d.crashed {
 		d.crashAt--
 		if d.crashAt == 0 {
 			d.crashed = true
-			return errCrashed
+			d.w.tracef("daemon crashes after step %s", step)
 		}
 	}
-	return nil
 }
 
 // probe polls every site through the daemon's links and feeds the tracker.
 func (d *daemon) probe(at time.Time) {
 	for _, s := range d.w.sites {
 		d.seq[s.name]++
-		o := poller.Observation{Group: "sim", Site: s.name, Seq: d.seq[s.name], Started: at, At: at}
+		o := poller.Observation{Group: d.cfg.Name, Site: s.name, Seq: d.seq[s.name], Started: at, At: at}
 		switch {
 		case !d.w.daemonLink(s) || s.hung || (!s.up && s.hostDown):
 			o.Class = poller.ClassTimeout
@@ -157,243 +124,199 @@ func (d *daemon) probe(at time.Time) {
 	}
 }
 
-// settled mirrors daemon.polled.Settled.
-func (d *daemon) settled(t time.Time) bool {
-	for _, s := range d.w.sites {
-		v, ok := d.tracker.Site(s.name)
-		if !ok || !v.HasLatest {
-			return false
-		}
-		if v.Latest.Started.Before(t) && !(v.State == statemachine.Unreachable && !v.Latest.Reachable) {
-			return false
-		}
-	}
-	return true
-}
-
-// observed mirrors daemon.polled.Observed plus group.observed.
-func (d *daemon) observed() sitepair.Observed {
-	out := sitepair.Observed{ServingSince: d.serving}
-	for i, s := range d.w.sites {
-		v, _ := d.tracker.Site(s.name)
-		o := siteObservation(i, s, v)
-		o.FencedEpoch = d.fenced[s.name]
-		out.Sites = append(out.Sites, o)
-	}
-	return out
-}
-
-// siteObservation feeds the daemon's own conversion (daemon.SiteObservation)
-// with the model server's configuration.
-func siteObservation(index int, s *server, v poller.SiteView) sitepair.SiteObservation {
-	role := configs.RolePrimaryCandidate
-	if s.dr {
-		role = configs.RoleDROnly
-	}
-	return failoverd.SiteObservation(index, configs.Site{Name: s.name, Role: role}, v)
-}
-
-// round mirrors group.round: decide on settled observations, carry out.
+// round is one round of the daemon's loop, its decision checked against
+// the invariants before it is carried out.
 func (d *daemon) round() {
-	if !d.settled(d.barrier) {
+	ctx := context.Background()
+	r, ok := d.h.Decide(ctx)
+	if !ok {
 		return
 	}
-	obs := d.observed()
-	dec := sitepair.Decide(obs, d.state, d.policy, d.w.now())
-	d.w.checkDecision(obs, d.state, dec)
-	d.carryOut(dec)
-}
-
-// switchover mirrors group.handle for kindSwitchover (no cache).
-func (d *daemon) switchover(target string) {
-	obs := d.observed()
-	dec := sitepair.DecideSwitchover(obs, d.state, d.policy, target, false, d.w.now())
-	d.w.tracef("switchover to %s: %s", target, dec)
-	if dec.Action != sitepair.RevokeEpoch {
-		return
-	}
-	d.w.checkDecision(obs, d.state, dec)
-	d.carryOut(dec)
-}
-
-// carryOut mirrors group.carryOut.
-func (d *daemon) carryOut(dec sitepair.Decision) {
+	dec := r.Decision
 	changed := dec.Reason != d.last.Reason || dec.Action != d.last.Action || dec.Target != d.last.Target
 	d.last = dec
 	if changed || (dec.Action != sitepair.None && dec.Action != sitepair.Alert) {
 		d.w.tracef("decision %s", dec)
 	}
-	if dec.Action == sitepair.None || dec.Action == sitepair.Alert {
-		return
-	}
-	err := d.act(dec)
-	d.barrier = d.w.now()
-	if err != nil {
+	d.w.checkDecision(r.Observed, r.State, dec)
+	d.current = dec
+	if err := d.h.CarryOut(ctx, dec); err != nil {
 		d.w.tracef("action %s failed: %v", dec.Action, err)
 	}
 }
 
-// act mirrors group.act.
-func (d *daemon) act(dec sitepair.Decision) error {
-	switch dec.Action {
-	case sitepair.AdoptPrimary, sitepair.MarkDiverged, sitepair.ClearDiverged, sitepair.HaltFailover:
-		return d.commit(dec)
-	case sitepair.RevokeEpoch:
-		return d.revoke(dec)
-	case sitepair.FenceSites:
-		return d.fenceSites(dec.Fence)
-	case sitepair.Promote:
-		return d.promote(dec)
-	case sitepair.ReassertPrimary:
-		if err := d.w.makeWritable(dec.Target); err != nil {
-			return err
-		}
-		if err := d.commit(dec); err != nil {
-			return err
-		}
-		d.w.promoted(dec)
-		return nil
-	case sitepair.Rejoin:
-		return d.repoint(dec.Target, dec.Repoint)
-	case sitepair.StopReplicaIO:
-		return d.stopIO(dec.Detach)
+// switchover is an operator's request through the daemon's own handling.
+func (d *daemon) switchover(target string) {
+	d.current = sitepair.Decision{Action: sitepair.RevokeEpoch, Planned: true, Target: target}
+	err := d.h.Switchover(context.Background(), target, false)
+	d.w.tracef("switchover to %s: %v", target, err)
+}
+
+// simStore is the daemon's store: the memory store, written only by a live
+// daemon, each write checked against the invariants on persisted state.
+type simStore struct{ d *daemon }
+
+func (s simStore) Describe() string { return "sim memory" }
+
+func (s simStore) Load(ctx context.Context, group string) (store.GroupState, error) {
+	if s.d.crashed {
+		return store.GroupState{}, errCrashed
 	}
-	return fmt.Errorf("unknown action %q", dec.Action)
+	return s.d.store.Load(ctx, group)
 }
 
-func (d *daemon) commit(dec sitepair.Decision) error {
-	return d.save(sitepair.Apply(d.state, dec, d.w.now()))
-}
-
-func (d *daemon) save(next sitepair.Persisted) error {
-	d.w.persist(next)
-	d.state = next
-	return d.failpoint()
-}
-
-// revoke mirrors group.revoke.
-func (d *daemon) revoke(dec sitepair.Decision) error {
-	if err := d.commit(dec); err != nil {
+func (s simStore) Save(ctx context.Context, st store.GroupState) error {
+	if s.d.crashed {
+		return errCrashed
+	}
+	if err := s.d.store.Save(ctx, st); err != nil {
 		return err
 	}
-	if d.state.InFlight != nil {
-		d.state.InFlight.RevokedAt = later(d.state.InFlight.RevokedAt, d.w.now())
-	}
-	if fence := d.reachable(dec.Fence); len(fence) > 0 {
-		_ = d.fenceSites(fence) // best effort: phase 2 waits for a proof
-	}
-	if len(dec.Detach) > 0 {
-		_ = d.stopIO(dec.Detach) // the next decision sees what still runs
-	}
-	return nil
-}
-
-// reachable mirrors group.reachable.
-func (d *daemon) reachable(sites []string) []string {
-	var out []string
-	for _, o := range d.observed().Sites {
-		if slices.Contains(sites, o.Name) && o.State != statemachine.Unreachable {
-			out = append(out, o.Name)
-		}
-	}
-	return out
-}
-
-func (d *daemon) stopIO(sites []string) error {
-	var errs []error
-	for _, s := range sites {
-		if err := d.w.stopIO(s); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	return errors.Join(errs...)
-}
-
-// fenceSites mirrors group.fenceSites.
-func (d *daemon) fenceSites(sites []string) error {
-	var errs []error
-	for _, s := range sites {
-		if err := d.w.fence(s); err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		d.fenced[s] = d.state.Epoch
-		if d.state.InFlight != nil && d.state.InFlight.From == s {
-			if err := d.failpoint(); err != nil {
-				return err
-			}
-		}
-	}
-	return errors.Join(errs...)
-}
-
-// promote mirrors group.promote (phase 2).
-func (d *daemon) promote(dec sitepair.Decision) error {
-	if st := d.state; st.InFlight != nil && st.InFlight.To != dec.Target {
-		f := *st.InFlight
-		f.To = dec.Target
-		st.InFlight = &f
-		if err := d.save(st); err != nil {
-			return err
-		}
-	}
-	if fence := d.reachable(dec.Fence); len(fence) > 0 {
-		_ = d.fenceSites(fence)
-		if d.crashed {
-			return errCrashed
-		}
-	}
-	if err := d.w.drain(dec.Target); err != nil {
-		return fmt.Errorf("promote %s: %w", dec.Target, err)
-	}
-	if err := d.failpoint(); err != nil { // relay-drained
-		return err
-	}
-	promo, err := d.w.detach(dec.Target)
+	saved, err := s.d.store.Load(ctx, st.Group)
 	if err != nil {
-		return fmt.Errorf("promote %s: %w", dec.Target, err)
-	}
-	if err := d.failpoint(); err != nil { // promotion-recorded
 		return err
 	}
-	if !promo.Covers(dec.PromotionGTID) {
-		return fmt.Errorf("promote %s: %w: executed %s lacks %s", dec.Target, errDrainAborted, promo.Compact(), promo.Uncovered(dec.PromotionGTID).Compact())
+	s.d.w.persist(saved)
+	return nil
+}
+
+// dial opens the model server of a site.
+func (d *daemon) dial(_ context.Context, site configs.Site) (failoverd.Instance, error) {
+	if d.crashed {
+		return nil, errCrashed
 	}
-	if st := d.state; st.InFlight != nil && (st.InFlight.PublishedTo != dec.Target || st.InFlight.PublishedEpoch != dec.Epoch) {
-		f := *st.InFlight
-		f.PublishedEpoch, f.PublishedTo = dec.Epoch, dec.Target
-		st.InFlight = &f
-		if err := d.save(st); err != nil { // published
-			return err
-		}
+	return &instance{d: d, s: d.w.site(site.Name)}, nil
+}
+
+// instance is the daemon's admin connection to one model server.
+type instance struct {
+	d *daemon
+	s *server
+}
+
+var _ failoverd.Instance = (*instance)(nil)
+
+// reach is every operation's first check: a crashed daemon does nothing; a
+// site behind a cut link or a hung or dead server does not answer.
+func (in *instance) reach(op string) error {
+	if in.d.crashed {
+		return errCrashed
 	}
-	if err := d.w.makeWritable(dec.Target); err != nil {
-		return fmt.Errorf("promote %s: %w", dec.Target, err)
-	}
-	if err := d.failpoint(); err != nil { // writable
-		return err
-	}
-	dec.PromotionGTID = promo
-	if err := d.commit(dec); err != nil {
-		return err
-	}
-	d.w.promoted(dec)
-	if err := d.repoint(dec.Target, dec.Repoint); err != nil {
-		d.w.tracef("repoint failed: %v", err) // Rejoin retries
+	if !in.d.w.actionable(in.s) {
+		return fmt.Errorf("%s on %s: %w", op, in.s.name, errUnreachable)
 	}
 	return nil
 }
 
-// repoint mirrors executor.repoint, with its containment guard.
-func (d *daemon) repoint(primary string, sites []string) error {
-	var errs []error
-	for _, s := range sites {
-		if err := d.w.repoint(primary, s); err != nil {
-			errs = append(errs, fmt.Errorf("repoint %s to %s: %w", s, primary, err))
+func (in *instance) Status(context.Context) (mysqlctl.Status, error) {
+	if err := in.reach("status"); err != nil {
+		return mysqlctl.Status{}, err
+	}
+	return in.d.w.status(in.s), nil
+}
+
+func (in *instance) Fence(context.Context) error {
+	if err := in.reach("fence"); err != nil {
+		return err
+	}
+	in.s.readOnly = true
+	return nil
+}
+
+func (in *instance) KillClientConnections(context.Context) (int, error) {
+	if err := in.reach("kill connections"); err != nil {
+		return 0, err
+	}
+	return len(in.s.dropSessions()), nil
+}
+
+func (in *instance) StopReplicaIO(context.Context) error {
+	if err := in.reach("stop IO thread"); err != nil {
+		return err
+	}
+	in.s.ioRunning = false
+	return nil
+}
+
+func (in *instance) StartReplicaIO(context.Context) error {
+	if err := in.reach("start IO thread"); err != nil {
+		return err
+	}
+	in.s.ioRunning = in.s.source != ""
+	return nil
+}
+
+// WaitRelayDrained applies the relay log at once, unless the applier is
+// stalled (the drain times out).
+func (in *instance) WaitRelayDrained(_ context.Context, target gtid.Set, timeout time.Duration) error {
+	if err := in.reach("wait for the relay log"); err != nil {
+		return err
+	}
+	if in.s.sqlStall > 0 && len(in.s.relay) > 0 {
+		return fmt.Errorf("%w: %d transactions not applied within %v", mysqlctl.ErrDrainTimeout, len(in.s.relay), timeout)
+	}
+	in.d.w.apply(in.s, len(in.s.relay))
+	if !in.s.executed.gtidSet().Covers(target) {
+		return fmt.Errorf("sim: drained %s but executed %s lacks %s", in.s.name, in.s.executed.gtidSet().Compact(), target.Compact())
+	}
+	return nil
+}
+
+func (in *instance) StopReplica(context.Context) error {
+	if err := in.reach("stop replica"); err != nil {
+		return err
+	}
+	in.s.ioRunning = false
+	return nil
+}
+
+func (in *instance) ResetReplicaAll(context.Context) error {
+	if err := in.reach("reset replica all"); err != nil {
+		return err
+	}
+	in.s.source, in.s.ioRunning = "", false
+	in.s.retrieved.clear()
+	in.s.relay = nil
+	return nil
+}
+
+// Promote makes the server writable; a transition from read-only is a
+// promotion, checked for lost acknowledged writes.
+func (in *instance) Promote(context.Context) error {
+	if err := in.reach("promote"); err != nil {
+		return err
+	}
+	in.s.readOnly = false
+	if c := in.d.current; (c.Action == sitepair.Promote || c.Action == sitepair.ReassertPrimary) && c.Target == in.s.name {
+		in.d.w.promoted(c)
+	}
+	return nil
+}
+
+func (in *instance) ReplicateFrom(_ context.Context, src mysqlctl.Source) error {
+	if err := in.reach("replicate"); err != nil {
+		return err
+	}
+	var p *server
+	for _, s := range in.d.w.sites {
+		if siteAddress(s.index) == fmt.Sprintf("%s:%d", src.Host, src.Port) {
+			p = s
 		}
 	}
-	return errors.Join(errs...)
+	if p == nil {
+		return fmt.Errorf("sim: no site at %s:%d", src.Host, src.Port)
+	}
+	if in.s.source != p.name {
+		in.s.retrieved.clear()
+		in.s.relay = nil
+	}
+	in.s.source, in.s.ioRunning = p.name, true
+	return nil
 }
+
+func (in *instance) SetSemiSync(context.Context, bool, bool) error { return in.reach("set semi-sync") }
+
+func (in *instance) Close() error { return nil }
 
 // status is what mysqlctl would read from s.
 func (w *world) status(s *server) mysqlctl.Status {

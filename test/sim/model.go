@@ -1,11 +1,11 @@
 // Package sim is failoverd's deterministic simulation: seeded histories of
 // one failover group on a fake clock, where an in-memory model of N MySQL
 // sites (GTID sets, read_only, semi-sync acknowledgements, replication
-// links with relay backlogs, crashes, hangs, partitions) is observed through
-// the real poller.Tracker (statemachine debouncing) and driven by the real
-// decision core (sitepair.Decide, DecideSwitchover, Apply), carried out the
-// way daemon/group.go carries decisions out. Invariants are checked after
-// every step. See docs/simulation.md.
+// links with relay backlogs, crashes, hangs, partitions) is driven by the
+// daemon's own loop (daemon.Harness: the group's decide, act, persist and
+// publish code, its executor, the tracker-backed observations it decides
+// on) configured through configs.Parse and saving to store.Memory.
+// Invariants are checked after every step. See docs/simulation.md.
 package sim
 
 import (
@@ -24,10 +24,12 @@ type txn struct {
 	seq    uint64
 }
 
-// txnSet is a set of transactions with its gtid.Set form cached.
+// txnSet is a set of transactions with its gtid.Set form cached: the
+// cache is extended by the transactions added since it was built.
 type txnSet struct {
 	m     map[txn]struct{}
 	cache *gtid.Set
+	added []txn // added after cache was built
 }
 
 func newTxnSet() *txnSet { return &txnSet{m: map[txn]struct{}{}} }
@@ -37,14 +39,16 @@ func (s *txnSet) has(t txn) bool { _, ok := s.m[t]; return ok }
 func (s *txnSet) add(t txn) {
 	if _, ok := s.m[t]; !ok {
 		s.m[t] = struct{}{}
-		s.cache = nil
+		if s.cache != nil {
+			s.added = append(s.added, t)
+		}
 	}
 }
 
 func (s *txnSet) clear() {
 	if len(s.m) > 0 {
 		s.m = map[txn]struct{}{}
-		s.cache = nil
+		s.cache, s.added = nil, nil
 	}
 }
 
@@ -53,11 +57,24 @@ func uuidOf(i int) string { return fmt.Sprintf("00000000-0000-0000-0000-%012x", 
 
 // gtidSet returns the set in gtid form (MySQL flavor).
 func (s *txnSet) gtidSet() gtid.Set {
-	if s.cache != nil {
-		return *s.cache
+	if s.cache == nil {
+		all := make([]txn, 0, len(s.m))
+		for t := range s.m {
+			all = append(all, t)
+		}
+		set := gtidOf(all)
+		s.cache, s.added = &set, nil
+	} else if len(s.added) > 0 {
+		set := s.cache.Union(gtidOf(s.added))
+		s.cache, s.added = &set, nil
 	}
+	return *s.cache
+}
+
+// gtidOf is the gtid form of txns (any order).
+func gtidOf(txns []txn) gtid.Set {
 	per := map[int][]uint64{}
-	for t := range s.m {
+	for _, t := range txns {
 		per[t.origin] = append(per[t.origin], t.seq)
 	}
 	origins := make([]int, 0, len(per))
@@ -87,9 +104,7 @@ func (s *txnSet) gtidSet() gtid.Set {
 			j = k + 1
 		}
 	}
-	set := gtid.MustParse(gtid.MySQL, b.String())
-	s.cache = &set
-	return set
+	return gtid.MustParse(gtid.MySQL, b.String())
 }
 
 // server is the model of one site's mysqld.

@@ -8,6 +8,7 @@ import (
 
 	"github.com/failoverd/failoverd/sitepair"
 	"github.com/failoverd/failoverd/statemachine"
+	"github.com/failoverd/failoverd/store"
 )
 
 // Result is the outcome of one history.
@@ -75,7 +76,7 @@ func Run(seed uint64, sched Schedule, verbose bool) Result {
 		if w.d.crashed {
 			w.tracef("daemon crashed mid-action; restarting")
 			w.stats.DaemonCrashes++
-			w.d.start()
+			w.d.restart()
 		}
 		if verbose {
 			for _, s := range w.sites {
@@ -106,24 +107,24 @@ func (w *world) runHeals() {
 	}
 }
 
-// persist is the store's write, with the invariants on persisted state.
-func (w *world) persist(next sitepair.Persisted) {
+// persist checks a state the store saved against the one before it.
+func (w *world) persist(next store.GroupState) {
 	prev := w.stored
 	// The epoch is monotonic: a smaller one would let an old view win.
 	if next.Epoch < prev.Epoch {
 		w.fail("persisted epoch decreased from %d to %d", prev.Epoch, next.Epoch)
 	}
-	if next.LastFailoverAt.Before(prev.LastFailoverAt) {
-		w.fail("last failover time went back from %s to %s", prev.LastFailoverAt, next.LastFailoverAt)
+	if lastFailoverAt(next).Before(lastFailoverAt(prev)) {
+		w.fail("last failover time went back from %s to %s", lastFailoverAt(prev), lastFailoverAt(next))
 	}
 	// The failover history is never lost (the sim has no operator
 	// acknowledgement, the only thing that clears it).
-	keep := prev.FailoverHistory
+	keep := prev.History
 	if len(keep) > sitepair.MaxHistory-1 {
 		keep = keep[len(keep)-(sitepair.MaxHistory-1):]
 	}
 	for _, t := range keep {
-		if !slices.Contains(next.FailoverHistory, t) {
+		if !slices.ContainsFunc(next.History, t.Equal) {
 			w.fail("failover at %s dropped from the persisted history", t)
 		}
 	}
@@ -132,7 +133,14 @@ func (w *world) persist(next sitepair.Persisted) {
 			w.fail("diverged mark of %s dropped while it still holds transactions the primary lacks", site)
 		}
 	}
-	w.stored = clonePersisted(next)
+	w.stored = next
+}
+
+func lastFailoverAt(st store.GroupState) time.Time {
+	if st.LastFailover == nil {
+		return time.Time{}
+	}
+	return st.LastFailover.At
 }
 
 // repaired: site holds nothing the persisted primary lacks.

@@ -2,11 +2,13 @@ package sim
 
 import (
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
+	"os"
 	"time"
 
-	"github.com/failoverd/failoverd/gtid"
 	"github.com/failoverd/failoverd/sitepair"
+	"github.com/failoverd/failoverd/store"
 )
 
 // ack is one write acknowledged to its client.
@@ -36,7 +38,8 @@ type world struct {
 	stallCount []int
 	heals      []heal
 
-	stored  sitepair.Persisted
+	// stored is what the store last saved.
+	stored  store.GroupState
 	d       *daemon
 	acks    map[txn]ack
 	ackedBy map[uint64]string // epoch → the site that acknowledged writes in it
@@ -72,7 +75,7 @@ type Stats struct {
 func newWorld(seed uint64, sched Schedule, verbose bool) *world {
 	su := setupFor(seed)
 	w := &world{
-		seed: seed, setup: su, schedule: sched, policy: policyFor(su),
+		seed: seed, setup: su, schedule: sched,
 		rng:     rand.New(rand.NewPCG(seed, 0xe4f)),
 		t0:      time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC),
 		linkCut: map[[2]int]int{},
@@ -91,8 +94,26 @@ func newWorld(seed uint64, sched Schedule, verbose bool) *world {
 		}
 		w.sites = append(w.sites, s)
 	}
-	w.d = newDaemon(w)
+	d, err := newDaemon(w)
+	if err != nil {
+		panic(err) // the simulated configuration itself is wrong: every seed would fail
+	}
+	w.d = d
 	return w
+}
+
+// logger is the simulated daemon's log: printed in a verbose replay,
+// discarded otherwise.
+func (w *world) logger() *slog.Logger {
+	if !w.verbose {
+		return nil
+	}
+	return slog.New(slog.NewTextHandler(os.Stdout, &slog.HandlerOptions{ReplaceAttr: func(groups []string, a slog.Attr) slog.Attr {
+		if len(groups) == 0 && a.Key == slog.TimeKey {
+			return slog.Attr{} // the trace's step numbers are the clock
+		}
+		return a
+	}}))
 }
 
 func (w *world) now() time.Time { return w.clock }
@@ -155,81 +176,6 @@ func (w *world) ioView(s *server) (connected, silent bool) {
 
 // actionable: the daemon can act on s now.
 func (w *world) actionable(s *server) bool { return w.daemonLink(s) && s.reachableHost() }
-
-// --- effects of the daemon's actions ---
-
-func (w *world) fence(name string) error {
-	s := w.site(name)
-	if !w.actionable(s) {
-		return fmt.Errorf("fence %s: %w", name, errUnreachable)
-	}
-	s.dropSessions()
-	s.readOnly = true
-	return nil
-}
-
-func (w *world) stopIO(name string) error {
-	s := w.site(name)
-	if !w.actionable(s) {
-		return fmt.Errorf("stop IO thread of %s: %w", name, errUnreachable)
-	}
-	s.ioRunning = false
-	return nil
-}
-
-func (w *world) drain(name string) error {
-	s := w.site(name)
-	if !w.actionable(s) {
-		return fmt.Errorf("drain %s: %w", name, errUnreachable)
-	}
-	s.ioRunning = false
-	if s.sqlStall > 0 && len(s.relay) > 0 {
-		s.ioRunning = s.source != "" // onDrainTimeout abort: receive again
-		return fmt.Errorf("drain %s: %w", name, errDrainAborted)
-	}
-	w.apply(s, len(s.relay))
-	return nil
-}
-
-func (w *world) detach(name string) (gtid.Set, error) {
-	s := w.site(name)
-	if !w.actionable(s) {
-		return gtid.Set{}, fmt.Errorf("detach %s: %w", name, errUnreachable)
-	}
-	s.source, s.ioRunning = "", false
-	s.retrieved.clear()
-	s.relay = nil
-	return s.executed.gtidSet(), nil
-}
-
-func (w *world) makeWritable(name string) error {
-	s := w.site(name)
-	if !w.actionable(s) {
-		return fmt.Errorf("make %s writable: %w", name, errUnreachable)
-	}
-	s.readOnly = false
-	return nil
-}
-
-func (w *world) repoint(primary, name string) error {
-	p, s := w.site(primary), w.site(name)
-	if !w.actionable(s) || !w.actionable(p) {
-		return errUnreachable
-	}
-	// executor.repointOne's guard: never make a replica of a source that
-	// lacks its transactions.
-	for t := range s.executed.m {
-		if !p.executed.has(t) {
-			return errNotContained
-		}
-	}
-	if s.source != primary {
-		s.retrieved.clear()
-		s.relay = nil
-	}
-	s.source, s.ioRunning = primary, true
-	return nil
-}
 
 // apply runs up to n relay transactions of s.
 func (w *world) apply(s *server, n int) {
@@ -298,6 +244,11 @@ func (w *world) acknowledge(src, r *server) {
 			continue
 		}
 		epoch := w.stored.Epoch
+		if f := w.stored.InFlight; f != nil && f.PublishedTo == src.name && f.PublishedEpoch > epoch {
+			// The promotion published the epoch naming src before making
+			// it writable: src writes in that epoch, not the revoked one.
+			epoch = f.PublishedEpoch
+		}
 		w.acks[t] = ack{site: src.name, epoch: epoch, step: w.step}
 		w.stats.Acks++
 		// Invariant: one site acknowledges writes per epoch.
@@ -420,7 +371,7 @@ func (w *world) inject(f Fault) {
 	case Switchover:
 		w.switchTo = s.name
 	case DaemonRestart:
-		w.d.start()
+		w.d.restart()
 		w.stats.DaemonCrashes++
 	case DaemonCrash:
 		w.d.crashAt = max(1, f.Peer)
