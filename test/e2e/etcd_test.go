@@ -58,6 +58,17 @@ func leader(ds ...*group) *group {
 // first and leads.
 func etcdGroup(t testing.TB, viaProxy bool) (c *testenv.EtcdCluster, a, b, cc *group, px *testenv.Proxy) {
 	t.Helper()
+	c, ds, px := electedGroup(t, viaProxy, 3)
+	return c, ds[0], ds[1], ds[2], px
+}
+
+// electedGroup starts a 3-site group and n leader-elected daemons sharing a
+// 3-member etcd cluster, daemon i talking to site i's member (daemon0
+// through the fault proxy px when viaProxy, which also puts the members'
+// peer links behind proxies). Daemon0 starts first, with env (e.g. a
+// failpoint), and leads; the others are followers that forward to it.
+func electedGroup(t testing.TB, viaProxy bool, n int, env ...string) (c *testenv.EtcdCluster, ds []*group, px *testenv.Proxy) {
+	t.Helper()
 	// Peer traffic through proxies, so a test can isolate a member.
 	c = testenv.StartEtcdClusterWith(t, 3, testenv.EtcdClusterOptions{ProxiedPeers: viaProxy})
 	url0 := c.Members[0].ClientURL()
@@ -65,15 +76,17 @@ func etcdGroup(t testing.TB, viaProxy bool) (c *testenv.EtcdCluster, a, b, cc *g
 		px = testenv.NewProxy(t, "daemon0-to-etcd0", strings.TrimPrefix(url0, "http://"))
 		url0 = "http://" + px.Addr()
 	}
-	a = newGroup(t, groupOptions{sites: 3, etcd: url0})
-	a.startDaemon()
+	a := newGroup(t, groupOptions{sites: 3, etcd: url0})
+	a.startDaemon(env...)
 	a.waitFor("daemon0 leads", 30*time.Second, func() bool { st, err := a.status(); return err == nil && st.Leader })
 	a.waitActive("site0", 30*time.Second)
-	b = a.peerAt("daemon1", c.Members[1].ClientURL())
-	b.startDaemon()
-	cc = a.peerAt("daemon2", c.Members[2].ClientURL())
-	cc.startDaemon()
-	for _, d := range []*group{b, cc} {
+	ds = []*group{a}
+	for i := 1; i < n; i++ {
+		d := a.peerAt(fmt.Sprintf("daemon%d", i), c.Members[i].ClientURL())
+		d.startDaemon()
+		ds = append(ds, d)
+	}
+	for _, d := range ds[1:] {
 		d.waitFor("follower ready", 30*time.Second, func() bool {
 			s, err := d.snapshot()
 			// Status shows the leader, the store and this daemon's session.
@@ -90,7 +103,23 @@ func etcdGroup(t testing.TB, viaProxy bool) (c *testenv.EtcdCluster, a, b, cc *g
 			t.Fatalf("follower /active-site: %d answered by %q, want 200 from the leader", resp.StatusCode, resp.Header.Get("X-Failoverd-Answered-By"))
 		}
 	}
-	return c, a, b, cc, px
+	return c, ds, px
+}
+
+// failedOverLeader waits until one of ds leads and has settled a failover
+// away from site0, and returns it.
+func failedOverLeader(timeout time.Duration, ds ...*group) *group {
+	ds[0].t.Helper()
+	var next *group
+	ds[0].waitFor("a daemon elsewhere leads and settled the failover", timeout, func() bool {
+		next = leader(ds...)
+		if next == nil {
+			return false
+		}
+		st, err := next.status()
+		return err == nil && st.ActiveSite != "" && st.ActiveSite != "site0" && st.InFlight == nil
+	})
+	return next
 }
 
 // Losing a whole site — its daemon (the leader), its etcd member and its
@@ -127,15 +156,7 @@ func siteLoss(t testing.TB) time.Duration {
 			}
 		}
 	}
-	var next *group
-	b.waitFor("a daemon elsewhere leads and settled the failover", 30*time.Second, func() bool {
-		next = leader(b, cc)
-		if next == nil {
-			return false
-		}
-		st, err := next.status()
-		return err == nil && st.ActiveSite != "" && st.ActiveSite != "site0" && st.InFlight == nil
-	})
+	next := failedOverLeader(30*time.Second, b, cc)
 	a.waitCrash(10 * time.Second)
 	st, _ := next.status()
 	newIdx := siteIndex(st.ActiveSite)
@@ -197,30 +218,34 @@ func partitionedLeader(t *testing.T, cut string) {
 	}
 	a.kill(0)
 	cutAt := time.Now()
-	var next *group
-	b.waitFor("another daemon leads and fails over", 60*time.Second, func() bool {
-		next = leader(b, cc)
-		if next == nil {
-			return false
-		}
-		st, err := next.status()
-		return err == nil && st.ActiveSite != "" && st.ActiveSite != "site0" && st.InFlight == nil
-	})
+	next := failedOverLeader(60*time.Second, b, cc)
 	t.Logf("%s: failed over by a new leader %v after the cut", cut, time.Since(cutAt))
+	// Read through a member of the quorum (member0 may be the one cut off).
+	deposedLeaderIdle(t, c.Members[1], a, next, oldID)
+	if w := next.writable(); len(w) != 1 {
+		t.Fatalf("writable sites %v", w)
+	}
+}
+
+// deposedLeaderIdle checks that the deposed leader old (identity oldID)
+// stopped acting once next took over: by both daemons' logs, old logged no
+// step after next's first one, and by the store's history (read through
+// member), old wrote no revision after next's first.
+func deposedLeaderIdle(t testing.TB, member *testenv.EtcdMember, old, next *group, oldID string) {
+	t.Helper()
 	time.Sleep(2 * time.Second) // give a lingering old leader the chance to misbehave
 	newSteps := stepTimes(next.logs.String())
 	if len(newSteps) == 0 {
 		t.Fatal("the new leader logged no step")
 	}
 	first := slices.MinFunc(newSteps, func(x, y time.Time) int { return x.Compare(y) })
-	for _, at := range stepTimes(a.logs.String()) {
+	for _, at := range stepTimes(old.logs.String()) {
 		if !at.Before(first) {
-			t.Errorf("the partitioned old leader logged a step at %s, after the new leader's first at %s", at.Format(time.RFC3339Nano), first.Format(time.RFC3339Nano))
+			t.Errorf("the deposed leader logged a step at %s, after the new leader's first at %s", at.Format(time.RFC3339Nano), first.Format(time.RFC3339Nano))
 		}
 	}
 	// The store's own history: once the new leader wrote, nothing by the old.
-	// Read through a member of the quorum (member0 may be the one cut off).
-	hist, err := store.NewEtcd(c.Members[1].Client(t), etcdPrefix, time.Now).History(context.Background(), "orders")
+	hist, err := store.NewEtcd(member.Client(t), etcdPrefix, time.Now).History(context.Background(), "orders")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -237,9 +262,6 @@ func partitionedLeader(t *testing.T, cut string) {
 	}
 	if !seenNew {
 		t.Fatalf("no revision by the new leader %s in %d revisions", newID, len(hist))
-	}
-	if w := next.writable(); len(w) != 1 {
-		t.Fatalf("writable sites %v", w)
 	}
 }
 

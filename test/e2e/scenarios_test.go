@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -172,6 +173,32 @@ func (r *scenarioRun) nobodyWritable(d time.Duration) {
 	if w := r.g.writable(); len(w) != 0 {
 		r.t.Fatalf("writable sites %v, want none", w)
 	}
+}
+
+// beginElected starts n daemons elected in a shared etcd store
+// (electedGroup; daemon0 leads, started with env), waits until site0 is
+// healthy and starts the write load. r.g is the leader.
+func (r *scenarioRun) beginElected(viaProxy bool, n int, env ...string) (*testenv.EtcdCluster, []*group, *testenv.Proxy) {
+	r.t.Helper()
+	c, ds, px := electedGroup(r.t, viaProxy, n, env...)
+	r.g = ds[0]
+	r.g.waitHealthy("site0", 30*time.Second)
+	r.startLoad()
+	return c, ds, px
+}
+
+// leaderLossMessages are the log lines of a daemon giving up leadership.
+var leaderLossMessages = []string{"leader.stepped_down", "leader.session_ended", "leader.key_lost", "leader.lost", "leader.session_failed"}
+
+// firstLogged returns the first of msgs a daemon's JSON log holds, or "none".
+func firstLogged(logs string, msgs ...string) string {
+	for _, line := range strings.Split(logs, "\n") {
+		var l struct{ Msg string }
+		if json.Unmarshal([]byte(line), &l) == nil && slices.Contains(msgs, l.Msg) {
+			return l.Msg
+		}
+	}
+	return "none"
 }
 
 // readLock blocks site i's applier with a global read lock (it keeps
@@ -507,6 +534,55 @@ func scenarios() []scenario {
 			st, i := r.promoted("site0")
 			r.resumes()
 			r.final, r.overlapFrom, r.outcome = i, 0, "daemon restarted after the loss: "+failoverOutcome(st)
+		}},
+		{"leader-killed-mid-failover", func(r *scenarioRun) {
+			// Two daemons elected in etcd; the leader dies right after
+			// persisting a step of the failover.
+			const step = daemon.StepRelayDrained
+			_, ds, _ := r.beginElected(false, 2, "FAILOVERD_FAILPOINT="+step)
+			before, _ := r.g.status()
+			r.g.kill(0)
+			r.g.waitCrash(failoverTimeout)
+			crashed := time.Now()
+			r.g = failedOverLeader(failoverTimeout, ds[1])
+			took := time.Since(crashed)
+			st, i := r.promoted("site0")
+			// One failover's epochs: the follower finished the failover in
+			// flight rather than abandoning it and starting another.
+			if st.Epoch != before.Epoch+2 {
+				r.t.Fatalf("epoch %d after the takeover, want %d", st.Epoch, before.Epoch+2)
+			}
+			r.resumes()
+			r.final, r.overlapFrom = i, 0
+			r.outcome = fmt.Sprintf("leader died after step %s, daemon1 took over and finished it in %.1fs: %s", step, took.Seconds(), failoverOutcome(st))
+		}},
+		{"leader-partitioned-from-store", func(r *scenarioRun) {
+			// Two daemons elected in etcd; the leader's link to its etcd
+			// member is cut as the primary dies.
+			c, ds, px := r.beginElected(true, 2)
+			old := r.g
+			snap, err := old.snapshot()
+			if err != nil || !snap.Daemon.Leader {
+				r.t.Fatalf("daemon0 not leading: %+v %v", snap.Daemon, err)
+			}
+			px.Cut()
+			r.g.kill(0)
+			cut := time.Now()
+			r.g = failedOverLeader(failoverTimeout, ds[1])
+			took := time.Since(cut)
+			st, i := r.promoted("site0")
+			// Read through member1: member0 is the one daemon0 lost.
+			deposedLeaderIdle(r.t, c.Members[1], old, r.g, snap.Daemon.Identity)
+			r.resumes()
+			// The link back: the deposed daemon follows the new leader.
+			px.Restore()
+			old.waitFor("daemon0 follows daemon1", 30*time.Second, func() bool {
+				s, err := old.snapshot()
+				return err == nil && s.Daemon.Ready && !s.Daemon.Leader && s.Daemon.LeaderIdentity == "http://"+r.g.listen
+			})
+			r.final, r.overlapFrom = i, 0
+			r.outcome = fmt.Sprintf("leader cut off from etcd (%s), no step after daemon1's first; daemon1 failed over in %.1fs: %s; link restored, daemon0 follows",
+				firstLogged(old.logs.String(), leaderLossMessages...), took.Seconds(), failoverOutcome(st))
 		}},
 		{"relay-backlog", func(r *scenarioRun) {
 			r.begin(groupOptions{sites: 3})
