@@ -55,6 +55,11 @@ type Options struct {
 	MaxOpenConns int
 	// Logger receives operation and driver logs; default slog.Default().
 	Logger *slog.Logger
+	// StatusOnly opens an Instance that serves Status and nothing else (a
+	// poller's prober): its sessions accept multi-statement text, so Status
+	// reads the variables and the replica status in one round trip instead
+	// of two; every other operation fails with ErrInvalidArgument.
+	StatusOnly bool
 }
 
 // Instance controls one MySQL or MariaDB server through a small pool of
@@ -114,6 +119,7 @@ func open(ctx context.Context, opts Options) (*Instance, error) {
 	// Every literal this package builds relies on NO_BACKSLASH_ESCAPES (see
 	// quote): without it a backslash in a password could end the literal.
 	cfg.Params = map[string]string{"sql_mode": "'NO_BACKSLASH_ESCAPES'"}
+	cfg.MultiStatements = opts.StatusOnly
 	cfg.Logger = driverLogger{logger.With("addr", opts.Addr)}
 
 	pool, err := newPool(cfg, max(1, orDefault(opts.MaxOpenConns, DefaultMaxOpenConns)), &connIDs{})
@@ -160,6 +166,12 @@ func open(ctx context.Context, opts Options) (*Instance, error) {
 		return nil, fmt.Errorf("open %s: %w", opts.Addr, err)
 	}
 	inst.flavor, inst.d = f, newDialect(f)
+	if opts.StatusOnly {
+		inst.q = statusOnlyQuerier{db: pool.db, allowed: map[string]bool{inst.d.statusQuery: true, inst.d.replicaStatusQuery: true}}
+		inst.openLong = func(context.Context) (querier, func() error, error) {
+			return nil, nil, fmt.Errorf("%w: a status-only instance opens no other session", ErrInvalidArgument)
+		}
+	}
 	logger.Debug("mysqlctl: opened", "addr", opts.Addr, "flavor", f.String())
 	return inst, nil
 }

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -271,7 +272,7 @@ func (s suite) testOpen(t *testing.T) {
 }
 
 func (s suite) testStatus(t *testing.T) {
-	p, _, ip, ir, pdb, rdb := s.pair(t)
+	p, r, ip, ir, pdb, rdb := s.pair(t)
 	mustExec(t, app(t, p), "INSERT INTO t VALUES (4, 0)")
 	s.waitReplicated(t, rdb, pdb)
 
@@ -327,6 +328,42 @@ func (s suite) testStatus(t *testing.T) {
 		}
 	} else if stR.ServerUUID != queryString(t, rdb, "SELECT @@GLOBAL.server_uuid") || rep.SourceUUID != stP.ServerUUID {
 		t.Errorf("MySQL uuids: %q, source %q", stR.ServerUUID, rep.SourceUUID)
+	}
+	s.checkStatusOnly(t, p, stP)
+	s.checkStatusOnly(t, r, stR)
+}
+
+// checkStatusOnly opens srv StatusOnly (the poller's probers): its Status,
+// read in one round trip, equals want (read in two, the counters that move
+// by themselves aside), and it refuses every other operation.
+func (s suite) checkStatusOnly(t *testing.T, srv *realServer, want Status) {
+	t.Helper()
+	inst, err := Open(ctxFor(t, 30*time.Second), Options{Addr: srv.addr(), User: testenv.AdminUser, Password: testenv.AdminPassword,
+		StatusOnly: true, Logger: slog.New(slog.NewTextHandler(t.Output(), nil))})
+	if err != nil {
+		t.Fatalf("open %s status-only: %v", srv.name, err)
+	}
+	defer inst.Close()
+	got, err := inst.Status(ctxFor(t, 30*time.Second))
+	if err != nil {
+		t.Fatalf("status-only Status of %s: %v", srv.name, err)
+	}
+	settle := func(st Status) Status {
+		if st.Replica != nil {
+			r := *st.Replica
+			r.ReceivedHeartbeats, r.Lag, r.IOState, r.SQLState = 0, 0, "", ""
+			st.Replica = &r
+		}
+		return st
+	}
+	if g, w := settle(got), settle(want); !reflect.DeepEqual(g, w) {
+		t.Errorf("status-only Status of %s:\n%+v %+v\nwant\n%+v %+v", srv.name, g, g.Replica, w, w.Replica)
+	}
+	if err := inst.Fence(ctxFor(t, 30*time.Second)); !errors.Is(err, ErrInvalidArgument) {
+		t.Errorf("a status-only instance fenced: %v", err)
+	}
+	if err := inst.StopReplica(ctxFor(t, 30*time.Second)); !errors.Is(err, ErrInvalidArgument) {
+		t.Errorf("a status-only instance stopped replication: %v", err)
 	}
 }
 

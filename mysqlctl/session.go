@@ -100,6 +100,11 @@ func (q dbQuerier) query(ctx context.Context, stmt string) (*resultSet, error) {
 		return nil, err
 	}
 	defer rows.Close()
+	return readResultSet(rows)
+}
+
+// readResultSet reads the current result set of rows to its end.
+func readResultSet(rows *sql.Rows) (*resultSet, error) {
 	cols, err := rows.Columns()
 	if err != nil {
 		return nil, err
@@ -117,6 +122,81 @@ func (q dbQuerier) query(ctx context.Context, stmt string) (*resultSet, error) {
 		rs.rows = append(rs.rows, vals)
 	}
 	return rs, rows.Err()
+}
+
+// batchQuerier is a querier that can also send several queries in one
+// request (one round trip) and read one result set per statement.
+type batchQuerier interface {
+	querier
+	// queryBatch returns the result sets read before the first error: a
+	// failing statement returns as many as the statements before it.
+	queryBatch(ctx context.Context, stmts ...string) ([]*resultSet, error)
+}
+
+// statusOnlyQuerier runs on sessions opened with multi-statement text
+// allowed (Options.StatusOnly) and sends nothing but the fixed statements
+// in allowed: no exec, no statement built from data. Guard: on such a
+// session a quoting mistake in a built statement could smuggle in a
+// second statement; here no built statement is ever sent.
+type statusOnlyQuerier struct {
+	db      *sql.DB
+	allowed map[string]bool
+}
+
+func (q statusOnlyQuerier) check(stmt string) error {
+	if !q.allowed[stmt] {
+		verb, _, _ := strings.Cut(stmt, " ")
+		return fmt.Errorf("%w: a status-only instance runs only its status statements, not this %s", ErrInvalidArgument, verb)
+	}
+	return nil
+}
+
+func (q statusOnlyQuerier) exec(ctx context.Context, stmt string) error {
+	if err := q.check(stmt); err != nil {
+		return err
+	}
+	return dbQuerier{q.db}.exec(ctx, stmt)
+}
+
+func (q statusOnlyQuerier) query(ctx context.Context, stmt string) (*resultSet, error) {
+	if err := q.check(stmt); err != nil {
+		return nil, err
+	}
+	return dbQuerier{q.db}.query(ctx, stmt)
+}
+
+func (q statusOnlyQuerier) queryBatch(ctx context.Context, stmts ...string) ([]*resultSet, error) {
+	for _, s := range stmts {
+		if err := q.check(s); err != nil {
+			return nil, err
+		}
+		if strings.Contains(s, ";") {
+			// It would shift every result set after it.
+			return nil, fmt.Errorf("%w: a batched statement holds a semicolon", ErrInvalidArgument)
+		}
+	}
+	rows, err := q.db.QueryContext(ctx, strings.Join(stmts, "; "))
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []*resultSet
+	for {
+		rs, err := readResultSet(rows)
+		if err != nil {
+			return out, err
+		}
+		out = append(out, rs)
+		if len(out) == len(stmts) {
+			return out, nil
+		}
+		if !rows.NextResultSet() {
+			if err := rows.Err(); err != nil {
+				return out, err
+			}
+			return out, fmt.Errorf("%d result sets for %d statements", len(out), len(stmts))
+		}
+	}
 }
 
 // quote returns s as an SQL string literal. Every session of an Instance

@@ -637,3 +637,58 @@ func TestStatusSQL(t *testing.T) {
 		})
 	}
 }
+
+// fakeBatch is a fakeDB that also answers queryBatch the way a server runs
+// a multi-statement request: in order, stopping at the first error.
+type fakeBatch struct {
+	*fakeDB
+	batches [][]string
+}
+
+func (b *fakeBatch) queryBatch(ctx context.Context, stmts ...string) ([]*resultSet, error) {
+	b.batches = append(b.batches, stmts)
+	var out []*resultSet
+	for _, s := range stmts {
+		rs, err := b.query(ctx, s)
+		if err != nil {
+			return out, err
+		}
+		out = append(out, rs)
+	}
+	return out, nil
+}
+
+// On a querier that batches (a StatusOnly instance), Status sends the same
+// two statements in one request, and an error names the same step as with
+// two round trips.
+func TestStatusOneRoundTrip(t *testing.T) {
+	version := table("version", "version_comment").row(mariadb.Version, mariadb.VersionComment).ok()
+	for _, tc := range []struct {
+		name     string
+		failing  string // statement prefix answering an error
+		wantStep string // "" = no error
+	}{
+		{"both answer", "", ""},
+		{"variables fail", "SELECT @@GLOBAL.version", "read variables"},
+		{"replica status fails", "SHOW ALL SLAVES STATUS", "read replica status"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fb := &fakeBatch{fakeDB: &fakeDB{}}
+			if tc.failing != "" {
+				fb.on(tc.failing, fakeResponse{err: serverErr(1227, "denied")})
+			}
+			fb.on("SELECT @@GLOBAL.version", version)
+			inst := newTestInstance(mariadb, fb)
+			_, err := inst.Status(context.Background())
+			if len(fb.batches) != 1 || !slices.Equal(fb.batches[0], []string{mariaStatus, "SHOW ALL SLAVES STATUS"}) {
+				t.Fatalf("batches %q", fb.batches)
+			}
+			switch {
+			case tc.wantStep == "" && err != nil:
+				t.Fatal(err)
+			case tc.wantStep != "" && (err == nil || !strings.Contains(err.Error(), ": "+tc.wantStep+": ")):
+				t.Fatalf("error %v, want the step %q", err, tc.wantStep)
+			}
+		})
+	}
+}

@@ -140,22 +140,41 @@ func (r *ReplicaStatus) RelayExhausted() bool {
 func (r *ReplicaStatus) SQLError() bool { return !r.SQLThread.Running() && r.LastSQLErrno != 0 }
 
 // Status reads the server's state with one multi-variable SELECT and one
-// SHOW REPLICA STATUS / SHOW ALL SLAVES STATUS.
+// SHOW REPLICA STATUS / SHOW ALL SLAVES STATUS: two round trips, or one on
+// a StatusOnly instance (both statements in one request).
 func (i *Instance) Status(ctx context.Context) (Status, error) {
-	rs, err := i.q.query(ctx, i.d.statusQuery)
-	if err == nil && len(rs.rows) != 1 {
-		err = fmt.Errorf("expected 1 row, got %d", len(rs.rows))
+	var rs, repl *resultSet
+	var replErr error
+	if bq, ok := i.q.(batchQuerier); ok {
+		sets, err := bq.queryBatch(ctx, i.d.statusQuery, i.d.replicaStatusQuery)
+		if len(sets) == 0 {
+			return Status{}, i.fail("status", "read variables", err)
+		}
+		rs, replErr = sets[0], err
+		if len(sets) > 1 {
+			repl = sets[1]
+		}
+	} else {
+		var err error
+		if rs, err = i.q.query(ctx, i.d.statusQuery); err != nil {
+			return Status{}, i.fail("status", "read variables", err)
+		}
 	}
-	if err != nil {
-		return Status{}, i.fail("status", "read variables", err)
+	if len(rs.rows) != 1 {
+		return Status{}, i.fail("status", "read variables", fmt.Errorf("expected 1 row, got %d", len(rs.rows)))
 	}
 	st, err := parseStatus(i.flavor.Engine, i.d, rs.row(0))
 	if err != nil {
 		return Status{}, i.fail("status", "parse variables", err)
 	}
-	st.Replica, err = i.replicaStatus(ctx)
-	if err != nil {
-		return Status{}, i.fail("status", "read replica status", err)
+	switch {
+	case repl != nil:
+		st.Replica, replErr = parseReplicaStatus(i.flavor.Engine, i.d, repl)
+	case replErr == nil:
+		st.Replica, replErr = i.replicaStatus(ctx)
+	}
+	if replErr != nil {
+		return Status{}, i.fail("status", "read replica status", replErr)
 	}
 	return st, nil
 }

@@ -17,8 +17,9 @@
 // site ([ErrProbeStuck]): a hung site costs at most two goroutines, never a
 // pile-up.
 //
-// A probe is one mysqlctl.Instance.Status call (two round trips: one SELECT
-// of variables, one SHOW ALL SLAVES STATUS / SHOW REPLICA STATUS) on a pool
+// A probe is one mysqlctl.Instance.Status call (one SELECT of variables and
+// one SHOW ALL SLAVES STATUS / SHOW REPLICA STATUS, sent in one round trip:
+// [MySQLDialer] opens its instances mysqlctl.Options.StatusOnly) on a pool
 // of one session per site, opened on the first probe ([MySQLDialer]) and
 // reused; database/sql redials a broken session by itself. The Prober is
 // dropped and opened again only after an authentication error (so a rotated

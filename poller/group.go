@@ -14,7 +14,8 @@ import (
 )
 
 // MySQLDialer returns a Dialer that opens each site with mysqlctl.Open:
-// base with Addr set to the site's address, MaxOpenConns 1 unless set (one
+// base with Addr set to the site's address, StatusOnly (Status in one round
+// trip), MaxOpenConns 1 unless set (one
 // reused session per site; mysqlctl.Open copies base.TLS). When password is
 // not nil it is called at every dial (so a rotated password file is picked
 // up when a Prober is reopened) and overrides base.Password.
@@ -22,6 +23,8 @@ func MySQLDialer(base mysqlctl.Options, password func() (string, error)) Dialer 
 	return func(ctx context.Context, site Site) (Prober, error) {
 		o := base
 		o.Addr = site.Addr
+		// A prober only reads the status: one round trip per probe.
+		o.StatusOnly = true
 		if o.MaxOpenConns == 0 {
 			o.MaxOpenConns = 1
 		}
