@@ -25,7 +25,7 @@ test: deps lint ## everything: lint, unit and e2e tests on real servers, short f
 	$(GO) build ./...
 	$(MAKE) --no-print-directory test-rules
 	@# leftovers runs even when a test failed: a failing test is the likeliest to leak a server.
-	@# SIM_SEEDS: the simulation runs its full 10,000 seeds here too (about 40 s).
+	@# SIM_SEEDS: the simulation runs its full 10,000 seeds here too (about 20 s).
 	rc=0; SIM_SEEDS=$(SIM_SEEDS) $(GO) test -count=1 -p 1 -timeout $(TEST_TIMEOUT) ./... || rc=$$?; \
 	  ./scripts/leftovers || rc=1; exit $$rc
 	$(MAKE) --no-print-directory fuzz-short

@@ -15,8 +15,9 @@ import (
 // carry the decision out, persist, publish — one round per call, on edges
 // the caller provides and the caller's clock, without goroutines or timers
 // of its own. The deterministic simulation (test/sim) drives the daemon's
-// own code with it instead of a copy of it. Routing, the cache, hooks,
-// sidecars and leader election are not part of it.
+// own code with it instead of a copy of it. Followers (routing, the cache)
+// run only when Follow is called; hooks, sidecars and leader election are
+// not part of it.
 type Harness struct {
 	g       *group
 	serving time.Time
@@ -39,6 +40,8 @@ type HarnessOptions struct {
 	Logger *slog.Logger
 	// Identity is recorded with every save.
 	Identity string
+	// Followers are told every new view naming an active site, in Follow.
+	Followers []Follower
 }
 
 // NewHarness builds the loop of group gc on o's edges. It runs actions'
@@ -56,6 +59,10 @@ func NewHarness(gc configs.Group, o HarnessOptions) (*Harness, error) {
 		return nil, err
 	}
 	g.obs, g.identity, g.sequential = o.Observations, o.Identity, true
+	if len(o.Followers) > 0 {
+		g.follow = newHandoff(o.Followers, g.log)
+		g.follow.now = o.Clock
+	}
 	return &Harness{g: g}, nil
 }
 
@@ -88,6 +95,17 @@ func (h *Harness) CarryOut(ctx context.Context, d sitepair.Decision) error {
 func (h *Harness) Switchover(ctx context.Context, target string, force bool) error {
 	lead := func() (context.Context, time.Time, bool) { return ctx, h.serving, true }
 	return h.g.handle(request{kind: kindSwitchover, target: target, force: force, by: "harness"}, lead)
+}
+
+// Follow runs the followers once against the newest view naming an active
+// site, as the daemon's background handoff does after a new view (only the
+// followers not in step) or on its reconcile interval (full: all of them).
+// It reports whether every follower is in step.
+func (h *Harness) Follow(ctx context.Context, full bool) bool {
+	if h.g.follow == nil {
+		return true
+	}
+	return h.g.follow.pass(ctx, full)
 }
 
 // State is the group's decision state as this daemon holds it.

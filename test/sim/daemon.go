@@ -71,6 +71,7 @@ func (d *daemon) start() error {
 		Failpoint:    d.failpoint,
 		Logger:       d.w.logger(),
 		Identity:     "sim",
+		Followers:    []failoverd.Follower{follower{d}},
 	})
 	if err != nil {
 		return fmt.Errorf("sim: harness: %w", err)
@@ -144,6 +145,15 @@ func (d *daemon) round() {
 		d.w.tracef("action %s failed: %v", dec.Action, err)
 	}
 }
+
+// follow runs the routing handoff once: the followers not in step, and
+// every reconcileSteps all of them (routingReconcileInterval).
+func (d *daemon) follow() {
+	d.h.Follow(context.Background(), d.w.step%reconcileSteps == 0)
+}
+
+// reconcileSteps is the default routingReconcileInterval in steps.
+const reconcileSteps = 30
 
 // switchover is an operator's request through the daemon's own handling.
 func (d *daemon) switchover(target string) {

@@ -47,6 +47,11 @@ const (
 	// DaemonCrash kills the daemon at failpoint number Peer of its next
 	// action that has one; it restarts at the end of the step.
 	DaemonCrash Kind = "daemon-crash"
+	// RoutingDown makes the routing API (the kube-apiserver holding the
+	// Service) unreachable for Dur.
+	RoutingDown Kind = "routing-down"
+	// RoutingEdit points the Service at Site by hand (someone's kubectl).
+	RoutingEdit Kind = "routing-edit"
 )
 
 // Fault is one scheduled fault.
@@ -141,6 +146,17 @@ func scheduleFor(seed uint64, su Setup) Schedule {
 		// half of them at whoever is writable when they fire.
 		if r.IntN(2) == 0 && f.Kind != Switchover && f.Kind != CutLink && f.Kind != Errant {
 			f.Site = -1
+		}
+		s = append(s, f)
+	}
+	// Routing faults come from their own stream, so adding them left every
+	// seed's database faults as they were (the regressions keep their
+	// histories). They touch only the model Service.
+	rr := rand.New(rand.NewPCG(seed, 0x7017))
+	for range rr.IntN(3) {
+		f := Fault{Step: 5 + rr.IntN(su.Steps-5), Kind: RoutingDown, Site: rr.IntN(su.Sites), Dur: 1 + rr.IntN(40)}
+		if rr.IntN(2) == 0 {
+			f.Kind, f.Dur = RoutingEdit, 0
 		}
 		s = append(s, f)
 	}

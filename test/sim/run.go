@@ -73,6 +73,9 @@ func Run(seed uint64, sched Schedule, verbose bool) Result {
 		if !w.d.crashed {
 			w.d.round()
 		}
+		if !w.d.crashed {
+			w.d.follow()
+		}
 		if w.d.crashed {
 			w.tracef("daemon crashed mid-action; restarting")
 			w.stats.DaemonCrashes++
@@ -278,6 +281,11 @@ func (w *world) checkEnd() {
 	w.stats.Writable = len(writable)
 	last := w.d.last
 	if len(writable) == 1 && writable[0] == w.stored.ActiveSite && w.stored.InFlight == nil {
+		// Routing eventually equals the active site (hand edits repaired).
+		if w.svc.site != w.stored.ActiveSite {
+			w.fail("after the quiet tail the Service selects %q (epoch %d), not the active site %s (epoch %d)",
+				w.svc.site, w.svc.epoch, w.stored.ActiveSite, w.stored.Epoch)
+		}
 		p := w.site(w.stored.ActiveSite)
 		for _, s := range w.sites {
 			if s == p || !s.up {

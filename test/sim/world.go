@@ -1,6 +1,8 @@
 package sim
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
@@ -9,6 +11,7 @@ import (
 
 	"github.com/failoverd/failoverd/sitepair"
 	"github.com/failoverd/failoverd/store"
+	"github.com/failoverd/failoverd/view"
 )
 
 // ack is one write acknowledged to its client.
@@ -46,6 +49,8 @@ type world struct {
 	// probeOK: the daemon's probe of the site succeeded this step.
 	probeOK []bool
 	failure string
+	// svc is the model Service the daemon's routing follower moves.
+	svc service
 	// switchTo is an operator's switchover request of this step.
 	switchTo string
 	verbose  bool
@@ -375,6 +380,11 @@ func (w *world) inject(f Fault) {
 		w.stats.DaemonCrashes++
 	case DaemonCrash:
 		w.d.crashAt = max(1, f.Peer)
+	case RoutingDown:
+		w.svc.down++
+		w.at(f.Step+f.Dur, func() { w.svc.down-- })
+	case RoutingEdit:
+		w.svc.site = s.name
 	}
 }
 
@@ -385,4 +395,50 @@ func (w *world) healAll() {
 	for _, h := range hs {
 		h.fn()
 	}
+}
+
+// service is the model of the Kubernetes Service (or DNS record) routing
+// clients: the site its selector names and the epoch annotation the
+// follower wrote with it.
+type service struct {
+	site  string
+	epoch uint64
+	down  int // active routing-down faults: its API does not answer
+}
+
+// errRoutingDown is the follower's error while the routing API is down.
+var errRoutingDown = errors.New("sim: routing API unreachable")
+
+// follower is the daemon's routing follower on the model Service, epoch
+// guarded as the kube and dns followers are.
+type follower struct{ d *daemon }
+
+func (f follower) Name() string { return "kube" }
+
+func (f follower) Follow(ctx context.Context, v view.View) error {
+	_, err := f.Reconcile(ctx, v)
+	return err
+}
+
+// Reconcile moves the Service to v.ActiveSite unless a newer epoch wrote it.
+func (f follower) Reconcile(_ context.Context, v view.View) ([]string, error) {
+	w := f.d.w
+	switch {
+	case f.d.crashed:
+		return nil, errCrashed
+	case w.svc.down > 0:
+		return nil, errRoutingDown
+	case v.Epoch < w.svc.epoch:
+		return nil, fmt.Errorf("sim: Service written at epoch %d, view is epoch %d", w.svc.epoch, v.Epoch)
+	case w.svc.site == v.ActiveSite && w.svc.epoch == v.Epoch:
+		return nil, nil
+	}
+	// Routing follows completed promotions only: the view it is given is
+	// one the store holds (or an older one), never a target in flight.
+	if st := w.stored; v.Epoch > st.Epoch || (v.Epoch == st.Epoch && v.ActiveSite != st.ActiveSite) {
+		w.fail("routing moved to %s at epoch %d while the store holds %q at epoch %d", v.ActiveSite, v.Epoch, st.ActiveSite, st.Epoch)
+	}
+	w.tracef("routing: Service selects %s (epoch %d), was %q (epoch %d)", v.ActiveSite, v.Epoch, w.svc.site, w.svc.epoch)
+	w.svc.site, w.svc.epoch = v.ActiveSite, v.Epoch
+	return []string{"selector"}, nil
 }
