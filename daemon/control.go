@@ -42,24 +42,42 @@ func (d *Daemon) SidecarReport(body []byte, sig string) (view.Signed, error) {
 	if !d.isLeader() {
 		return view.Signed{}, fmt.Errorf("%w: this daemon does not take sidecar reports", api.ErrNotLeader)
 	}
-	if len(d.pub.key) == 0 {
-		return view.Signed{}, fmt.Errorf("%w: sidecar reports need daemon.viewSigningKeyFile", api.ErrForbidden)
+	rep, err := d.pub.verifyReport(body, sig)
+	if err != nil {
+		return view.Signed{}, err
+	}
+	g := d.group(rep.Group)
+	if g == nil {
+		return view.Signed{}, fmt.Errorf("%w: unknown group %s", api.ErrNotFound, rep.Group)
+	}
+	return g.takeReport(rep)
+}
+
+// verifyReport checks a sidecar report's signature and decodes it.
+func (p *publisher) verifyReport(body []byte, sig string) (sidecar.Report, error) {
+	if len(p.key) == 0 {
+		return sidecar.Report{}, fmt.Errorf("%w: sidecar reports need daemon.viewSigningKeyFile", api.ErrForbidden)
 	}
 	// An unsigned report could claim a fence that never happened.
-	if !view.VerifyBytes(body, sig, d.pub.key) {
-		return view.Signed{}, fmt.Errorf("%w: bad or missing %s", api.ErrUnauthorized, sidecar.SignatureHeader)
+	if !view.VerifyBytes(body, sig, p.key) {
+		return sidecar.Report{}, fmt.Errorf("%w: bad or missing %s", api.ErrUnauthorized, sidecar.SignatureHeader)
 	}
 	var rep sidecar.Report
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&rep); err != nil {
-		return view.Signed{}, fmt.Errorf("%w: malformed report: %v", api.ErrBadRequest, err)
+		return sidecar.Report{}, fmt.Errorf("%w: malformed report: %v", api.ErrBadRequest, err)
 	}
-	g := d.group(rep.Group)
-	if g == nil || !g.sidecars.known(rep.Site) {
+	return rep, nil
+}
+
+// takeReport records a verified report of one of g's sidecars and answers
+// g's signed view.
+func (g *group) takeReport(rep sidecar.Report) (view.Signed, error) {
+	if !g.sidecars.known(rep.Site) {
 		return view.Signed{}, fmt.Errorf("%w: unknown group or site without a sidecar: %s/%s", api.ErrNotFound, rep.Group, rep.Site)
 	}
-	s, ok := d.pub.get(rep.Group)
+	s, ok := g.pub.get(rep.Group)
 	if !ok {
 		return view.Signed{}, fmt.Errorf("%w: no view yet for group %s", api.ErrUnavailable, rep.Group)
 	}

@@ -57,6 +57,9 @@ type group struct {
 	// sequential runs an action's parallel parts one after another (see
 	// concurrently).
 	sequential bool
+	// pause, when set (the harness), is called by waitFor instead of
+	// sleeping: the harness runs the rest of its world once.
+	pause func()
 
 	mu        sync.Mutex // guards the fields below, read by status
 	stored    store.GroupState
@@ -655,22 +658,44 @@ func (g *group) publishPromotion(ctx context.Context, d sitepair.Decision) error
 	// A sidecar renews every checkInterval; one that does not answer in a
 	// few is dead (it fences nothing) or cut off (a fence by it only costs
 	// availability, and the daemon re-asserts the primary).
-	wait := time.NewTimer(3 * g.cfg.Sidecar.CheckInterval)
+	caught, err := g.waitFor(ctx, 3*g.cfg.Sidecar.CheckInterval, func() bool { return g.sidecars.observation(d.Target).Epoch >= d.Epoch })
+	if err == nil && !caught {
+		g.log.Warn("sidecar.not_caught_up", "site", d.Target, "epoch", d.Epoch,
+			"note", "making it writable anyway; if its sidecar fences it, the primary is re-asserted")
+	}
+	return err
+}
+
+// waitPoll is how often waitFor checks its condition.
+const waitPoll = 10 * time.Millisecond
+
+// waitFor waits until cond holds (true), at most limit (false), checking
+// every waitPoll. A group driven by the harness lets the harness run the
+// rest of the world at each check instead of sleeping (pause).
+func (g *group) waitFor(ctx context.Context, limit time.Duration, cond func() bool) (bool, error) {
+	if g.pause != nil {
+		for range max(1, int(limit/waitPoll)) {
+			if cond() {
+				return true, nil
+			}
+			g.pause()
+		}
+		return cond(), nil
+	}
+	wait := time.NewTimer(limit)
 	defer wait.Stop()
-	tick := time.NewTicker(10 * time.Millisecond)
+	tick := time.NewTicker(waitPoll)
 	defer tick.Stop()
-	for g.sidecars.observation(d.Target).Epoch < d.Epoch {
+	for !cond() {
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
+			return false, ctx.Err()
 		case <-wait.C:
-			g.log.Warn("sidecar.not_caught_up", "site", d.Target, "epoch", d.Epoch,
-				"note", "making it writable anyway; if its sidecar fences it, the primary is re-asserted")
-			return nil
+			return cond(), nil
 		case <-tick.C:
 		}
 	}
-	return nil
+	return true, nil
 }
 
 // publish signs and publishes the group's current view: the persisted one,

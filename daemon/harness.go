@@ -6,9 +6,11 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/failoverd/failoverd/api"
 	"github.com/failoverd/failoverd/configs"
 	"github.com/failoverd/failoverd/sitepair"
 	"github.com/failoverd/failoverd/store"
+	"github.com/failoverd/failoverd/view"
 )
 
 // Harness runs one group's loop body — decide on settled observations,
@@ -42,6 +44,13 @@ type HarnessOptions struct {
 	Identity string
 	// Followers are told every new view naming an active site, in Follow.
 	Followers []Follower
+	// ViewKey signs the published view and checks sidecar reports
+	// (daemon.viewSigningKeyFile); nil: unsigned, no sidecar reports.
+	ViewKey []byte
+	// Pause is called where the daemon would sleep waiting for something
+	// outside it (a sidecar taking the view of a promotion): the caller
+	// lets the rest of its world run once. Nil: nothing runs meanwhile.
+	Pause func()
 }
 
 // NewHarness builds the loop of group gc on o's edges. It runs actions'
@@ -54,11 +63,15 @@ func NewHarness(gc configs.Group, o HarnessOptions) (*Harness, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	g, err := newGroupCore(gc, o.Store, &publisher{}, o.Dial, o.Clock, o.Failpoint, log.With("group", gc.Name))
+	g, err := newGroupCore(gc, o.Store, &publisher{key: o.ViewKey}, o.Dial, o.Clock, o.Failpoint, log.With("group", gc.Name))
 	if err != nil {
 		return nil, err
 	}
 	g.obs, g.identity, g.sequential = o.Observations, o.Identity, true
+	g.pause = o.Pause
+	if g.pause == nil {
+		g.pause = func() {}
+	}
 	if len(o.Followers) > 0 {
 		g.follow = newHandoff(o.Followers, g.log)
 		g.follow.now = o.Clock
@@ -106,6 +119,19 @@ func (h *Harness) Follow(ctx context.Context, full bool) bool {
 		return true
 	}
 	return h.g.follow.pass(ctx, full)
+}
+
+// SidecarReport takes a sidecar's signed report as the daemon's API does
+// (the leader's) and answers the group's signed view.
+func (h *Harness) SidecarReport(body []byte, sig string) (view.Signed, error) {
+	rep, err := h.g.pub.verifyReport(body, sig)
+	if err != nil {
+		return view.Signed{}, err
+	}
+	if rep.Group != h.g.cfg.Name {
+		return view.Signed{}, fmt.Errorf("%w: unknown group %s", api.ErrNotFound, rep.Group)
+	}
+	return h.g.takeReport(rep)
 }
 
 // State is the group's decision state as this daemon holds it.

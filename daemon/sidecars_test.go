@@ -28,6 +28,7 @@ func reportDaemon(t *testing.T, now time.Time) (*Daemon, *group, *httptest.Serve
 	}}
 	g := &group{cfg: cfg, sidecars: newSidecars(cfg), now: func() time.Time { return now }}
 	d := &Daemon{cfg: &configs.Config{}, log: slog.New(slog.DiscardHandler), groups: []*group{g}, pub: &publisher{key: []byte("secret")}}
+	g.pub = d.pub // as newGroup does
 	d.pub.set(view.View{Group: "g", Epoch: 7, ActiveSite: "a"})
 	srv := httptest.NewServer(api.Handler(api.Options{Control: d, Logger: d.log}))
 	t.Cleanup(srv.Close)

@@ -6,6 +6,8 @@ import (
 	"slices"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/failoverd/failoverd/view"
 )
 
 // Handler serves /healthz, /peer/ping, /peer/active-site and /metrics.
@@ -25,13 +27,23 @@ func (s *Sidecar) Handler() http.Handler {
 // serveActiveSite answers the newest view and records, for a known peer,
 // which epoch was served and when (the daemon bounds the peer's lease with it).
 func (s *Sidecar) serveActiveSite(w http.ResponseWriter, r *http.Request) {
-	from := r.URL.Query().Get("from")
-	now := s.clock.Now()
-	s.mu.Lock()
-	if s.v == nil {
-		s.mu.Unlock()
+	sv, ok := s.PeerView(r.URL.Query().Get("from"))
+	if !ok {
 		writeJSON(w, http.StatusNotFound, map[string]string{"error": "no view yet"})
 		return
+	}
+	writeJSON(w, http.StatusOK, sv)
+}
+
+// PeerView is what /peer/active-site?from=from answers: the newest view,
+// recorded as served to from when from is a configured peer; false without
+// a view yet.
+func (s *Sidecar) PeerView(from string) (view.Signed, bool) {
+	now := s.clock.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.v == nil {
+		return view.Signed{}, false
 	}
 	sv := *s.v
 	// Only configured peers are recorded: arbitrary ?from= values must not
@@ -39,8 +51,7 @@ func (s *Sidecar) serveActiveSite(w http.ResponseWriter, r *http.Request) {
 	if slices.ContainsFunc(s.cfg.Peers, func(p Peer) bool { return p.Site == from }) {
 		s.served[from] = served{epoch: sv.View.Epoch, at: now}
 	}
-	s.mu.Unlock()
-	writeJSON(w, http.StatusOK, sv)
+	return sv, true
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {

@@ -55,6 +55,9 @@ type Sidecar struct {
 
 	// roundOnly: touched by the round goroutine only.
 	daemonDown bool
+	// stepped: driven by Step, which runs everything in its caller's
+	// goroutine (see concurrently).
+	stepped bool
 
 	mu sync.Mutex
 	// v is the newest trusted view (nil until the first one).
@@ -250,15 +253,15 @@ func (s *Sidecar) round(ctx context.Context) (adopted bool) {
 	}
 	sig := view.SignBytes(body, s.cfg.Key)
 	results := make(chan contact, 1+len(s.cfg.Peers))
-	go func() {
+	s.concurrently(func() {
 		sv, sent, err := s.daemon.Report(ctx, body, sig)
 		results <- contact{src: source{daemon: true}, sv: sv, sent: sent, err: err}
-	}()
+	})
 	for _, p := range s.cfg.Peers {
-		go func() {
+		s.concurrently(func() {
 			sv, sent, err := s.peers.ActiveSite(ctx, p, s.cfg.Site)
 			results <- contact{src: source{peer: p.Site}, sv: sv, sent: sent, err: err}
-		}()
+		})
 	}
 	for range 1 + len(s.cfg.Peers) {
 		c := <-results
@@ -478,7 +481,7 @@ func (s *Sidecar) ensureFenced(ctx context.Context, reason string, epoch uint64)
 	fctx, cancel := context.WithTimeout(ctx, s.fenceTimeout)
 	defer cancel()
 	res := make(chan fenceResult, 1)
-	go func() { res <- s.fence(fctx, reason) }()
+	s.concurrently(func() { res <- s.fence(fctx, reason) })
 	var r fenceResult
 	select {
 	case r = <-res:

@@ -31,6 +31,9 @@ func secretFile() (string, error) {
 		if secret.err == nil {
 			secret.err = os.WriteFile(filepath.Join(secret.dir, "password"), []byte("sim\n"), 0o600)
 		}
+		if secret.err == nil {
+			secret.err = os.WriteFile(filepath.Join(secret.dir, "viewkey"), []byte("sim-view-signing-key-0123456789abcdef\n"), 0o600)
+		}
 	})
 	return filepath.Join(secret.dir, "password"), secret.err
 }
@@ -46,20 +49,31 @@ func removeSecret() {
 // the model finds a repoint's source by it.
 func siteAddress(index int) string { return fmt.Sprintf("127.0.0.1:%d", 13306+index) }
 
+// sidecarAddress is the address of the index-th site's sidecar.
+func sidecarAddress(index int) string { return fmt.Sprintf("127.0.0.1:%d", 19300+index) }
+
 // groupConfig is the simulated group's configuration, written and loaded
 // as a user's would be (defaults and validation included).
-func groupConfig(su Setup) (configs.Group, error) {
+func groupConfig(su Setup) (*configs.Config, error) {
 	pw, err := secretFile()
 	if err != nil {
-		return configs.Group{}, fmt.Errorf("sim: password file: %w", err)
+		return nil, fmt.Errorf("sim: password file: %w", err)
 	}
 	fencing := "confirmed"
 	if su.SemiSyncFencing {
 		fencing = "semisync"
 	}
+	key := ""
+	if su.Sidecars {
+		fencing = "sidecar"
+		if su.SemiSyncFencing {
+			fencing = "semisync+sidecar"
+		}
+		key = "\n  viewSigningKeyFile: " + filepath.Join(filepath.Dir(pw), "viewkey")
+	}
 	var b strings.Builder
 	fmt.Fprintf(&b, `daemon:
-  listen: 127.0.0.1:8080
+  listen: 127.0.0.1:8080%s
   stateStore: {type: file, path: %s/state.json}
 groups:
   - name: sim
@@ -78,17 +92,21 @@ groups:
       admin: {user: failoverd, passwordFile: %s}
       replication: {user: repl, passwordFile: %s}
     sites:
-`, filepath.Dir(pw), su.FailureThreshold, fencing, su.CooldownSteps, su.EscalationCount, pw, pw)
+`, key, filepath.Dir(pw), su.FailureThreshold, fencing, su.CooldownSteps, su.EscalationCount, pw, pw)
 	for i := range su.Sites {
 		role := "primary-candidate"
 		if i == su.DROnly {
 			role = "dr-only"
 		}
-		fmt.Fprintf(&b, "      - {name: s%d, role: %s, mysql: {address: %q}}\n", i, role, siteAddress(i))
+		sc := ""
+		if su.Sidecars {
+			sc = fmt.Sprintf(", sidecar: {address: %q}", sidecarAddress(i))
+		}
+		fmt.Fprintf(&b, "      - {name: s%d, role: %s, mysql: {address: %q}%s}\n", i, role, siteAddress(i), sc)
 	}
 	cfg, err := configs.Parse(b.String(), filepath.Dir(pw))
 	if err != nil {
-		return configs.Group{}, fmt.Errorf("sim: configuration: %w\n%s", err, b.String())
+		return nil, fmt.Errorf("sim: configuration: %w\n%s", err, b.String())
 	}
-	return cfg.Groups[0], nil
+	return cfg, nil
 }

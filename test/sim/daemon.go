@@ -28,7 +28,9 @@ var errUnreachable = errors.New("sim: site unreachable")
 // restarts.
 type daemon struct {
 	w     *world
+	full  *configs.Config // the whole configuration (the sidecars read it too)
 	cfg   configs.Group
+	key   []byte // view signing key (sidecars only)
 	store *store.Memory
 	h     *failoverd.Harness
 	// tracker is the daemon's debouncing, fed by probe.
@@ -37,17 +39,26 @@ type daemon struct {
 	last    sitepair.Decision
 	// current is the decision being carried out (promoted checks it).
 	current sitepair.Decision
+	// paused: the sidecars already ran during this action's wait.
+	paused bool
 	// crashAt > 0 makes the crashAt-th failpoint of the next action crash.
 	crashAt int
 	crashed bool
 }
 
 func newDaemon(w *world) (*daemon, error) {
-	cfg, err := groupConfig(w.setup)
+	full, err := groupConfig(w.setup)
 	if err != nil {
 		return nil, err
 	}
-	d := &daemon{w: w, cfg: cfg, store: store.NewMemory(w.now), seq: map[string]uint64{}}
+	d := &daemon{w: w, full: full, cfg: full.Groups[0], store: store.NewMemory(w.now), seq: map[string]uint64{}}
+	if w.setup.Sidecars {
+		key, err := configs.ReadSecret(full.Daemon.ViewSigningKeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("sim: view signing key: %w", err)
+		}
+		d.key = []byte(key)
+	}
 	if err := d.start(); err != nil {
 		return nil, err
 	}
@@ -72,6 +83,8 @@ func (d *daemon) start() error {
 		Logger:       d.w.logger(),
 		Identity:     "sim",
 		Followers:    []failoverd.Follower{follower{d}},
+		ViewKey:      d.key,
+		Pause:        d.pause,
 	})
 	if err != nil {
 		return fmt.Errorf("sim: harness: %w", err)
@@ -140,7 +153,7 @@ func (d *daemon) round() {
 		d.w.tracef("decision %s", dec)
 	}
 	d.w.checkDecision(r.Observed, r.State, dec)
-	d.current = dec
+	d.current, d.paused = dec, false
 	if err := d.h.CarryOut(ctx, dec); err != nil {
 		d.w.tracef("action %s failed: %v", dec.Action, err)
 	}
@@ -155,9 +168,20 @@ func (d *daemon) follow() {
 // reconcileSteps is the default routingReconcileInterval in steps.
 const reconcileSteps = 30
 
+// pause is the daemon waiting within an action (for a sidecar to take the
+// view of a promotion): the sidecars run one round meanwhile, once per
+// action (no simulated time passes during an action).
+func (d *daemon) pause() {
+	if d.paused || d.w.sc == nil {
+		return
+	}
+	d.paused = true
+	d.w.sc.rounds()
+}
+
 // switchover is an operator's request through the daemon's own handling.
 func (d *daemon) switchover(target string) {
-	d.current = sitepair.Decision{Action: sitepair.RevokeEpoch, Planned: true, Target: target}
+	d.current, d.paused = sitepair.Decision{Action: sitepair.RevokeEpoch, Planned: true, Target: target}, false
 	err := d.h.Switchover(context.Background(), target, false)
 	d.w.tracef("switchover to %s: %v", target, err)
 }

@@ -52,6 +52,9 @@ const (
 	RoutingDown Kind = "routing-down"
 	// RoutingEdit points the Service at Site by hand (someone's kubectl).
 	RoutingEdit Kind = "routing-edit"
+	// SidecarKill kills the site's sidecar process for Dur; it restarts
+	// with no view and no lease.
+	SidecarKill Kind = "sidecar-kill"
 )
 
 // Fault is one scheduled fault.
@@ -94,9 +97,12 @@ func (s Schedule) GoString() string {
 // Setup is the shape of one history: group size and policy knobs, all
 // derived from the seed.
 type Setup struct {
-	Sites            int
-	DROnly           int // index of a dr-only site, -1 for none
-	SemiSyncFencing  bool
+	Sites           int
+	DROnly          int // index of a dr-only site, -1 for none
+	SemiSyncFencing bool
+	// Sidecars: a sidecar beside every site, fencing sidecar (or
+	// semisync+sidecar with SemiSyncFencing).
+	Sidecars         bool
 	FailureThreshold int
 	CooldownSteps    int
 	EscalationCount  int
@@ -105,7 +111,7 @@ type Setup struct {
 }
 
 // setupFor derives the setup of a seed.
-func setupFor(seed uint64) Setup {
+func setupFor(seed uint64, sidecars bool) Setup {
 	r := rand.New(rand.NewPCG(seed, 0x5e7))
 	s := Setup{
 		Sites:            2 + r.IntN(4),
@@ -120,6 +126,7 @@ func setupFor(seed uint64) Setup {
 	if s.Sites >= 3 && r.IntN(3) == 0 {
 		s.DROnly = s.Sites - 1
 	}
+	s.Sidecars = sidecars
 	return s
 }
 
@@ -159,6 +166,16 @@ func scheduleFor(seed uint64, su Setup) Schedule {
 			f.Kind, f.Dur = RoutingEdit, 0
 		}
 		s = append(s, f)
+	}
+	if su.Sidecars {
+		sr := rand.New(rand.NewPCG(seed, 0x51dec))
+		for range sr.IntN(3) {
+			f := Fault{Step: 5 + sr.IntN(su.Steps-5), Kind: SidecarKill, Site: sr.IntN(su.Sites), Dur: 1 + sr.IntN(30)}
+			if sr.IntN(2) == 0 {
+				f.Site = -1
+			}
+			s = append(s, f)
+		}
 	}
 	sortSchedule(s)
 	return s

@@ -14,6 +14,7 @@ import (
 // Result is the outcome of one history.
 type Result struct {
 	Seed     uint64
+	Options  Options
 	Setup    Setup
 	Schedule Schedule
 	// Failure is the first invariant violated ("" when none).
@@ -34,12 +35,24 @@ var humanNeeded = []sitepair.Reason{
 	sitepair.ReasonUnexpectedPrimary, sitepair.ReasonTargetWritableWithoutProof,
 }
 
+// Options are what a history is besides its seed and schedule.
+type Options struct {
+	// Sidecars runs a failoverd sidecar beside every site and fences with
+	// it: fencing sidecar, or semisync+sidecar where the seed picks
+	// semisync.
+	Sidecars bool
+	// Verbose prints every step and the daemon's log.
+	Verbose bool
+}
+
 // Run plays the history of seed with sched (nil: the seed's own schedule).
-func Run(seed uint64, sched Schedule, verbose bool) Result {
+func Run(seed uint64, sched Schedule, o Options) Result {
+	su := setupFor(seed, o.Sidecars)
 	if sched == nil {
-		sched = scheduleFor(seed, setupFor(seed))
+		sched = scheduleFor(seed, su)
 	}
-	w := newWorld(seed, sched, verbose)
+	w := newWorld(seed, su, sched, o.Verbose)
+	verbose := o.Verbose
 	if verbose {
 		fmt.Printf("seed %d: %+v\nschedule %#v\n", seed, w.setup, sched)
 	}
@@ -58,9 +71,16 @@ func Run(seed uint64, sched Schedule, verbose bool) Result {
 				}
 			}
 		}
+		if w.sc != nil {
+			w.sc.sync()
+			w.sc.enforce()
+		}
 		w.clientWrites()
 		w.replicate()
 		w.d.probe(w.clock)
+		if w.sc != nil {
+			w.sc.rounds()
+		}
 		for i, s := range w.sites {
 			w.probeOK[i] = w.daemonLink(s) && s.reachableHost()
 		}
@@ -91,7 +111,7 @@ func Run(seed uint64, sched Schedule, verbose bool) Result {
 		w.checkEnd()
 	}
 	w.stats.EndReason = w.d.last.Reason
-	return Result{Seed: seed, Setup: w.setup, Schedule: sched, Failure: w.failure, Trace: w.trace, Stats: w.stats}
+	return Result{Seed: seed, Options: Options{Sidecars: o.Sidecars}, Setup: w.setup, Schedule: sched, Failure: w.failure, Trace: w.trace, Stats: w.stats}
 }
 
 func (w *world) runHeals() {
@@ -313,13 +333,13 @@ func (w *world) checkEnd() {
 }
 
 // Shrink drops faults one at a time while the history still fails.
-func Shrink(seed uint64, sched Schedule) Schedule {
+func Shrink(seed uint64, sched Schedule, o Options) Schedule {
 	cur := slices.Clone(sched)
 	for changed := true; changed; {
 		changed = false
 		for i := 0; i < len(cur); i++ {
 			try := slices.Delete(slices.Clone(cur), i, i+1)
-			if Run(seed, try, false).Failure != "" {
+			if Run(seed, try, o).Failure != "" {
 				cur, changed = try, true
 				i--
 			}

@@ -9,10 +9,11 @@ import (
 // shrunk schedule (none: the seed's own). An entry with known set is a real defect reported to the
 // lead and not yet fixed: it is skipped until it is, then the skip goes.
 var regressions = []struct {
-	name  string
-	seed  uint64
-	sched Schedule
-	known string
+	name     string
+	seed     uint64
+	sched    Schedule
+	sidecars bool // a history with sidecars (SIM_SIDECARS=1)
+	known    string
 }{
 	{
 		// The model once restarted replication on a restarted replica
@@ -64,7 +65,7 @@ func TestRegressions(t *testing.T) {
 			if r.known != "" {
 				t.Skip("known: " + r.known)
 			}
-			if res := Run(r.seed, r.sched, false); res.Failure != "" {
+			if res := Run(r.seed, r.sched, Options{Sidecars: r.sidecars}); res.Failure != "" {
 				t.Fatalf("seed %d schedule %#v: %s\ntrace (end):\n%v", r.seed, r.sched, res.Failure, res.Trace)
 			}
 		})
@@ -77,7 +78,7 @@ func TestRegressions(t *testing.T) {
 // the reachable old primary again and finishes the promotion.
 func TestLivenessRegressions(t *testing.T) {
 	for _, seed := range []uint64{91} {
-		r := Run(seed, nil, false)
+		r := Run(seed, nil, Options{})
 		if r.Failure != "" || r.Stats.EndReason != "healthy" {
 			t.Errorf("seed %d ends %q (failure %q), want healthy\n%s", seed, r.Stats.EndReason, r.Failure, strings.Join(r.Trace, "\n"))
 		}

@@ -26,23 +26,33 @@ func envInt(t *testing.T, name string, def uint64) uint64 {
 }
 
 // TestSimulate runs SIM_SEEDS seeded histories (default 300) starting at
-// SIM_FIRST (default 1), across GOMAXPROCS workers; SIM_SEED=n replays one
-// seed verbosely. A failure prints the seed and its shrunk fault schedule.
+// SIM_FIRST (default 1), then SIM_SIDECAR_SEEDS more (default a third as
+// many) with a sidecar beside every site, across GOMAXPROCS workers;
+// SIM_SEED=n replays one seed verbosely (SIM_SIDECARS=1: its sidecar
+// history). A failure prints the seed and its shrunk fault schedule.
 func TestSimulate(t *testing.T) {
 	if v := os.Getenv("SIM_SEED"); v != "" {
 		seed, err := strconv.ParseUint(v, 10, 64)
 		if err != nil {
 			t.Fatalf("SIM_SEED=%q: %v", v, err)
 		}
-		r := Run(seed, nil, true)
+		o := Options{Sidecars: os.Getenv("SIM_SIDECARS") == "1", Verbose: true}
+		r := Run(seed, nil, o)
 		fmt.Printf("stats: %+v\n", r.Stats)
 		if r.Failure != "" {
-			t.Fatalf("seed %d: %s\nshrunk schedule: %#v", seed, r.Failure, Shrink(seed, r.Schedule))
+			o.Verbose = false
+			t.Fatalf("seed %d: %s\nshrunk schedule: %#v", seed, r.Failure, Shrink(seed, r.Schedule, o))
 		}
 		return
 	}
 	n := envInt(t, "SIM_SEEDS", 300)
 	first := envInt(t, "SIM_FIRST", 1)
+	simulate(t, first, n, Options{})
+	simulate(t, first, envInt(t, "SIM_SIDECAR_SEEDS", max(1, n/3)), Options{Sidecars: true})
+}
+
+// simulate runs n histories from seed first with o and reports failures.
+func simulate(t *testing.T, first, n uint64, o Options) {
 	start := time.Now()
 	seeds := make(chan uint64)
 	var mu sync.Mutex
@@ -53,7 +63,7 @@ func TestSimulate(t *testing.T) {
 	for range runtime.GOMAXPROCS(0) {
 		wg.Go(func() {
 			for seed := range seeds {
-				r := Run(seed, nil, false)
+				r := Run(seed, nil, o)
 				mu.Lock()
 				if r.Failure != "" {
 					failed = append(failed, r)
@@ -79,17 +89,21 @@ func TestSimulate(t *testing.T) {
 		endList = append(endList, fmt.Sprintf("%s=%d", k, v))
 	}
 	sort.Strings(endList)
-	t.Logf("%d seeds (%d..%d) in %v: %d failovers, %d switchovers, %d re-assertions, %d acknowledged writes, %d daemon crashes, %d acknowledged writes lost beyond one failure; end states: %s",
-		n, first, first+n-1, time.Since(start).Round(time.Millisecond), total.Failovers, total.Switchovers, total.Reasserts,
+	kind, replay := "seeds", ""
+	if o.Sidecars {
+		kind, replay = "seeds with sidecars", "SIM_SIDECARS=1 "
+	}
+	t.Logf("%d %s (%d..%d) in %v: %d failovers, %d switchovers, %d re-assertions, %d acknowledged writes, %d daemon crashes, %d acknowledged writes lost beyond one failure; end states: %s",
+		n, kind, first, first+n-1, time.Since(start).Round(time.Millisecond), total.Failovers, total.Switchovers, total.Reasserts,
 		total.Acks, total.DaemonCrashes, total.LostBeyondTolerance, strings.Join(endList, " "))
 	sort.Slice(failed, func(i, j int) bool { return failed[i].Seed < failed[j].Seed })
 	for i, r := range failed {
 		if i >= 5 {
-			t.Errorf("... and %d more failing seeds", len(failed)-5)
+			t.Errorf("... and %d more failing %s", len(failed)-5, kind)
 			break
 		}
-		shrunk := Shrink(r.Seed, r.Schedule)
-		t.Errorf("seed %d failed: %s\nreplay: SIM_SEED=%d make sim\nshrunk schedule: %#v\nshrunk failure: %s\ntrace (end):\n%s",
-			r.Seed, r.Failure, r.Seed, shrunk, Run(r.Seed, shrunk, false).Failure, strings.Join(r.Trace, "\n"))
+		shrunk := Shrink(r.Seed, r.Schedule, o)
+		t.Errorf("seed %d failed: %s\nreplay: %sSIM_SEED=%d make sim\nshrunk schedule: %#v\nshrunk failure: %s\ntrace (end):\n%s",
+			r.Seed, r.Failure, replay, r.Seed, shrunk, Run(r.Seed, shrunk, o).Failure, strings.Join(r.Trace, "\n"))
 	}
 }

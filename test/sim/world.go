@@ -51,6 +51,8 @@ type world struct {
 	failure string
 	// svc is the model Service the daemon's routing follower moves.
 	svc service
+	// sc are the sites' sidecars (nil without Setup.Sidecars).
+	sc *sidecars
 	// switchTo is an operator's switchover request of this step.
 	switchTo string
 	verbose  bool
@@ -77,8 +79,7 @@ type Stats struct {
 	Writable int
 }
 
-func newWorld(seed uint64, sched Schedule, verbose bool) *world {
-	su := setupFor(seed)
+func newWorld(seed uint64, su Setup, sched Schedule, verbose bool) *world {
 	w := &world{
 		seed: seed, setup: su, schedule: sched,
 		rng:     rand.New(rand.NewPCG(seed, 0xe4f)),
@@ -104,6 +105,10 @@ func newWorld(seed uint64, sched Schedule, verbose bool) *world {
 		panic(err) // the simulated configuration itself is wrong: every seed would fail
 	}
 	w.d = d
+	if su.Sidecars {
+		w.sc = newSidecars(w)
+		w.sc.sync()
+	}
 	return w
 }
 
@@ -329,7 +334,8 @@ func (w *world) inject(f Fault) {
 		w.hangCount[s.index]++
 		s.hung = true
 		w.at(f.Step+f.Dur, func() {
-			w.hangCount[s.index]--
+			// (A sidecar's SIGKILL may have ended the hang already.)
+			w.hangCount[s.index] = max(0, w.hangCount[s.index]-1)
 			s.hung = w.hangCount[s.index] > 0
 		})
 	case CutDaemon, Blip:
@@ -385,6 +391,11 @@ func (w *world) inject(f Fault) {
 		w.at(f.Step+f.Dur, func() { w.svc.down-- })
 	case RoutingEdit:
 		w.svc.site = s.name
+	case SidecarKill:
+		if w.sc != nil {
+			w.sc.kills[s.index]++
+			w.at(f.Step+f.Dur, func() { w.sc.kills[s.index]-- })
+		}
 	}
 }
 

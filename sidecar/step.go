@@ -1,0 +1,35 @@
+package sidecar
+
+import "context"
+
+// Step runs one round (read the local status, report to the daemon, ask
+// every peer) and then the guard's rules once, all in the caller's
+// goroutine and on the injected clock. It stands in for Run where a caller
+// drives time itself: the deterministic simulation (test/sim) calls Enforce
+// at every lease deadline and Step at every check interval, as Run's timers
+// would. A sidecar driven by Step must not also Run. It reports whether a
+// newer view was adopted.
+func (s *Sidecar) Step(ctx context.Context) bool {
+	s.stepped = true
+	adopted := s.round(ctx)
+	s.enforce(ctx)
+	return adopted
+}
+
+// Enforce applies the guard's rules once (view names another site, lease
+// expired, boot unfence), in the caller's goroutine: what Run's guard does
+// when its lease timer fires.
+func (s *Sidecar) Enforce(ctx context.Context) {
+	s.stepped = true
+	s.enforce(ctx)
+}
+
+// concurrently runs f on its own goroutine, or right away for a sidecar
+// driven by Step (a simulated history must replay exactly).
+func (s *Sidecar) concurrently(f func()) {
+	if s.stepped {
+		f()
+		return
+	}
+	go f()
+}
