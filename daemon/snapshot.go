@@ -223,6 +223,7 @@ var reasonClass = map[sitepair.Reason]string{
 	sitepair.ReasonDegradedReplicationBroken:  status.ClassDegraded,
 	sitepair.ReasonDegradedNotFollowing:       status.ClassDegraded,
 	sitepair.ReasonUnexpectedPrimary:          status.ClassDegraded,
+	sitepair.ReasonUnexpectedPrimaryFenced:    status.ClassActing,
 	sitepair.ReasonPrimaryPartitioned:         status.ClassDegraded,
 	sitepair.ReasonSemiSyncUnsafe:             status.ClassDegraded,
 

@@ -42,8 +42,7 @@ func Decide(obs Observed, st Persisted, pol Policy, now time.Time) Decision {
 	case statemachine.NoPrimary:
 		return v.noPrimary()
 	case statemachine.UnexpectedPrimary:
-		return v.decision(ReasonUnexpectedPrimary, "%s is the only writable site but the recorded primary is %s (changed outside failoverd); a human must reconcile",
-			v.det.Primary, v.st.ActiveSite)
+		return v.unexpectedPrimary()
 	}
 	return v.healthy()
 }
@@ -951,6 +950,70 @@ func (v *view) splitWinner(w []string) string {
 	return v.sites[best].Name
 }
 
+// ownTails marks diverged the peers whose transactions the recorded primary
+// t lacks when those are only writes each peer made itself that no other
+// site received and that t's promotion did not include: a deposed primary's
+// unreplicated tail (or its writes after it lost its epoch), a replica's
+// errant writes. The recorded primary's history never held them; once they
+// are marked, t can be re-asserted (simulation seed 184). ok is false when
+// any lacking transaction is another site's or reached a third site: t
+// may have lost it, and re-asserting t would lose it for good.
+func (v *view) ownTails(t int) (Decision, bool) {
+	var div []Divergence
+	var parts []string
+	for j, s := range v.sites {
+		if j == t || !s.State.Reachable() {
+			continue
+		}
+		miss := v.have[t].Uncovered(v.need(j))
+		if miss.IsEmpty() {
+			continue
+		}
+		own := v.errant(s, v.sites[t])
+		if !own.Covers(miss) || !miss.Intersect(v.st.PromotionGTID).IsEmpty() {
+			return Decision{}, false
+		}
+		for k, o := range v.sites {
+			if k != t && k != j && o.State.Reachable() && !v.have[k].Intersect(miss).IsEmpty() {
+				return Decision{}, false
+			}
+		}
+		// Added to what is already recorded of its divergence (a mark
+		// replaces the recorded set).
+		div = append(div, Divergence{Site: s.Name, Set: miss.Union(v.st.Diverged[s.Name]), Count: gtid.DivergentCount(s.Executed, v.sites[t].Executed)})
+		parts = append(parts, fmt.Sprintf("%s has %d of its own that %s lacks (%s)", s.Name, miss.Count(), v.sites[t].Name, miss.Compact()))
+	}
+	if len(div) == 0 {
+		return Decision{}, false
+	}
+	d := v.decision(ReasonMarkDiverged, "no site is writable and the recorded primary %s lacks only writes its peers made themselves: %s; marked diverged so %s can be re-asserted",
+		v.sites[t].Name, strings.Join(parts, "; "), v.sites[t].Name)
+	d.Target = v.sites[t].Name
+	d.Diverged = div
+	return d, true
+}
+
+// unexpectedPrimary handles one writable site that is not the recorded
+// primary. When our last failover made the recorded primary, the writable
+// site has no claim to the role (a deposed primary that was hung or cut
+// off through the failover and came back still writable, or one promoted
+// outside failoverd): it is fenced, as a split brain's loser would be,
+// and the no-primary or failover rules take over. Without failover
+// history a human must say which record is right.
+func (v *view) unexpectedPrimary() Decision {
+	w, active := v.det.Primary, v.st.ActiveSite
+	if last := v.st.LastFailoverTarget; last == "" || last != active {
+		return v.decision(ReasonUnexpectedPrimary, "%s is the only writable site but the recorded primary is %s (changed outside failoverd); a human must reconcile",
+			w, active)
+	}
+	// A writable site outside its epoch could acknowledge writes the
+	// recorded primary's history will never hold.
+	d := v.decision(ReasonUnexpectedPrimaryFenced, "%s is the only writable site but our last failover made %s the primary at epoch %d: fencing %s",
+		w, active, v.st.Epoch, w)
+	d.Fence = []string{w}
+	return d
+}
+
 // noPrimary re-asserts the recorded primary when that is provably safe.
 func (v *view) noPrimary() Decision {
 	t := v.st.ActiveSite
@@ -981,6 +1044,9 @@ func (v *view) noPrimary() Decision {
 	}
 	// Re-enabling a primary that lacks a peer's transactions would lose them.
 	if j := v.lacking(i, ""); j >= 0 {
+		if d, ok := v.ownTails(i); ok {
+			return d
+		}
 		return v.decision(ReasonNoPrimaryTargetBehind, "no site is writable and the recorded primary %s lacks %s", t, v.missing(i, j))
 	}
 	if !v.have[i].Covers(v.st.PromotionGTID) {

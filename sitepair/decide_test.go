@@ -33,6 +33,12 @@ func TestDecideTwoSites(t *testing.T) {
 			want: want{action: AdoptPrimary, reason: ReasonAdoptPrimary, target: "a", epoch: 1}},
 		{name: "unexpected primary: b writable while a is recorded", obs: group(site("a", RO, follows("b")), site("b", W)), st: active("a"),
 			want: want{action: Alert, reason: ReasonUnexpectedPrimary}},
+		// Simulation seed 184: a hung old primary came back still writable
+		// after the site we promoted died.
+		{name: "unexpected primary after our failover: the writable deposed primary is fenced", obs: group(site("a", W), site("b", UR)), st: promoted("b"),
+			want: want{action: FenceSites, reason: ReasonUnexpectedPrimaryFenced, fence: []string{"a"}}},
+		{name: "unexpected primary after our failover, recorded primary reachable: fenced too", obs: group(site("a", W), site("b", RO)), st: promoted("b"),
+			want: want{action: FenceSites, reason: ReasonUnexpectedPrimaryFenced, fence: []string{"a"}}},
 		{name: "waiting for probes: replica unknown", obs: group(site("a", W), site("b", UK)), st: active("a"),
 			want: want{action: None, reason: ReasonWaitingForProbes}},
 		{name: "primary debouncing: failed probes below threshold", obs: group(site("a", W, bounce), site("b", RO, follows("a"))), st: active("a"),
@@ -167,6 +173,19 @@ func TestDecideTwoSites(t *testing.T) {
 		{name: "no primary: re-assert the recorded primary holding everything", obs: group(site("a", RO), site("b", RO, follows("a"))), st: promoted("a"),
 			want: want{action: ReassertPrimary, reason: ReasonReassertPrimary, target: "a", epoch: 3}},
 		{name: "no primary: recorded primary lacks a peer's transactions", obs: group(site("a", RO), site("b", RO, follows("a"), retr(upto(11)))), st: promoted("a"),
+			want: want{action: Alert, reason: ReasonNoPrimaryTargetBehind}},
+		// Simulation seed 184: the deposed old primary b came back with a
+		// write of its own after the failover; the recorded primary a never
+		// held it.
+		{name: "no primary: recorded primary lacks only a peer's own writes: marked diverged",
+			obs: group(site("a", RO), site("b", RO, exec(upto(10).Union(errant("b", 2))), withID(errantUUID("b")))), st: promoted("a"),
+			want: want{action: MarkDiverged, reason: ReasonMarkDiverged, target: "a"}},
+		{name: "no primary: a peer's own writes that a third site received block the re-assert",
+			obs: group(site("a", RO), site("b", RO, exec(upto(10).Union(errant("b", 2))), withID(errantUUID("b"))),
+				site("c", RO, retr(errant("b", 1)))), st: promoted("a"),
+			want: want{action: Alert, reason: ReasonNoPrimaryTargetBehind}},
+		{name: "no primary: a peer's unknown identity blocks the re-assert",
+			obs: group(site("a", RO), site("b", RO, exec(upto(10).Union(errant("b", 2))))), st: promoted("a"),
 			want: want{action: Alert, reason: ReasonNoPrimaryTargetBehind}},
 		{name: "no primary: recorded primary lacks its promotion set", obs: group(site("a", RO, exec(upto(8))), site("b", RO, exec(upto(8)))), st: promoted("a"),
 			want: want{action: Alert, reason: ReasonNoPrimaryTargetBehind}},

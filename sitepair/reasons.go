@@ -35,6 +35,11 @@ const (
 	// ReasonUnexpectedPrimary (Alert): the sole writable site is not the
 	// recorded active site (changed outside failoverd).
 	ReasonUnexpectedPrimary Reason = "unexpected-primary"
+	// ReasonUnexpectedPrimaryFenced (FenceSites): the sole writable site is
+	// not the recorded active site, which our last failover promoted: the
+	// writable site (a deposed primary back from a hang or a partition, or
+	// one promoted outside failoverd) is fenced.
+	ReasonUnexpectedPrimaryFenced Reason = "unexpected-primary-fenced"
 	// ReasonRejoin (Rejoin): read-only sites not replicating from the
 	// primary whose sets the primary contains are repointed to it.
 	ReasonRejoin Reason = "rejoin"
@@ -199,6 +204,7 @@ var reasonAction = map[Reason]Action{
 	ReasonDegradedNotFollowing:       Alert,
 	ReasonAdoptPrimary:               AdoptPrimary,
 	ReasonUnexpectedPrimary:          Alert,
+	ReasonUnexpectedPrimaryFenced:    FenceSites,
 	ReasonRejoin:                     Rejoin,
 	ReasonMarkDiverged:               MarkDiverged,
 	ReasonDivergenceRepaired:         ClearDiverged,

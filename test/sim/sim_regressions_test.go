@@ -72,15 +72,28 @@ func TestRegressions(t *testing.T) {
 	}
 }
 
-// Liveness found by the simulation: a daemon that crashed between making the
-// target writable and recording the promotion forgot its fence read-back and
-// alerted target-writable-without-proof for ever (seed 91); it now fences
-// the reachable old primary again and finishes the promotion.
+// Liveness found by the simulation, each history with the end it must
+// reach (a primary serving; a diverged site waiting for a human is fine).
+//   - 91: a daemon that crashed between making the target writable and
+//     recording the promotion forgot its fence read-back and alerted
+//     target-writable-without-proof for ever; it now fences the reachable
+//     old primary again and finishes the promotion.
+//   - 184: a hung old primary came back writable after the site we promoted
+//     died; it was left writable under unexpected-primary. It is now fenced
+//     (unexpected-primary-fenced), its own write marked diverged, and the
+//     recorded primary re-asserted once it returns.
+//   - 475: a peer's own writes blocked re-asserting the recorded primary;
+//     marking them diverged replaced the peer's recorded divergence with the
+//     new part only, so the two marks alternated for ever. The mark now adds
+//     to what is recorded.
 func TestLivenessRegressions(t *testing.T) {
-	for _, seed := range []uint64{91} {
-		r := Run(seed, nil, Options{})
-		if r.Failure != "" || r.Stats.EndReason != "healthy" {
-			t.Errorf("seed %d ends %q (failure %q), want healthy\n%s", seed, r.Stats.EndReason, r.Failure, strings.Join(r.Trace, "\n"))
+	for _, c := range []struct {
+		seed uint64
+		end  string
+	}{{91, "healthy"}, {184, "degraded-not-following"}, {475, "degraded-not-following"}} {
+		r := Run(c.seed, nil, Options{})
+		if r.Failure != "" || string(r.Stats.EndReason) != c.end || r.Stats.Writable != 1 {
+			t.Errorf("seed %d ends %q with %d writable (failure %q), want %s with one\n%s", c.seed, r.Stats.EndReason, r.Stats.Writable, r.Failure, c.end, strings.Join(r.Trace, "\n"))
 		}
 	}
 }
