@@ -8,9 +8,8 @@
 //
 // [Poller.Run] starts one goroutine per site. Each ticks every
 // Config.PollInterval (first ticks staggered across the interval) and runs
-// one probe, bounded by Config.ProbeTimeout through its context, in the
-// site's helper goroutine (started at its first probe and kept, so the stack
-// the driver grows is not grown again on every probe). The site goroutine waits for the result or for the timeout on
+// one probe, bounded by Config.ProbeTimeout through its context, in a helper
+// goroutine. The site goroutine waits for the result or for the timeout on
 // the injected [Clock], whichever comes first, so a probe never delays the
 // next tick (ProbeTimeout < PollInterval is enforced). A probe that does not
 // return when its context ends (a prober ignoring it) is reported as a

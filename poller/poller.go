@@ -214,13 +214,6 @@ type probeResult struct {
 	expired bool // the probe's context had ended when it returned
 }
 
-// probeRequest asks the site's probe goroutine for one probe within ctx,
-// answered on done (buffered: the goroutine never waits for the loop).
-type probeRequest struct {
-	ctx  context.Context
-	done chan probeResult
-}
-
 // siteLoop is the state of one site's goroutine.
 type siteLoop struct {
 	cfg    *Config
@@ -236,17 +229,10 @@ type siteLoop struct {
 	// touches it when no probe is in flight.
 	prober Prober
 	// inflight is the result channel of a probe that outlived its timeout.
-	inflight chan probeResult
-	// requests feeds the site's probe goroutine (started at the first
-	// probe, ended by shutdown; workerDone closes when it has returned).
-	// One long-lived goroutine per site, rather than one per probe, keeps
-	// the stack the driver grew: a fresh goroutine grows and copies it again
-	// on every probe.
-	requests   chan probeRequest
-	workerDone chan struct{}
-	silence    silenceTracker
-	lastClass  ErrorClass
-	reported   bool // lastClass is meaningful
+	inflight  chan probeResult
+	silence   silenceTracker
+	lastClass ErrorClass
+	reported  bool // lastClass is meaningful
 }
 
 func (s *siteLoop) run(ctx context.Context, sink func(Observation)) {
@@ -330,13 +316,10 @@ func (s *siteLoop) probe(ctx context.Context) (Observation, bool) {
 	}
 	pctx, cancel := context.WithTimeout(ctx, s.cfg.ProbeTimeout)
 	done := make(chan probeResult, 1)
-	if s.requests == nil {
-		s.requests, s.workerDone = make(chan probeRequest), make(chan struct{})
-		go s.work(s.requests, s.workerDone)
-	}
-	// No probe is in flight here (inflight is nil), so the goroutine is
-	// idle and takes the request at once.
-	s.requests <- probeRequest{ctx: pctx, done: done}
+	go func() {
+		st, err := s.attempt(pctx)
+		done <- probeResult{st: st, err: err, expired: pctx.Err() != nil}
+	}()
 	timer := clock.NewTimer(s.cfg.ProbeTimeout)
 	defer timer.Stop()
 	select {
@@ -359,16 +342,6 @@ func (s *siteLoop) probe(ctx context.Context) (Observation, bool) {
 		cancel()
 		s.inflight = done
 		return Observation{}, false
-	}
-}
-
-// work is the site's probe goroutine: one attempt per request until
-// requests is closed.
-func (s *siteLoop) work(requests <-chan probeRequest, exited chan<- struct{}) {
-	defer close(exited)
-	for r := range requests {
-		st, err := s.attempt(r.ctx)
-		r.done <- probeResult{st: st, err: err, expired: r.ctx.Err() != nil}
 	}
 }
 
@@ -405,17 +378,12 @@ func (s *siteLoop) closeProber() {
 	s.prober = nil
 }
 
-// shutdown waits for a probe still in flight (it owns the prober), ends
-// the probe goroutine, then closes the prober.
+// shutdown waits for a probe still in flight (it owns the prober), then
+// closes the prober.
 func (s *siteLoop) shutdown() {
 	if s.inflight != nil {
 		<-s.inflight
 		s.inflight = nil
-	}
-	if s.requests != nil {
-		close(s.requests)
-		<-s.workerDone
-		s.requests = nil
 	}
 	s.closeProber()
 }
