@@ -40,6 +40,10 @@ type scenario struct {
 	run  func(r *scenarioRun)
 }
 
+// moreScenarios are catalogue entries kept in files of their own (each
+// registered by its file's init), played after scenarios().
+var moreScenarios []scenario
+
 // scenarioRun is one scenario's group, load and verdict inputs.
 type scenarioRun struct {
 	t    *testing.T
@@ -365,7 +369,7 @@ func TestScenarios(t *testing.T) {
 	verdicts = nil
 	verdictsMu.Unlock()
 	started := time.Now()
-	for _, sc := range scenarios() {
+	for _, sc := range append(scenarios(), moreScenarios...) {
 		t.Run(sc.name, func(t *testing.T) {
 			r := &scenarioRun{t: t, overlapFrom: -1}
 			begun := time.Now()
