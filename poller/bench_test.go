@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -151,10 +152,13 @@ Reproduce: `+"`FAILOVERD_BENCH_WRITE=1 go test -run '^$' -bench BenchmarkDetecti
 // pollResult is one measured polling window.
 type pollResult struct {
 	sites                  int
+	answered               int // sites that answered at least once before the window
 	wall                   time.Duration
 	cores, serverCores     float64
 	sysShare               float64 // share of the CPU time spent in the kernel
 	rssKB, hwmKB           int64
+	stackKB                int64 // goroutine stacks in use (runtime.MemStats.StackInuse)
+	goroutines             int
 	probes, reachable      int
 	p50, p99               time.Duration
 	newConns, connectedEnd int64
@@ -171,24 +175,29 @@ func (r pollResult) cpuPerProbe() time.Duration {
 	return time.Duration(r.cores * float64(r.wall) / float64(max(r.reachable, 1)))
 }
 
-// BenchmarkPolling1000Sites polls 100 and then 1,000 site entries (all
-// pointing at one MariaDB; FAILOVERD_BENCH_SCALE_SITES, comma-separated,
-// changes the sizes) every second and measures this process's CPU
-// (getrusage over a window) and RSS. The smaller run shows the client's
-// cost per probe while the one server keeps up; at 1,000 sites that server
-// (answering 1,000 status probes a second on the same 2 cores) is the
-// bottleneck, not the poller. It records the figures scale_cpu_<n> and
-// scale_rss_<n> in docs/benchmarks/results.json (targets at 1,000 sites).
+// BenchmarkPolling1000Sites polls 100, 1,000 and then 5,000 site entries
+// (all pointing at one MariaDB; FAILOVERD_BENCH_SCALE_SITES,
+// comma-separated, changes the sizes) every second and measures this
+// process's CPU (getrusage over a window) and RSS. The smaller run shows the
+// client's cost per probe while the one server keeps up; from 1,000 sites
+// that server (answering 1,000 status probes a second and more on the same
+// 2 cores) is the bottleneck, not the poller. It records the figures
+// scale_cpu_<n> and scale_rss_<n> in docs/benchmarks/results.json (targets
+// at 1,000 sites).
 func BenchmarkPolling1000Sites(b *testing.B) {
 	if testing.Short() {
-		b.Skip("-short: this benchmark opens 1,000 MariaDB sessions and polls them for about a minute")
+		b.Skip("-short: this benchmark opens up to 5,000 MariaDB sessions and polls them for a few minutes")
 	}
 	window := envDuration("FAILOVERD_BENCH_WINDOW", 30*time.Second)
-	m := testenv.StartMariaDB(b, testenv.MariaDBOptions{Name: "polled", ExtraArgs: []string{"--max-connections=1200"}})
+	sizes := scaleSizes()
+	// One session per site, and room for the harness's own and reconnects.
+	maxConns := slices.Max(sizes) + 200
+	m := testenv.StartMariaDB(b, testenv.MariaDBOptions{Name: "polled", ExtraArgs: []string{
+		fmt.Sprintf("--max-connections=%d", maxConns), fmt.Sprintf("--open-files-limit=%d", 2*maxConns+1000), ownTmpdir(b)}})
 	mariadbVersion := m.QueryString(b, "SELECT VERSION()")
 	load := benchdoc.LoadAverage()
 	var results []pollResult
-	for _, sites := range scaleSizes() {
+	for _, sites := range sizes {
 		b.Run(fmt.Sprintf("sites=%d", sites), func(b *testing.B) {
 			r := measurePolling(b, m, sites, window)
 			results = append(results, r)
@@ -196,8 +205,8 @@ func BenchmarkPolling1000Sites(b *testing.B) {
 			b.ReportMetric(float64(r.rssKB)/1024, "rss-MB")
 			b.ReportMetric(r.rate(), "probes/s")
 			b.ReportMetric(r.reachablePct(), "reachable-%")
-			b.Logf("%d sites at 1s: %.3f cores (%.0f%% kernel), RSS %.1f MB (peak %.1f MB), %.0f probes/s, %.2f%% reachable, probe p50 %v p99 %v, %v CPU per successful probe, server %.2f cores, %d new server connections in the window, %d connected",
-				r.sites, r.cores, 100*r.sysShare, float64(r.rssKB)/1024, float64(r.hwmKB)/1024, r.rate(), r.reachablePct(), r.p50, r.p99, r.cpuPerProbe(), r.serverCores, r.newConns, r.connectedEnd)
+			b.Logf("%d sites at 1s: %.3f cores (%.0f%% kernel), RSS %.1f MB (peak %.1f MB, goroutine stacks %.1f MB, %d goroutines), %.0f probes/s, %.2f%% reachable, probe p50 %v p99 %v, %v CPU per successful probe, server %.2f cores, %d new server connections in the window, %d connected",
+				r.sites, r.cores, 100*r.sysShare, float64(r.rssKB)/1024, float64(r.hwmKB)/1024, float64(r.stackKB)/1024, r.goroutines, r.rate(), r.reachablePct(), r.p50, r.p99, r.cpuPerProbe(), r.serverCores, r.newConns, r.connectedEnd)
 		})
 	}
 	recordScale(b, results)
@@ -206,11 +215,107 @@ func BenchmarkPolling1000Sites(b *testing.B) {
 	}
 	var rows strings.Builder
 	for _, r := range results {
-		fmt.Fprintf(&rows, "| %d | %.3f | %.0f %% | %.1f MB | %.1f MB | %.0f | %.1f %% | %v | %v | %v | %.2f | %d |\n",
-			r.sites, r.cores, 100*r.sysShare, float64(r.rssKB)/1024, float64(r.hwmKB)/1024, r.rate(), r.reachablePct(),
+		fmt.Fprintf(&rows, "| %d | %.3f | %.0f %% | %.1f MB | %.1f MB | %.1f MB | %.0f | %.1f %% | %v | %v | %v | %.2f | %d |\n",
+			r.sites, r.cores, 100*r.sysShare, float64(r.rssKB)/1024, float64(r.hwmKB)/1024, float64(r.stackKB)/1024, r.rate(), r.reachablePct(),
 			r.p50.Round(10*time.Microsecond), r.p99.Round(10*time.Microsecond), r.cpuPerProbe().Round(time.Microsecond), r.serverCores, r.newConns)
 	}
-	big := results[len(results)-1]
+	verdict := "Targets for 1,000 sites: not measured in this run (FAILOVERD_BENCH_SCALE_SITES)."
+	if i := slices.IndexFunc(results, func(r pollResult) bool { return r.sites == 1000 }); i >= 0 {
+		verdict = scaleVerdict(results[i])
+	}
+	benchdoc.Write(b, "..", "polling.md", fmt.Sprintf(`# Polling cost: %s sites at 1 s
+
+%s
+- MariaDB: %s; load average when the benchmark started: %s (the machine is
+  shared with other engineers' builds and tests)
+
+## Setup
+
+- One MariaDB on 127.0.0.1 (testenv.StartMariaDB, --max-connections=%d).
+  %s site entries in turn point at it, each with its own
+  mysqlctl.Instance (pool of one session, reused), polled by poller.New +
+  poller.MySQLDialer every 1 s (probe timeout 800 ms, staggered first ticks).
+  A probe is mysqlctl.Status: one SELECT of variables plus SHOW ALL SLAVES
+  STATUS, sent in one request (MySQLDialer opens its instances StatusOnly,
+  whose sessions accept multi-statement text and run nothing else).
+- After every site answered once (or, past 2 minutes plus 10 ms a site, at
+  least half of them; the figure's notes say so) and 3 s more, the CPU of this process is
+  measured with getrusage(RUSAGE_SELF) (user + system) over a %v window; RSS
+  and peak RSS (VmRSS, VmHWM) come from /proc/self/status at its end (the test
+  binary's own baseline included), the goroutine stacks in use from
+  runtime.MemStats.StackInuse. Server CPU is mariadbd's utime + stime from
+  /proc over the same window.
+
+## Results
+
+| sites | CPU (cores) | of which kernel | RSS | peak RSS | goroutine stacks | probes/s | reachable | probe p50 | probe p99 | CPU per OK probe | server cores | new server conns |
+|------:|------------:|----------------:|----:|---------:|-----------------:|---------:|----------:|----------:|----------:|-----------------:|-------------:|-----------------:|
+%s
+%s
+
+When the one server falls behind (1,000 and more sites on this machine), the
+scale_cpu figure of results.json is the CPU per successful probe times the
+number of sites: what the poller would spend if every probe succeeded,
+conservative since the failed probes and reconnects are charged to the
+successful ones. No target is set beyond 1,000 sites; 5,000 shows how the
+poller's own cost and memory grow (the server there answers only a fraction).
+
+The smaller run costs more CPU per probe than the larger ones: between
+sparse probes the process idles, and every probe pays for waking the Go
+scheduler and epoll from sleep; at 1,000 probes a second those wake-ups are
+shared. So the smaller row is no basis for a linear extrapolation.
+
+Where the client CPU goes (go test -cpuprofile of BenchmarkProbeCPU, probes
+back to back on one site, and of the 200-site run): about half in system
+calls (loopback TCP write and read, whose in-kernel delivery to the server
+socket is charged to the writer, and epoll), about an eighth in futex
+wake-ups of the Go scheduler, the rest in database/sql (a goroutine per
+query watching its context), the MySQL driver's packet parsing and GC; the
+poller's own code is a few percent. %s
+
+The one MariaDB answering 1,000 status probes a second needs %.2f cores of its
+own here (%.2f at the largest size): mysqlctl's MariaDB status query reads
+the semi-sync settings through information_schema.GLOBAL_VARIABLES and
+GLOBAL_STATUS, about 0.8 ms of server CPU per probe against about 0.06 ms
+for the plain variables. When other work on this shared 2-core machine
+leaves it less, probes time out; a timed-out probe closes its session (the
+driver cannot cancel a running query otherwise) and the next one
+reconnects, which the "new server conns" column counts. A real group's
+server gets one probe per poll interval from the daemon, not 1,000.
+
+Reproduce: `+"`FAILOVERD_BENCH_WRITE=1 go test -run '^$' -bench BenchmarkPolling1000Sites -benchtime 1x ./poller/`"+`
+`, sizesText(results, ", "), benchdoc.MachineInfo(), mariadbVersion, load, maxConns, sizesText(results, ", then "), window, rows.String(),
+		verdict, probeCostNote, serverCoresAt(results, 1000), results[len(results)-1].serverCores))
+}
+
+// probeCostNote records the probe-path measurements of issue 18 (taken
+// while making the changes; see BenchmarkProbeCPU).
+const probeCostNote = `The two statements of a probe now go in one request
+(issue 18: MySQLDialer opens its instances mysqlctl StatusOnly, so a probe
+costs one write, one read, one pool checkout with its liveness check and one
+database/sql context goroutine instead of two each): BenchmarkProbeCPU
+(4,000-5,000 probes back to back on one site, builds run interleaved, p50 of
+10 runs each, shared machine) went from 189 to 140 µs of CPU per probe, 152
+to 143 allocations (11.8 to 12.3 KB). A long-lived probe goroutine per site
+instead of one per probe was tried too: it saved about 4 % more (the
+runtime's newstack and newproc in 15,000-probe profiles) but kept about 9 KB
+more goroutine stack resident per site, so it was not kept. What remains is
+mostly the kernel's loopback TCP and the scheduler's wake-ups as a probe
+passes from the site goroutine to the probe goroutine, the driver's context
+watcher and back.`
+
+// serverCoresAt is the server's cores in the run of n sites (0 if none).
+func serverCoresAt(rs []pollResult, n int) float64 {
+	for _, r := range rs {
+		if r.sites == n {
+			return r.serverCores
+		}
+	}
+	return 0
+}
+
+// scaleVerdict is polling.md's verdict on the 1,000-site targets.
+func scaleVerdict(big pollResult) string {
 	// Cores for 1,000 successful probes a second, conservative: the CPU of
 	// failed probes and reconnects is charged to the successful ones.
 	est := big.cpuPerProbe().Seconds() * 1000
@@ -224,58 +329,7 @@ carries the failed probes and reconnects); < 150 MB RSS: %s (%.1f MB).`,
 			targetVerdict(big.cores < 0.3 && est < 0.3), big.cores, float64(big.reachable)/big.wall.Seconds(), est,
 			targetVerdict(big.rssKB < 150*1024), float64(big.rssKB)/1024)
 	}
-	benchdoc.Write(b, "..", "polling.md", fmt.Sprintf(`# Polling cost: up to 1,000 sites at 1 s
-
-%s
-- MariaDB: %s; load average when the benchmark started: %s (the machine is
-  shared with other engineers' builds and tests)
-
-## Setup
-
-- One MariaDB on 127.0.0.1 (testenv.StartMariaDB, --max-connections=1200).
-  %s site entries in turn point at it, each with its own
-  mysqlctl.Instance (pool of one session, reused), polled by poller.New +
-  poller.MySQLDialer every 1 s (probe timeout 800 ms, staggered first ticks).
-  A probe is mysqlctl.Status: one SELECT of variables plus SHOW ALL SLAVES STATUS.
-- After every site answered once and 3 s more, the CPU of this process is
-  measured with getrusage(RUSAGE_SELF) (user + system) over a %v window; RSS
-  and peak RSS (VmRSS, VmHWM) come from /proc/self/status at its end (the test
-  binary's own baseline included). Server CPU is mariadbd's utime + stime from
-  /proc over the same window.
-
-## Results
-
-| sites | CPU (cores) | of which kernel | RSS | peak RSS | probes/s | reachable | probe p50 | probe p99 | CPU per OK probe | server cores | new server conns |
-|------:|------------:|----------------:|----:|---------:|---------:|----------:|----------:|----------:|-----------------:|-------------:|-----------------:|
-%s
-%s
-
-The smaller run costs more CPU per probe than the 1,000-site run: between
-sparse probes the process idles, and every probe pays for waking the Go
-scheduler and epoll from sleep; at 1,000 probes a second those wake-ups are
-shared. So the smaller row is no basis for a linear extrapolation.
-
-Where the client CPU goes (a go test -cpuprofile of the 250-site run taken
-while writing this): about half in system calls (loopback TCP write and read,
-whose in-kernel delivery to the server socket is charged to the writer, and
-epoll), about an eighth in futex wake-ups of the Go scheduler, the rest in
-database/sql, the MySQL driver's packet parsing and GC; the poller's own code
-is a few percent. Each probe costs two round trips (mysqlctl.Status) plus the
-driver's per-query liveness check.
-
-The one MariaDB answering 1,000 status probes a second needs %.2f cores of its
-own here: mysqlctl's MariaDB status query reads the semi-sync settings through
-information_schema.GLOBAL_VARIABLES and GLOBAL_STATUS, about 0.8 ms of server
-CPU per probe against about 0.06 ms for the plain variables. When other work
-on this shared 2-core machine leaves it less, probes time out; a timed-out
-probe closes its session (the driver cannot cancel a running query otherwise)
-and the next one reconnects, which the "new server conns" column counts. A
-real group's server gets one probe per poll interval from the daemon, not
-1,000.
-
-Reproduce: `+"`FAILOVERD_BENCH_WRITE=1 go test -run '^$' -bench BenchmarkPolling1000Sites -benchtime 1x ./poller/`"+`
-`, benchdoc.MachineInfo(), mariadbVersion, load, sizesText(results), window, rows.String(),
-		verdict, big.serverCores))
+	return verdict
 }
 
 // measurePolling polls sites entries pointing at m every second and
@@ -328,17 +382,27 @@ func measurePolling(b *testing.B, m *testenv.MariaDB, sites int, window time.Dur
 	}()
 	defer func() { cancel(); <-done }()
 
-	// Warm-up: every site connected once, then a few seconds more.
-	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(100 * time.Millisecond) {
+	// Warm-up: every site connected once, then a few seconds more. The
+	// first round opens a session per site: allow 2 minutes plus 10 ms a
+	// site. A server that cannot answer that many (5,000 sites on 2 shared
+	// cores: dials time out and back off) is measured anyway once half of
+	// them answered, and the figure says how many did.
+	warmup := 2*time.Minute + time.Duration(sites)*10*time.Millisecond
+	answered := 0
+	for deadline := time.Now().Add(warmup); ; time.Sleep(100 * time.Millisecond) {
 		mu.Lock()
-		n := len(seen)
+		answered = len(seen)
 		mu.Unlock()
-		if n == sites {
+		if answered == sites {
 			break
 		}
 		if time.Now().After(deadline) {
-			log, _ := os.ReadFile(m.ErrorLog())
-			b.Fatalf("only %d of %d sites answered within 2 minutes; server log:\n%s", n, sites, log[max(0, len(log)-3000):])
+			if 2*answered < sites {
+				log, _ := os.ReadFile(m.ErrorLog())
+				b.Fatalf("only %d of %d sites answered within %v; server log:\n%s", answered, sites, warmup, log[max(0, len(log)-3000):])
+			}
+			b.Logf("%d of %d sites answered within %v; measuring anyway", answered, sites, warmup)
+			break
 		}
 	}
 	time.Sleep(3 * time.Second)
@@ -354,10 +418,13 @@ func measurePolling(b *testing.B, m *testenv.MariaDB, sites int, window time.Dur
 	serverCPU1, wall1 := childCPU("mariadbd"), time.Now()
 	mu.Lock()
 	measuring = false
-	r := pollResult{sites: sites, wall: wall1.Sub(wall0), probes: total, reachable: ok}
+	r := pollResult{sites: sites, answered: answered, wall: wall1.Sub(wall0), probes: total, reachable: ok}
 	durs := slices.Clone(durations)
 	mu.Unlock()
 	r.rssKB, r.hwmKB = procStatusKB("VmRSS"), procStatusKB("VmHWM")
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	r.stackKB, r.goroutines = int64(ms.StackInuse/1024), runtime.NumGoroutine()
 	r.newConns = serverCounter(b, m, "CONNECTIONS") - connsBefore
 	r.connectedEnd = serverCounter(b, m, "THREADS_CONNECTED")
 	r.cores = (user1 - user0 + sys1 - sys0).Seconds() / r.wall.Seconds()
@@ -429,14 +496,35 @@ func procStatusKB(field string) int64 {
 	return 0
 }
 
+// serverCounter reads a status counter of m, trying again a few times: the
+// server answering thousands of probes (on a shared, loaded machine) may
+// let one read time out.
 func serverCounter(b *testing.B, m *testenv.MariaDB, name string) int64 {
-	v := m.QueryString(b, "SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS WHERE VARIABLE_NAME = '"+name+"'")
-	n, _ := strconv.ParseInt(v, 10, 64)
-	return n
+	var err error
+	for range 5 {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		var v string
+		err = m.AdminDB(b).QueryRowContext(ctx, "SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS WHERE VARIABLE_NAME = ?", name).Scan(&v)
+		cancel()
+		if err == nil {
+			n, _ := strconv.ParseInt(v, 10, 64)
+			return n
+		}
+		time.Sleep(time.Second)
+	}
+	b.Fatalf("read the server's %s: %v", name, err)
+	return 0
 }
 
-// scaleSizes is FAILOVERD_BENCH_SCALE_SITES (comma-separated), default 100
-// and 1,000 sites.
+// ownTmpdir is a --tmpdir of the benchmark's own: the status query's
+// information_schema reads go through temporary tables there, and every
+// MariaDB starting with the shared /tmp as its tmpdir deletes the "#sql"
+// files it finds (other tests on this machine start servers all the time),
+// failing a probe in flight with "Error on delete of '/tmp/#sql-temptable…'".
+func ownTmpdir(b *testing.B) string { return "--tmpdir=" + b.TempDir() }
+
+// scaleSizes is FAILOVERD_BENCH_SCALE_SITES (comma-separated), default 100,
+// 1,000 and 5,000 sites.
 func scaleSizes() []int {
 	var out []int
 	for f := range strings.SplitSeq(os.Getenv("FAILOVERD_BENCH_SCALE_SITES"), ",") {
@@ -445,17 +533,17 @@ func scaleSizes() []int {
 		}
 	}
 	if len(out) == 0 {
-		return []int{100, 1000}
+		return []int{100, 1000, 5000}
 	}
 	return out
 }
 
-func sizesText(rs []pollResult) string {
+func sizesText(rs []pollResult, sep string) string {
 	var s []string
 	for _, r := range rs {
 		s = append(s, strconv.Itoa(r.sites))
 	}
-	return strings.Join(s, ", then ")
+	return strings.Join(s, sep)
 }
 
 // recordScale records scale_cpu_<n> and scale_rss_<n> for every size
@@ -477,13 +565,57 @@ func recordScale(b *testing.B, rs []pollResult) {
 				cores, how = est, fmt.Sprintf("scaled to %d successful probes/s from the CPU per successful probe (only %.1f %% succeeded; measured %.3f core)", r.sites, r.reachablePct(), r.cores)
 			}
 		}
+		after := "after every site answered once"
+		if r.answered < r.sites {
+			after = fmt.Sprintf("after %d of the sites answered once, the others still dialling", r.answered)
+		}
 		figs = append(figs,
 			benchdoc.NewFigure(fmt.Sprintf("scale_cpu_%d", r.sites), "cores", []float64{cores}, cpuT, fmt.Sprintf(
-				`CPU of the polling process (getrusage user+system over a %v window, after every site answered once)
+				`CPU of the polling process (getrusage user+system over a %v window, %s)
 polling %d site entries every 1 s, all pointing at one local MariaDB (poller.New + MySQLDialer, probe
-timeout 800 ms); %s. Details: polling.md.`, r.wall.Round(time.Second), r.sites, how)),
+timeout 800 ms); %s. Details: polling.md.`, r.wall.Round(time.Second), after, r.sites, how)),
 			benchdoc.NewFigure(fmt.Sprintf("scale_rss_%d", r.sites), "MB", []float64{float64(r.rssKB) / 1024}, rssT, fmt.Sprintf(
 				`VmRSS of the polling process (the test binary's baseline included) at the end of the scale_cpu_%d window.`, r.sites)))
 	}
 	benchdoc.Record(b, "..", figs...)
+}
+
+// BenchmarkProbeCPU measures this process's CPU per probe on the probe path
+// the daemon runs (siteLoop.probe: the probe goroutine, MySQLDialer's
+// mysqlctl.Instance, mysqlctl.Status) against one local MariaDB, probes
+// back to back on one site: the client-side cost per probe that the scale
+// figures multiply, without the scheduling of many sites. Profile it with
+//
+//	go test -run '^$' -bench BenchmarkProbeCPU -benchtime 2000x -cpuprofile cpu.prof ./poller/
+func BenchmarkProbeCPU(b *testing.B) {
+	if testing.Short() {
+		b.Skip("-short: this benchmark starts a MariaDB")
+	}
+	m := testenv.StartMariaDB(b, testenv.MariaDBOptions{Name: "probed", ExtraArgs: []string{ownTmpdir(b)}})
+	cfg := Config{
+		Group: "bench", PollInterval: time.Second, ProbeTimeout: 800 * time.Millisecond, FailureThreshold: 2,
+		Dial: MySQLDialer(mysqlctl.Options{
+			User: testenv.AdminUser, Password: testenv.AdminPassword, MaxOpenConns: 1,
+			Logger: slog.New(slog.DiscardHandler),
+		}, nil),
+		Clock:  SystemClock{},
+		Logger: slog.New(slog.DiscardHandler),
+		Sites:  []Site{{Name: "s0", Addr: m.Addr()}},
+	}
+	loop := &siteLoop{cfg: &cfg, book: newAddressBook(cfg.Sites), site: cfg.Sites[0], log: cfg.Logger}
+	defer loop.shutdown()
+	ctx := context.Background()
+	if obs, _ := loop.probe(ctx); !obs.Reachable { // connect outside the measurement
+		b.Fatalf("first probe: %v", obs.Err)
+	}
+	user0, sys0 := selfCPU()
+	b.ResetTimer()
+	for range b.N {
+		if obs, _ := loop.probe(ctx); !obs.Reachable {
+			b.Fatalf("probe: %v", obs.Err)
+		}
+	}
+	b.StopTimer()
+	user1, sys1 := selfCPU()
+	b.ReportMetric(float64((user1-user0+sys1-sys0).Microseconds())/float64(b.N), "cpu-µs/probe")
 }
