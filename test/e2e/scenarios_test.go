@@ -516,6 +516,53 @@ func scenarios() []scenario {
 			r.final = 1
 			r.outcome = fmt.Sprintf("site0 diverged transactions=%d recovery=%s reason=%s, stays fenced", st.Diverged[0].Transactions, s0.Recovery, st.Reason)
 		}},
+		{"old-primary-back-after-new-died", func(r *scenarioRun) {
+			// Simulation seed 184 on real servers: site0 hangs through the
+			// failover (so it is never fenced), the site promoted in its
+			// place dies within the cooldown (nothing is promoted again),
+			// then site0 comes back still writable; later the recorded
+			// primary returns, read-only as every site boots.
+			r.begin(semiSyncOptions())
+			r.g.pause(0)
+			st, i := r.promoted("site0")
+			third := 3 - i // the site neither hung nor promoted
+			r.g.waitFor(fmt.Sprintf("site%d follows site%d", third, i), 30*time.Second, func() bool {
+				return r.g.follows(r.g.topo.Sites[third], r.g.topo.Sites[i])
+			})
+			r.resumes()
+			r.g.kill(i)
+			down := r.waitReason("cooldown", failoverTimeout)
+			if err := r.g.topo.Sites[0].Resume(); err != nil {
+				r.t.Fatal(err)
+			}
+			r.g.waitFor("the resumed old primary fenced", failoverTimeout, func() bool { return !slices.Contains(r.g.writable(), "site0") })
+			if rs := compactReasons(r.g.decisionsAfter(`"msg":"failover.promoted"`)); !slices.Contains(rs, "unexpected-primary-fenced") {
+				r.t.Fatalf("site0 read-only again without an unexpected-primary-fenced decision; decisions since the promotion: %s", strings.Join(rs, " > "))
+			}
+			if err := r.g.topo.Sites[i].Restart(r.t.Context()); err != nil {
+				r.t.Fatal(err)
+			}
+			name := st.ActiveSite
+			r.g.waitFor(name+" re-asserted", failoverTimeout, func() bool {
+				s, err := r.g.status()
+				return err == nil && s.ActiveSite == name && s.InFlight == nil && s.Epoch > st.Epoch && slices.Equal(r.g.writable(), []string{name})
+			})
+			end := r.g.expectSolePrimary(name)
+			after := compactReasons(r.g.decisionsAfter(`"reason":"unexpected-primary-fenced"`))
+			if !slices.Contains(after, "reassert-primary") {
+				r.t.Fatalf("%s writable again without a reassert-primary decision; decisions since the fence: %s", name, strings.Join(after, " > "))
+			}
+			r.resumes()
+			// site0's own writes after it lost its epoch (none acknowledged:
+			// semi-sync had no replica left) keep it fenced; without any it
+			// rejoins.
+			fate := r.oldPrimaryFate(i)
+			r.g.waitHealthyOrDegraded(name)
+			settled, _ := r.g.status()
+			r.final, r.overlapFrom = i, 0
+			r.outcome = fmt.Sprintf("%s; site%d killed (reason=%s), site0 resumed writable, fenced reason=unexpected-primary-fenced; site%d restarted, re-asserted epoch=%d (decisions: %s); %s, reason=%s",
+				failoverOutcome(st), i, down.Reason, i, end.Epoch, strings.Join(after, ">"), fate, settled.Reason)
+		}},
 		{"daemon-killed-mid-failover", func(r *scenarioRun) {
 			const step = daemon.StepPromotionRecorded
 			r.newGroup(groupOptions{sites: 3})
