@@ -36,6 +36,8 @@ type daemon struct {
 	// tracker is the daemon's debouncing, fed by probe.
 	tracker *poller.Tracker
 	seq     map[string]uint64
+	// late are probes in flight on a slow link, answered after the round.
+	late []poller.Observation
 	last    sitepair.Decision
 	// current is the decision being carried out (promoted checks it).
 	current sitepair.Decision
@@ -72,7 +74,7 @@ func (d *daemon) start() error {
 	if err != nil {
 		return fmt.Errorf("sim: tracker: %w", err)
 	}
-	d.tracker = tr
+	d.tracker, d.late = tr, nil
 	d.crashed, d.last = false, sitepair.Decision{}
 	h, err := failoverd.NewHarness(d.cfg, failoverd.HarnessOptions{
 		Observations: failoverd.TrackerObservations(d.cfg, tr),
@@ -132,10 +134,29 @@ func (d *daemon) probe(at time.Time) {
 			o.IOConnected, o.SourceSilent = d.w.ioView(s)
 			o.SilenceKnown = s.source != ""
 		}
-		if _, _, err := d.tracker.Observe(o); err != nil {
-			panic(err)
+		if d.w.daemonSlow[s.index] > 0 {
+			// Answered after this step's decision (slow-daemon).
+			o.At = at.Add(slowDaemonLatency)
+			d.late = append(d.late, o)
+			continue
 		}
+		d.observe(o)
 	}
+}
+
+func (d *daemon) observe(o poller.Observation) {
+	if _, _, err := d.tracker.Observe(o); err != nil {
+		panic(err)
+	}
+}
+
+// deliverLate hands the tracker the probes a slow link answered after the
+// decision.
+func (d *daemon) deliverLate() {
+	for _, o := range d.late {
+		d.observe(o)
+	}
+	d.late = nil
 }
 
 // round is one round of the daemon's loop, its decision checked against
@@ -339,6 +360,14 @@ func (in *instance) ReplicateFrom(_ context.Context, src mysqlctl.Source) error 
 	}
 	if p == nil {
 		return fmt.Errorf("sim: no site at %s:%d", src.Host, src.Port)
+	}
+	for t := range in.s.executed.m {
+		// A site with errant transactions never replicates from a source
+		// lacking them (the executor checks containment first).
+		if !p.executed.has(t) {
+			in.d.w.fail("%s repointed to %s with errant transaction %s:%d", in.s.name, p.name, uuidOf(t.origin), t.seq)
+			break
+		}
 	}
 	if in.s.source != p.name {
 		in.s.retrieved.clear()

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strings"
+	"time"
 )
 
 // Kind is a kind of fault (or operator request) in a schedule.
@@ -52,9 +53,26 @@ const (
 	RoutingDown Kind = "routing-down"
 	// RoutingEdit points the Service at Site by hand (someone's kubectl).
 	RoutingEdit Kind = "routing-edit"
-	// SidecarKill kills the site's sidecar process for Dur; it restarts
-	// with no view and no lease.
+	// SidecarKill kills the site's sidecar process; its service manager
+	// starts it again a step later (deploy/systemd: Restart=always after
+	// 1 s, Upholds= while mysqld runs), with no view and no lease. A
+	// sidecar kept dead while mysqld runs breaks the deployment's promise
+	// that the lease-expired proof rests on, and is not simulated.
 	SidecarKill Kind = "sidecar-kill"
+	// SlowLink delays the replication link between Site and Peer by
+	// slowLinkSteps for Dur: the replica receives (and acknowledges) a
+	// transaction only that long after it was committed.
+	SlowLink Kind = "slow-link"
+	// SlowDaemon gives the daemon↔site link a latency of slowDaemonLatency
+	// (below the probe timeout) for Dur: each probe answers after the
+	// decision that would have used it, so decisions rest on older ones.
+	SlowDaemon Kind = "slow-daemon"
+)
+
+// Delays of the slow faults.
+const (
+	slowLinkSteps     = 2
+	slowDaemonLatency = 600 * time.Millisecond
 )
 
 // Fault is one scheduled fault.
@@ -167,10 +185,21 @@ func scheduleFor(seed uint64, su Setup) Schedule {
 		}
 		s = append(s, f)
 	}
+	// Delays, from a stream of their own too.
+	dr := rand.New(rand.NewPCG(seed, 0xde1a))
+	for range dr.IntN(3) {
+		f := Fault{Step: 5 + dr.IntN(su.Steps-5), Kind: SlowDaemon, Site: dr.IntN(su.Sites), Dur: 1 + dr.IntN(30)}
+		if dr.IntN(2) == 0 {
+			f.Kind, f.Peer = SlowLink, (f.Site+1+dr.IntN(su.Sites-1))%su.Sites
+		} else if dr.IntN(2) == 0 {
+			f.Site = -1
+		}
+		s = append(s, f)
+	}
 	if su.Sidecars {
 		sr := rand.New(rand.NewPCG(seed, 0x51dec))
 		for range sr.IntN(3) {
-			f := Fault{Step: 5 + sr.IntN(su.Steps-5), Kind: SidecarKill, Site: sr.IntN(su.Sites), Dur: 1 + sr.IntN(30)}
+			f := Fault{Step: 5 + sr.IntN(su.Steps-5), Kind: SidecarKill, Site: sr.IntN(su.Sites), Dur: 1}
 			if sr.IntN(2) == 0 {
 				f.Site = -1
 			}

@@ -36,6 +36,10 @@ type world struct {
 	sites      []*server
 	daemonCut  []int          // per site: active daemon↔site cuts
 	linkCut    map[[2]int]int // per unordered pair: active replication-link cuts
+	linkSlow   map[[2]int]int // per unordered pair: active slow-link faults
+	daemonSlow []int          // per site: active slow-daemon faults
+	// loggedAt is the step each transaction was first committed at.
+	loggedAt map[txn]int
 	downCount  []int
 	hangCount  []int
 	stallCount []int
@@ -84,13 +88,14 @@ func newWorld(seed uint64, su Setup, sched Schedule, verbose bool) *world {
 		seed: seed, setup: su, schedule: sched,
 		rng:     rand.New(rand.NewPCG(seed, 0xe4f)),
 		t0:      time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC),
-		linkCut: map[[2]int]int{},
+		linkCut: map[[2]int]int{}, linkSlow: map[[2]int]int{}, loggedAt: map[txn]int{},
 		acks:    map[txn]ack{}, ackedBy: map[uint64]string{},
 		verbose: verbose,
 	}
 	w.clock = w.t0
 	n := su.Sites
 	w.daemonCut, w.downCount, w.hangCount, w.stallCount = make([]int, n), make([]int, n), make([]int, n), make([]int, n)
+	w.daemonSlow = make([]int, n)
 	w.probeOK = make([]bool, n)
 	for i := range n {
 		s := &server{name: fmt.Sprintf("s%d", i), index: i, dr: i == su.DROnly, up: true, readOnly: i != 0,
@@ -211,6 +216,7 @@ func (w *world) clientWrites() {
 func (w *world) write(s *server) txn {
 	s.nextSeq++
 	t := txn{origin: s.index, seq: s.nextSeq}
+	w.loggedAt[t] = w.step
 	s.commit(t)
 	s.pending = append(s.pending, t)
 	return t
@@ -225,7 +231,14 @@ func (w *world) replicate() {
 		}
 		if connected, silent := w.ioView(r); connected && !silent {
 			src := w.site(r.source)
+			lag := 0
+			if w.linkSlow[pair(r.index, src.index)] > 0 {
+				lag = slowLinkSteps
+			}
 			for _, t := range src.log {
+				if w.loggedAt[t] > w.step-lag {
+					break // a slow link delivers the binlog in order, late
+				}
 				if !r.executed.has(t) && !r.retrieved.has(t) {
 					r.retrieved.add(t)
 					r.relay = append(r.relay, t)
@@ -377,7 +390,9 @@ func (w *world) inject(f Fault) {
 	case Errant:
 		if s.reachableHost() {
 			s.nextSeq++
-			s.commit(txn{origin: s.index, seq: s.nextSeq})
+			t := txn{origin: s.index, seq: s.nextSeq}
+			w.loggedAt[t] = w.step
+			s.commit(t)
 		}
 	case Switchover:
 		w.switchTo = s.name
@@ -391,10 +406,17 @@ func (w *world) inject(f Fault) {
 		w.at(f.Step+f.Dur, func() { w.svc.down-- })
 	case RoutingEdit:
 		w.svc.site = s.name
+	case SlowLink:
+		p := pair(s.index, f.Peer%len(w.sites))
+		w.linkSlow[p]++
+		w.at(f.Step+f.Dur, func() { w.linkSlow[p]-- })
+	case SlowDaemon:
+		w.daemonSlow[s.index]++
+		w.at(f.Step+f.Dur, func() { w.daemonSlow[s.index]-- })
 	case SidecarKill:
 		if w.sc != nil {
 			w.sc.kills[s.index]++
-			w.at(f.Step+f.Dur, func() { w.sc.kills[s.index]-- })
+			w.at(f.Step+1, func() { w.sc.kills[s.index]-- }) // restarted a step later, whatever Dur says
 		}
 	}
 }
