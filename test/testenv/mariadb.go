@@ -129,6 +129,13 @@ func startMariaDB(t T, opts MariaDBOptions) (*MariaDB, error) {
 	if err := copyTree(tmpl, m.DataDir); err != nil {
 		return nil, fmt.Errorf("start mariadb %s: copy template: %w", opts.Name, err)
 	}
+	// A tmpdir of its own: servers sharing /tmp were seen failing each
+	// other's status reads mid-query ("Error on delete of
+	// '/tmp/#sql-temptable…'") while another server started.
+	tmpDir := filepath.Join(dir, "tmp")
+	if err := os.MkdirAll(tmpDir, 0o700); err != nil {
+		return nil, fmt.Errorf("start mariadb %s: %w", opts.Name, err)
+	}
 	for attempt := 1; ; attempt++ {
 		port, err := pickPort()
 		if err != nil {
@@ -139,6 +146,7 @@ func startMariaDB(t T, opts MariaDBOptions) (*MariaDB, error) {
 			"--bind-address=127.0.0.1",
 			fmt.Sprintf("--port=%d", port),
 			"--socket="+m.Socket,
+			"--tmpdir="+tmpDir,
 			"--pid-file="+filepath.Join(dir, "mariadbd.pid"),
 			"--log-error="+m.errLog,
 			fmt.Sprintf("--server-id=%d", m.ServerID),
