@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -113,4 +114,21 @@ func dnsTargets(t *testing.T, k *testenv.Kube) string {
 	}
 	targets, _, _ := unstructured.NestedStringSlice(eps[0].(map[string]any), "targets")
 	return strings.Join(targets, ",")
+}
+
+// deposedLoggedNoStep checks, by both daemons' logs, that the deposed
+// leader old logged no failover step (stepMessages) at or after the new
+// leader next's first one.
+func deposedLoggedNoStep(t testing.TB, old, next *group) {
+	t.Helper()
+	newSteps := stepTimes(next.logs.String())
+	if len(newSteps) == 0 {
+		t.Fatal("the new leader logged no step")
+	}
+	first := slices.MinFunc(newSteps, func(x, y time.Time) int { return x.Compare(y) })
+	for _, at := range stepTimes(old.logs.String()) {
+		if !at.Before(first) {
+			t.Errorf("the deposed leader logged a step at %s, after the new leader's first at %s", at.Format(time.RFC3339Nano), first.Format(time.RFC3339Nano))
+		}
+	}
 }
