@@ -104,23 +104,7 @@ func open(ctx context.Context, opts Options) (*Instance, error) {
 	if logger == nil {
 		logger = slog.Default()
 	}
-	cfg := mysql.NewConfig()
-	cfg.User = opts.User
-	cfg.Passwd = opts.Password
-	cfg.Net = "tcp"
-	cfg.Addr = opts.Addr
-	cfg.Timeout = orDefault(opts.DialTimeout, DefaultDialTimeout)
-	cfg.ReadTimeout = orDefault(opts.ReadTimeout, DefaultReadTimeout)
-	cfg.WriteTimeout = orDefault(opts.WriteTimeout, DefaultWriteTimeout)
-	cfg.TLS = opts.TLS // the driver works on its own copy (see TestOpenDoesNotModifyTheCallersTLSConfig)
-	if opts.TLS == nil {
-		cfg.TLSConfig = opts.TLSConfigName
-	}
-	// Every literal this package builds relies on NO_BACKSLASH_ESCAPES (see
-	// quote): without it a backslash in a password could end the literal.
-	cfg.Params = map[string]string{"sql_mode": "'NO_BACKSLASH_ESCAPES'"}
-	cfg.MultiStatements = opts.StatusOnly
-	cfg.Logger = driverLogger{logger.With("addr", opts.Addr)}
+	cfg := driverConfig(opts, logger)
 
 	pool, err := newPool(cfg, max(1, orDefault(opts.MaxOpenConns, DefaultMaxOpenConns)), &connIDs{})
 	if err != nil {
@@ -174,6 +158,28 @@ func open(ctx context.Context, opts Options) (*Instance, error) {
 	}
 	logger.Debug("mysqlctl: opened", "addr", opts.Addr, "flavor", f.String())
 	return inst, nil
+}
+
+// driverConfig is the driver's configuration for opts.
+func driverConfig(opts Options, logger *slog.Logger) *mysql.Config {
+	cfg := mysql.NewConfig()
+	cfg.User = opts.User
+	cfg.Passwd = opts.Password
+	cfg.Net = "tcp"
+	cfg.Addr = opts.Addr
+	cfg.Timeout = orDefault(opts.DialTimeout, DefaultDialTimeout)
+	cfg.ReadTimeout = orDefault(opts.ReadTimeout, DefaultReadTimeout)
+	cfg.WriteTimeout = orDefault(opts.WriteTimeout, DefaultWriteTimeout)
+	cfg.TLS = opts.TLS // the driver works on its own copy (see TestOpenDoesNotModifyTheCallersTLSConfig)
+	if opts.TLS == nil {
+		cfg.TLSConfig = opts.TLSConfigName
+	}
+	// Every literal this package builds relies on NO_BACKSLASH_ESCAPES (see
+	// quote): without it a backslash in a password could end the literal.
+	cfg.Params = map[string]string{"sql_mode": "'NO_BACKSLASH_ESCAPES'"}
+	cfg.MultiStatements = opts.StatusOnly
+	cfg.Logger = driverLogger{logger.With("addr", opts.Addr)}
+	return cfg
 }
 
 type pool struct {

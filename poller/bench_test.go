@@ -190,8 +190,9 @@ func BenchmarkPolling1000Sites(b *testing.B) {
 	}
 	window := envDuration("FAILOVERD_BENCH_WINDOW", 30*time.Second)
 	sizes := scaleSizes()
-	// One session per site, and room for the harness's own and reconnects.
-	maxConns := slices.Max(sizes) + 200
+	// Two sessions per site (prober and watch), and room for the harness's
+	// own and reconnects.
+	maxConns := 2*slices.Max(sizes) + 200
 	m := testenv.StartMariaDB(b, testenv.MariaDBOptions{Name: "polled", ExtraArgs: []string{
 		fmt.Sprintf("--max-connections=%d", maxConns), fmt.Sprintf("--open-files-limit=%d", 2*maxConns+1000), ownTmpdir(b)}})
 	mariadbVersion := m.QueryString(b, "SELECT VERSION()")
@@ -234,7 +235,9 @@ func BenchmarkPolling1000Sites(b *testing.B) {
 - One MariaDB on 127.0.0.1 (testenv.StartMariaDB, --max-connections=%d).
   %s site entries in turn point at it, each with its own
   mysqlctl.Instance (pool of one session, reused), polled by poller.New +
-  poller.MySQLDialer every 1 s (probe timeout 800 ms, staggered first ticks).
+  poller.MySQLDialer every 1 s (probe timeout 800 ms, staggered first ticks),
+  and its watch session (poller.MySQLWatcher: one more idle session a site,
+  as the daemon holds).
   A probe is mysqlctl.Status: one SELECT of variables plus SHOW ALL SLAVES
   STATUS, sent in one request (MySQLDialer opens its instances StatusOnly,
   whose sessions accept multi-statement text and run nothing else).
@@ -340,12 +343,11 @@ func measurePolling(b *testing.B, m *testenv.MariaDB, sites int, window time.Dur
 		PollInterval:     time.Second,
 		ProbeTimeout:     800 * time.Millisecond,
 		FailureThreshold: 2,
-		Dial: MySQLDialer(mysqlctl.Options{
-			User: testenv.AdminUser, Password: testenv.AdminPassword, MaxOpenConns: 1,
-			Logger: slog.New(slog.DiscardHandler),
-		}, nil),
 		Logger: slog.New(slog.DiscardHandler),
 	}
+	// As NewFromGroup builds it: a prober and a watch session per site.
+	base := mysqlctl.Options{User: testenv.AdminUser, Password: testenv.AdminPassword, MaxOpenConns: 1, Logger: slog.New(slog.DiscardHandler)}
+	cfg.Dial, cfg.Watch = MySQLDialer(base, nil), MySQLWatcher(base, nil)
 	for i := range sites {
 		cfg.Sites = append(cfg.Sites, Site{Name: fmt.Sprintf("s%04d", i), Addr: m.Addr()})
 	}

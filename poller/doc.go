@@ -33,6 +33,22 @@
 // link, overloaded host), [ClassAuth] (the server rejected the account or a
 // privilege) or [ClassOther].
 //
+// # Watch sessions
+//
+// With Config.Watch (NewFromGroup sets [MySQLWatcher]) the poller also holds
+// one idle session per site (mysqlctl.Watch: a bounded DO SLEEP, repeated).
+// A SIGKILLed or restarted mysqld closes its sockets, so the session breaks
+// the moment the server dies and the site is probed at once: the failure
+// window starts at the crash instead of up to a PollInterval later (a
+// kill -9 fails over about half a poll interval sooner on average). A hung
+// server or a black-holed link breaks nothing; their probes time out as
+// before. A broken watch reconnects at most once per PollInterval.
+//
+// An early probe (a broken watch, or Kick after the daemon's action) never
+// runs in a run of failures below FailureThreshold: it would count the next
+// failure sooner than the failure window allows, and a blip shorter than
+// the window could fail over.
+//
 // # Backoff
 //
 // A site keeps the base PollInterval until Config.FailureThreshold +

@@ -43,6 +43,23 @@ func MySQLDialer(base mysqlctl.Options, password func() (string, error)) Dialer 
 	}
 }
 
+// MySQLWatcher is the Watcher of MySQL sites: mysqlctl.Watch with base's
+// account and TLS at each site's address.
+func MySQLWatcher(base mysqlctl.Options, password func() (string, error)) Watcher {
+	return func(ctx context.Context, site Site, established func()) error {
+		o := base
+		o.Addr = site.Addr
+		if password != nil {
+			pw, err := password()
+			if err != nil {
+				return fmt.Errorf("admin password: %w", err)
+			}
+			o.Password = pw
+		}
+		return mysqlctl.Watch(ctx, o, established)
+	}
+}
+
 // TLSConfig builds the client TLS configuration of a group; nil when TLS is
 // disabled. CAFile replaces the system roots; CertFile/KeyFile add a client
 // certificate; ServerName overrides the name checked (otherwise each site's
@@ -129,6 +146,7 @@ func NewFromGroup(g configs.Group, opts GroupOptions) (*Poller, error) {
 		MaxBackoff:       opts.MaxBackoff,
 		SilenceAfter:     opts.SilenceAfter,
 		Dial:             MySQLDialer(base, g.Credentials.Admin.Password),
+		Watch:            MySQLWatcher(base, g.Credentials.Admin.Password),
 		Clock:            opts.Clock,
 		Logger:           logger,
 	})

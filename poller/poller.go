@@ -27,6 +27,10 @@ type Prober interface {
 // Run ends.
 type Dialer func(ctx context.Context, site Site) (Prober, error)
 
+// Watcher holds a session to site until it breaks: it calls established
+// once the session stands and returns when it ended (or ctx did).
+type Watcher func(ctx context.Context, site Site, established func()) error
+
 // DefaultBackoffFactor caps the backoff of an unreachable site at this many
 // poll intervals when Config.MaxBackoff is zero.
 const DefaultBackoffFactor = 4
@@ -63,6 +67,11 @@ type Config struct {
 	SilenceAfter time.Duration
 	// Dial opens a site's Prober (see MySQLDialer). Required.
 	Dial Dialer
+	// Watch, when set, holds a session to each site (see MySQLWatcher): when
+	// an established one breaks (a killed mysqld closes its sockets) the
+	// site is probed at once instead of at its next tick, so the failure
+	// window starts at the crash, not up to a PollInterval later.
+	Watch Watcher
 	// Clock stamps observations and drives ticks; nil means SystemClock.
 	Clock Clock
 	// Logger receives reachability changes; nil means slog.Default(). Lines
@@ -185,17 +194,49 @@ func (p *Poller) Run(ctx context.Context, sink func(Observation)) error {
 			log:    p.cfg.Logger.With("site", s.Name),
 		}
 		wg.Go(func() { loop.run(ctx, sink) })
+		if p.cfg.Watch != nil {
+			wg.Go(func() { p.watch(ctx, s, kicks[i]) })
+		}
 	}
 	wg.Wait()
 	return nil
 }
 
+// watch keeps a Watch session to site s and asks for a probe of s (kick)
+// each time an established session breaks. It reconnects at most once a
+// poll interval: a server that refuses is the probes' to report.
+func (p *Poller) watch(ctx context.Context, s Site, kick chan struct{}) {
+	log := p.cfg.Logger.With("site", s.Name)
+	for {
+		up := false
+		err := p.cfg.Watch(ctx, s, func() { up = true })
+		if ctx.Err() != nil {
+			return
+		}
+		if up {
+			log.Debug("poller.watch_lost", "err", err)
+			select {
+			case kick <- struct{}{}:
+			default: // a kick is already pending
+			}
+		}
+		t := p.cfg.Clock.NewTimer(p.cfg.PollInterval)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C():
+		}
+	}
+}
+
 // Kick asks every site for a probe now instead of at its next tick: the
 // daemon calls it right after an action, so the next decision rests on
 // probes taken after it without waiting up to a poll interval. A site with
-// a probe still stuck in flight, or one backing off (long unreachable), is
-// not probed early: that would pile up probes on a hung server or count
-// failures faster than the failure window allows.
+// a probe still stuck in flight, one backing off (long unreachable) or one
+// in a run of failures below FailureThreshold is not probed early: that
+// would pile up probes on a hung server or count failures faster than the
+// failure window allows.
 func (p *Poller) Kick() {
 	p.kickMu.Lock()
 	defer p.kickMu.Unlock()
@@ -275,8 +316,14 @@ func (s *siteLoop) run(ctx context.Context, sink func(Observation)) {
 }
 
 // kickable reports whether an early probe may run now: not while a probe is
-// stuck in flight (a hung server), not while backing off (long unreachable).
+// stuck in flight (a hung server), not while backing off (long unreachable),
+// and not in a run of failures below FailureThreshold: an early probe there
+// would count the next failure sooner than the failure window allows, and
+// a blip shorter than the window could then fail over.
 func (s *siteLoop) kickable() bool {
+	if s.fails > 0 && s.fails < s.cfg.FailureThreshold {
+		return false
+	}
 	return s.inflight == nil && s.fails <= s.cfg.FailureThreshold+BackoffGrace
 }
 

@@ -1,0 +1,90 @@
+package poller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+// fakeWatch is a Watcher whose session stands until lost is closed; after
+// that no session can be established (the server is gone).
+type fakeWatch struct{ lost chan struct{} }
+
+func (w fakeWatch) watch(ctx context.Context, _ Site, established func()) error {
+	select {
+	case <-w.lost:
+		return errors.New("connect: connection refused")
+	default:
+	}
+	established()
+	select {
+	case <-w.lost:
+		return errors.New("session ended: EOF")
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// A broken watch session probes its site at once: the failure window of a
+// killed mysqld starts at the crash, not at the next tick.
+func TestWatchLostProbesAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := newFakeServer(primaryStatus())
+		cfg := testConfig(fakeNet{"a": a}, Site{Name: "a", Addr: "h:1"})
+		w := fakeWatch{lost: make(chan struct{})}
+		cfg.Watch = w.watch
+		p, err := New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec := &recorder{}
+		start := time.Now()
+		stop := running(t, p, rec)
+		time.Sleep(1300 * time.Millisecond) // probes at 0 and 1s
+		a.set(func(f *fakeServer) { f.err = errors.New("connection refused") })
+		close(w.lost)
+		synctest.Wait()
+		time.Sleep(1500 * time.Millisecond) // the next regular probe is 1s after the early one
+		stop()
+		var got []time.Duration
+		for _, o := range rec.site("a") {
+			got = append(got, o.Started.Sub(start))
+		}
+		want := []time.Duration{0, time.Second, 1300 * time.Millisecond, 2300 * time.Millisecond}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("site a probed at %v, want %v", got, want)
+		}
+	})
+}
+
+// No kick, from the daemon or a broken watch, shortens a run of failures
+// below the threshold: a blip shorter than the failure window must not
+// count two failures.
+func TestKickDoesNotShortenTheFailureWindow(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := newFakeServer(primaryStatus())
+		a.set(func(f *fakeServer) { f.err = errors.New("connection refused") })
+		p, err := New(testConfig(fakeNet{"a": a}, Site{Name: "a", Addr: "h:1"}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec := &recorder{}
+		start := time.Now()
+		stop := running(t, p, rec)
+		time.Sleep(300 * time.Millisecond) // one failed probe at 0
+		p.Kick()
+		synctest.Wait()
+		time.Sleep(800 * time.Millisecond) // the second at 1s, not at 0.3s
+		stop()
+		var got []time.Duration
+		for _, o := range rec.site("a") {
+			got = append(got, o.Started.Sub(start))
+		}
+		if want := []time.Duration{0, time.Second}; fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("failing site probed at %v, want %v (no early probe within the failure window)", got, want)
+		}
+	})
+}
