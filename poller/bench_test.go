@@ -343,7 +343,7 @@ func measurePolling(b *testing.B, m *testenv.MariaDB, sites int, window time.Dur
 		PollInterval:     time.Second,
 		ProbeTimeout:     800 * time.Millisecond,
 		FailureThreshold: 2,
-		Logger: slog.New(slog.DiscardHandler),
+		Logger:           slog.New(slog.DiscardHandler),
 	}
 	// As NewFromGroup builds it: a prober and a watch session per site.
 	base := mysqlctl.Options{User: testenv.AdminUser, Password: testenv.AdminPassword, MaxOpenConns: 1, Logger: slog.New(slog.DiscardHandler)}
