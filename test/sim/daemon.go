@@ -38,7 +38,7 @@ type daemon struct {
 	seq     map[string]uint64
 	// late are probes in flight on a slow link, answered after the round.
 	late []poller.Observation
-	last    sitepair.Decision
+	last sitepair.Decision
 	// current is the decision being carried out (promoted checks it).
 	current sitepair.Decision
 	// paused: the sidecars already ran during this action's wait.

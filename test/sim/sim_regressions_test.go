@@ -53,6 +53,24 @@ var regressions = []struct {
 		seed: 3635,
 	},
 	{
+		// A slow daemon link made a Rejoin rest on a probe older than the
+		// returning site's last write; the executor's containment check on
+		// fresh reads refused the repoint. The invariant now checks the
+		// repoint where it takes effect.
+		name: "rejoin-on-a-stale-probe-is-refused-by-the-executor",
+		seed: 297,
+	},
+	{
+		// With sidecars: a hung primary's sidecar killed after the revoke
+		// (and, as first simulated, kept dead for many steps) could not fence
+		// it at lease expiry; it woke up unfenced after the promotion. The
+		// deployment restarts a sidecar within a second (deploy/systemd), as
+		// the model now does; this history must stay safe.
+		name:     "sidecar-killed-after-the-revoke-restarts",
+		seed:     1396,
+		sidecars: true,
+	},
+	{
 		name:  "promote-while-old-primary-answers-again",
 		seed:  1810,
 		sched: Schedule{{Step: 41, Kind: "hang", Site: 2, Dur: 16}, {Step: 42, Kind: "kill", Site: 1, Dur: 37}, {Step: 46, Kind: "hang", Site: -1, Dur: 12}},

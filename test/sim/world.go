@@ -39,7 +39,7 @@ type world struct {
 	linkSlow   map[[2]int]int // per unordered pair: active slow-link faults
 	daemonSlow []int          // per site: active slow-daemon faults
 	// loggedAt is the step each transaction was first committed at.
-	loggedAt map[txn]int
+	loggedAt   map[txn]int
 	downCount  []int
 	hangCount  []int
 	stallCount []int
@@ -89,7 +89,7 @@ func newWorld(seed uint64, su Setup, sched Schedule, verbose bool) *world {
 		rng:     rand.New(rand.NewPCG(seed, 0xe4f)),
 		t0:      time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC),
 		linkCut: map[[2]int]int{}, linkSlow: map[[2]int]int{}, loggedAt: map[txn]int{},
-		acks:    map[txn]ack{}, ackedBy: map[uint64]string{},
+		acks: map[txn]ack{}, ackedBy: map[uint64]string{},
 		verbose: verbose,
 	}
 	w.clock = w.t0
