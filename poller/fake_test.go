@@ -143,6 +143,15 @@ func (r *recorder) site(name string) []Observation {
 	return out
 }
 
+// startedAt is when each probe of site began, from start.
+func (r *recorder) startedAt(site string, start time.Time) []time.Duration {
+	var out []time.Duration
+	for _, o := range r.site(site) {
+		out = append(out, o.Started.Sub(start))
+	}
+	return out
+}
+
 // testConfig is a valid Config over net with round numbers: interval 1s,
 // timeout 400ms, failure threshold 2.
 func testConfig(net fakeNet, sites ...Site) Config {

@@ -625,20 +625,14 @@ func TestKick(t *testing.T) {
 		time.Sleep(1500 * time.Millisecond) // a: next regular probe 1s after the kicked one
 		close(hung.release)
 		stop()
-		var got []time.Duration
-		for _, o := range rec.site("a") {
-			got = append(got, o.Started.Sub(start))
-		}
+		got := rec.startedAt("a", start)
 		want := []time.Duration{0, time.Second, 1200 * time.Millisecond, 2200 * time.Millisecond}
 		if fmt.Sprint(got) != fmt.Sprint(want) {
 			t.Errorf("site a probed at %v, want %v", got, want)
 		}
 		// hung: its 0.5s probe times out; the kick at 1.2s finds it still
 		// stuck and does not add a probe; the regular 1.5s and 2.5s ticks report it stuck.
-		var hungAt []time.Duration
-		for _, o := range rec.site("hung") {
-			hungAt = append(hungAt, o.Started.Sub(start))
-		}
+		hungAt := rec.startedAt("hung", start)
 		if want := []time.Duration{500 * time.Millisecond, 1500 * time.Millisecond, 2500 * time.Millisecond}; fmt.Sprint(hungAt) != fmt.Sprint(want) {
 			t.Errorf("hung site probed at %v, want %v (no early probe while one is stuck)", hungAt, want)
 		}

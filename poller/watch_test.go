@@ -49,10 +49,7 @@ func TestWatchLostProbesAtOnce(t *testing.T) {
 		synctest.Wait()
 		time.Sleep(1500 * time.Millisecond) // the next regular probe is 1s after the early one
 		stop()
-		var got []time.Duration
-		for _, o := range rec.site("a") {
-			got = append(got, o.Started.Sub(start))
-		}
+		got := rec.startedAt("a", start)
 		want := []time.Duration{0, time.Second, 1300 * time.Millisecond, 2300 * time.Millisecond}
 		if fmt.Sprint(got) != fmt.Sprint(want) {
 			t.Errorf("site a probed at %v, want %v", got, want)
@@ -79,11 +76,7 @@ func TestKickDoesNotShortenTheFailureWindow(t *testing.T) {
 		synctest.Wait()
 		time.Sleep(800 * time.Millisecond) // the second at 1s, not at 0.3s
 		stop()
-		var got []time.Duration
-		for _, o := range rec.site("a") {
-			got = append(got, o.Started.Sub(start))
-		}
-		if want := []time.Duration{0, time.Second}; fmt.Sprint(got) != fmt.Sprint(want) {
+		if got, want := rec.startedAt("a", start), []time.Duration{0, time.Second}; fmt.Sprint(got) != fmt.Sprint(want) {
 			t.Errorf("failing site probed at %v, want %v (no early probe within the failure window)", got, want)
 		}
 	})
