@@ -44,10 +44,12 @@
 // server or a black-holed link breaks nothing; their probes time out as
 // before. A broken watch reconnects at most once per PollInterval.
 //
-// An early probe (a broken watch, or Kick after the daemon's action) never
-// runs in a run of failures below FailureThreshold: it would count the next
-// failure sooner than the failure window allows, and a blip shorter than
-// the window could fail over.
+// A broken watch's early probe only ever starts a failure window: it never
+// runs while failures are being counted (it would count the next one sooner
+// than the window allows, and a blip shorter than the window could fail
+// over). Kick, after the daemon's own actions, is not limited so: the
+// failed probe that follows our own fence (it kills the client sessions)
+// must not hold the next step back by a poll interval.
 //
 // # Backoff
 //

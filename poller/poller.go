@@ -185,6 +185,7 @@ func (p *Poller) Run(ctx context.Context, sink func(Observation)) error {
 	for i, s := range p.cfg.Sites {
 		loop := &siteLoop{
 			kick: kicks[i],
+			lost: make(chan struct{}, 1),
 			cfg:  &p.cfg,
 			book: p.book,
 			site: s,
@@ -195,17 +196,17 @@ func (p *Poller) Run(ctx context.Context, sink func(Observation)) error {
 		}
 		wg.Go(func() { loop.run(ctx, sink) })
 		if p.cfg.Watch != nil {
-			wg.Go(func() { p.watch(ctx, s, kicks[i]) })
+			wg.Go(func() { p.watch(ctx, s, loop.lost) })
 		}
 	}
 	wg.Wait()
 	return nil
 }
 
-// watch keeps a Watch session to site s and asks for a probe of s (kick)
+// watch keeps a Watch session to site s and asks for a probe of s (lost)
 // each time an established session breaks. It reconnects at most once a
 // poll interval: a server that refuses is the probes' to report.
-func (p *Poller) watch(ctx context.Context, s Site, kick chan struct{}) {
+func (p *Poller) watch(ctx context.Context, s Site, lost chan struct{}) {
 	log := p.cfg.Logger.With("site", s.Name)
 	for {
 		up := false
@@ -216,8 +217,8 @@ func (p *Poller) watch(ctx context.Context, s Site, kick chan struct{}) {
 		if up {
 			log.Debug("poller.watch_lost", "err", err)
 			select {
-			case kick <- struct{}{}:
-			default: // a kick is already pending
+			case lost <- struct{}{}:
+			default: // one is already pending
 			}
 		}
 		t := p.cfg.Clock.NewTimer(p.cfg.PollInterval)
@@ -233,10 +234,9 @@ func (p *Poller) watch(ctx context.Context, s Site, kick chan struct{}) {
 // Kick asks every site for a probe now instead of at its next tick: the
 // daemon calls it right after an action, so the next decision rests on
 // probes taken after it without waiting up to a poll interval. A site with
-// a probe still stuck in flight, one backing off (long unreachable) or one
-// in a run of failures below FailureThreshold is not probed early: that
-// would pile up probes on a hung server or count failures faster than the
-// failure window allows.
+// a probe still stuck in flight, or one backing off (long unreachable), is
+// not probed early: that would pile up probes on a hung server or count
+// failures faster than the failure window allows.
 func (p *Poller) Kick() {
 	p.kickMu.Lock()
 	defer p.kickMu.Unlock()
@@ -264,6 +264,7 @@ type siteLoop struct {
 	log    *slog.Logger
 
 	kick  chan struct{} // Kick: probe now
+	lost  chan struct{} // the watch session broke: probe now, if no failure run is counting
 	seq   uint64
 	fails int // consecutive failed probes
 	// prober belongs to the probe goroutine while one runs; the loop only
@@ -293,6 +294,14 @@ func (s *siteLoop) run(ctx context.Context, sink func(Observation)) {
 				continue
 			}
 			kicked = true
+		case <-s.lost:
+			// Only ever the start of a failure window: inside a run of
+			// failures an early probe would count the next one sooner
+			// than the window allows, and a blip could fail over.
+			if s.fails > 0 || !s.kickable() {
+				continue
+			}
+			kicked = true
 		}
 		obs, ok := s.probe(ctx)
 		if !ok {
@@ -316,14 +325,8 @@ func (s *siteLoop) run(ctx context.Context, sink func(Observation)) {
 }
 
 // kickable reports whether an early probe may run now: not while a probe is
-// stuck in flight (a hung server), not while backing off (long unreachable),
-// and not in a run of failures below FailureThreshold: an early probe there
-// would count the next failure sooner than the failure window allows, and
-// a blip shorter than the window could then fail over.
+// stuck in flight (a hung server), not while backing off (long unreachable).
 func (s *siteLoop) kickable() bool {
-	if s.fails > 0 && s.fails < s.cfg.FailureThreshold {
-		return false
-	}
 	return s.inflight == nil && s.fails <= s.cfg.FailureThreshold+BackoffGrace
 }
 

@@ -57,27 +57,30 @@ func TestWatchLostProbesAtOnce(t *testing.T) {
 	})
 }
 
-// No kick, from the daemon or a broken watch, shortens a run of failures
-// below the threshold: a blip shorter than the failure window must not
-// count two failures.
-func TestKickDoesNotShortenTheFailureWindow(t *testing.T) {
+// A broken watch does not shorten a run of failures below the threshold:
+// a blip shorter than the failure window must not count two failures.
+func TestBrokenWatchDoesNotShortenTheFailureWindow(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		a := newFakeServer(primaryStatus())
-		a.set(func(f *fakeServer) { f.err = errors.New("connection refused") })
-		p, err := New(testConfig(fakeNet{"a": a}, Site{Name: "a", Addr: "h:1"}))
+		cfg := testConfig(fakeNet{"a": a}, Site{Name: "a", Addr: "h:1"})
+		w := fakeWatch{lost: make(chan struct{})}
+		cfg.Watch = w.watch
+		p, err := New(cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
 		rec := &recorder{}
 		start := time.Now()
 		stop := running(t, p, rec)
-		time.Sleep(300 * time.Millisecond) // one failed probe at 0
-		p.Kick()
+		time.Sleep(500 * time.Millisecond) // probe at 0 answers
+		a.set(func(f *fakeServer) { f.err = errors.New("connection refused") })
+		time.Sleep(700 * time.Millisecond) // the 1s probe fails
+		close(w.lost)                      // at 1.2s: no early probe, the run is counting
 		synctest.Wait()
-		time.Sleep(800 * time.Millisecond) // the second at 1s, not at 0.3s
+		time.Sleep(1300 * time.Millisecond)
 		stop()
-		if got, want := rec.startedAt("a", start), []time.Duration{0, time.Second}; fmt.Sprint(got) != fmt.Sprint(want) {
-			t.Errorf("failing site probed at %v, want %v (no early probe within the failure window)", got, want)
+		if got, want := rec.startedAt("a", start), []time.Duration{0, time.Second, 2 * time.Second}; fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("site a probed at %v, want %v (no early probe within the failure window)", got, want)
 		}
 	})
 }
