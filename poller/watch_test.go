@@ -28,21 +28,28 @@ func (w fakeWatch) watch(ctx context.Context, _ Site, established func()) error 
 	}
 }
 
+// watchedSite runs a poller of one site "a" with a fakeWatch, in the
+// caller's bubble.
+func watchedSite(t *testing.T) (a *fakeServer, w fakeWatch, rec *recorder, start time.Time, stop func()) {
+	t.Helper()
+	a = newFakeServer(primaryStatus())
+	cfg := testConfig(fakeNet{"a": a}, Site{Name: "a", Addr: "h:1"})
+	w = fakeWatch{lost: make(chan struct{})}
+	cfg.Watch = w.watch
+	p, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec = &recorder{}
+	start = time.Now()
+	return a, w, rec, start, running(t, p, rec)
+}
+
 // A broken watch session probes its site at once: the failure window of a
 // killed mysqld starts at the crash, not at the next tick.
 func TestWatchLostProbesAtOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		a := newFakeServer(primaryStatus())
-		cfg := testConfig(fakeNet{"a": a}, Site{Name: "a", Addr: "h:1"})
-		w := fakeWatch{lost: make(chan struct{})}
-		cfg.Watch = w.watch
-		p, err := New(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		rec := &recorder{}
-		start := time.Now()
-		stop := running(t, p, rec)
+		a, w, rec, start, stop := watchedSite(t)
 		time.Sleep(1300 * time.Millisecond) // probes at 0 and 1s
 		a.set(func(f *fakeServer) { f.err = errors.New("connection refused") })
 		close(w.lost)
@@ -61,17 +68,7 @@ func TestWatchLostProbesAtOnce(t *testing.T) {
 // a blip shorter than the failure window must not count two failures.
 func TestBrokenWatchDoesNotShortenTheFailureWindow(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		a := newFakeServer(primaryStatus())
-		cfg := testConfig(fakeNet{"a": a}, Site{Name: "a", Addr: "h:1"})
-		w := fakeWatch{lost: make(chan struct{})}
-		cfg.Watch = w.watch
-		p, err := New(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		rec := &recorder{}
-		start := time.Now()
-		stop := running(t, p, rec)
+		a, w, rec, start, stop := watchedSite(t)
 		time.Sleep(500 * time.Millisecond) // probe at 0 answers
 		a.set(func(f *fakeServer) { f.err = errors.New("connection refused") })
 		time.Sleep(700 * time.Millisecond) // the 1s probe fails
