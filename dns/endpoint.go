@@ -185,7 +185,7 @@ func targets(obj *unstructured.Unstructured) []string {
 
 func (f *Follower) logSet(v view.View, target, how string) {
 	d := f.group.DNS
-	f.log.Info("dns.endpoint.set", "group", f.group.Name, "cluster", d.Cluster, "namespace", d.Namespace,
+	f.log.Info("dns.endpoint.set", "cluster", d.Cluster, "namespace", d.Namespace,
 		"endpoint", d.EndpointName, "hostname", d.Hostname, "target", target, "epoch", v.Epoch,
 		"active_site", v.ActiveSite, "how", how)
 }

@@ -78,11 +78,13 @@ func NewFollower(g configs.Group, log *slog.Logger) (*Follower, error) {
 		log = slog.Default()
 	}
 	f := &Follower{
-		group:        g.Name,
-		eng:          eng,
-		maxSyncWait:  g.Cache.MaxSyncWait,
-		proceed:      g.Cache.OnSyncTimeout != "fail",
-		log:          log.With("follower", FollowerName, "group", g.Name, "engine", eng.name()),
+		group:       g.Name,
+		eng:         eng,
+		maxSyncWait: g.Cache.MaxSyncWait,
+		proceed:     g.Cache.OnSyncTimeout != "fail",
+		// The caller's logger names the group (the daemon's does): naming
+		// it again would write the key twice in every line.
+		log:          log.With("follower", FollowerName, "engine", eng.name()),
 		dial:         func(addr string) conn { return dialRedis(addr, password) },
 		pollInterval: defaultPollInterval,
 	}

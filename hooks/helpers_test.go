@@ -16,7 +16,7 @@ import (
 func testRunner(t *testing.T, hooks ...configs.Hook) (*Runner, *procgrouptest.Capture, chan Result) {
 	t.Helper()
 	c := procgrouptest.NewCapture()
-	r := New("orders", hooks, slog.New(c))
+	r := New("orders", hooks, slog.New(c).With("group", "orders")) // as the daemon's group logger
 	r.grace = 100 * time.Millisecond
 	r.backoff = 10 * time.Millisecond
 	results := make(chan Result, 100)

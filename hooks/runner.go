@@ -136,7 +136,7 @@ func New(group string, hooks []configs.Hook, log *slog.Logger) *Runner {
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &Runner{
 		group:   group,
-		log:     log.With("group", group),
+		log:     log, // the caller's logger names the group (the daemon's does)
 		client:  newHTTPClient(),
 		grace:   defaultGrace,
 		backoff: defaultBackoff,

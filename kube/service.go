@@ -158,7 +158,7 @@ func (f *ServiceFollower) set(ctx context.Context, r serviceRef, selector map[st
 		if !sameSelector {
 			what = fmt.Sprintf("%s selector %v -> %v", r, old, selector)
 		}
-		f.log.Info("kube.service.selector_set", "group", f.group.Name, "cluster", r.cluster, "namespace", r.namespace,
+		f.log.Info("kube.service.selector_set", "cluster", r.cluster, "namespace", r.namespace,
 			"service", r.name, "epoch", v.Epoch, "active_site", v.ActiveSite, "selector", selector, "previous", old)
 		return nil
 	})

@@ -201,7 +201,7 @@ func (f *TaintFollower) setNode(ctx context.Context, client kubernetes.Interface
 				msg = "kube.taint.added"
 				what = "taint added"
 			}
-			f.log.Info(msg, "group", f.group.Name, "node", name, "epoch", v.Epoch, "active_site", v.ActiveSite)
+			f.log.Info(msg, "node", name, "epoch", v.Epoch, "active_site", v.ActiveSite)
 		}
 		return nil
 	})

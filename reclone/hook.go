@@ -74,7 +74,7 @@ func (h Hook) Run(ctx context.Context, j Job) error {
 	if log == nil {
 		log = slog.Default()
 	}
-	log = log.With("group", j.Group, "site", j.Site)
+	log = log.With("site", j.Site) // the caller's logger names the group
 	grace := h.grace
 	if grace <= 0 {
 		grace = defaultGrace

@@ -15,10 +15,11 @@ import (
 	"github.com/failoverd/failoverd/procgroup/procgrouptest"
 )
 
-// newCapture returns a handler keeping every record and a logger writing to it.
+// newCapture returns a handler keeping every record and a logger writing to
+// it that names the group, as the daemon's group logger does.
 func newCapture() (*procgrouptest.Capture, *slog.Logger) {
 	h := procgrouptest.NewCapture()
-	return h, slog.New(h)
+	return h, slog.New(h).With("group", "orders")
 }
 
 var job = Job{Group: "orders", Site: "site1", SiteAddr: "127.0.0.1:3307", Donor: "site0", DonorAddr: "127.0.0.1:3306"}

@@ -374,10 +374,47 @@ func (g *group) stopDaemon() {
 		_ = g.cmd.Process.Kill()
 		<-g.exited
 	}
+	// Every line the daemon wrote is one JSON object with each key once
+	// (a duplicate key is read differently by every log tool).
+	for _, line := range strings.Split(g.logs.String(), "\n") {
+		if k := duplicateJSONKey(line); k != "" {
+			g.t.Errorf("daemon log line with key %q twice: %s", k, line)
+			break
+		}
+	}
 	if g.t.Failed() || os.Getenv("FAILOVERD_E2E_LOGS") == "1" {
 		g.t.Logf("failoverd output:\n%s", tail(g.logs.String(), 80))
 	}
 	g.cmd = nil
+}
+
+// duplicateJSONKey returns a top-level key that appears twice in line, a
+// JSON object; "" when none does or line is not one.
+func duplicateJSONKey(line string) string {
+	if !strings.HasPrefix(line, "{") {
+		return ""
+	}
+	dec := json.NewDecoder(strings.NewReader(line))
+	if _, err := dec.Token(); err != nil {
+		return ""
+	}
+	seen := map[string]bool{}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return ""
+		}
+		k, _ := tok.(string)
+		if seen[k] {
+			return k
+		}
+		seen[k] = true
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			return ""
+		}
+	}
+	return ""
 }
 
 // waitCrash waits for the daemon to die by itself (a failpoint).
