@@ -121,7 +121,10 @@ func TestPlayground(t *testing.T) {
 		})
 	}
 	g.waitFor("the cache follows "+st.ActiveSite, 30*time.Second, func() bool {
-		return g.caches[newIdx].Info(t, "replication")["role"] == "master"
+		// The daemon logs follow.done just after the cache's role changed:
+		// wait for the line too, or the timeline may miss it.
+		return g.caches[newIdx].Info(t, "replication")["role"] == "master" &&
+			slices.ContainsFunc(timeline(g.logs.String(), killed, st.ActiveSite), func(e event) bool { return strings.Contains(e.what, "routing: cache follows") })
 	})
 	load.Stop()
 	missing := load.Missing(t, g.topo.Sites[newIdx].AppDB(t))
