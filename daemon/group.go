@@ -54,11 +54,9 @@ type group struct {
 
 	// actionTimeout bounds one action (a whole promotion sequence).
 	actionTimeout time.Duration
-	// sequential runs an action's parallel parts one after another (see
-	// concurrently).
-	sequential bool
 	// pause, when set (the harness), is called by waitFor instead of
-	// sleeping: the harness runs the rest of its world once.
+	// sleeping (the harness runs the rest of its world once), and an
+	// action's parallel parts run one after another (see concurrently).
 	pause func()
 
 	mu        sync.Mutex // guards the fields below, read by status
@@ -434,10 +432,10 @@ func (g *group) stopIO(ctx context.Context, sites []string) error {
 	return errors.Join(errs...)
 }
 
-// concurrently runs f in wg, or right now in a group built with sequential
-// set (the deterministic simulation, whose histories must replay exactly).
+// concurrently runs f in wg, or right now in a group driven by the harness
+// (the deterministic simulation, whose histories must replay exactly).
 func (g *group) concurrently(wg *sync.WaitGroup, f func()) {
-	if g.sequential {
+	if g.pause != nil {
 		f()
 		return
 	}

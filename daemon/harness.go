@@ -18,8 +18,8 @@ import (
 // the caller provides and the caller's clock, without goroutines or timers
 // of its own. The deterministic simulation (test/sim) drives the daemon's
 // own code with it instead of a copy of it. Followers (routing, the cache)
-// run only when Follow is called; hooks, sidecars and leader election are
-// not part of it.
+// run only when Follow is called and sidecar reports arrive only through
+// SidecarReport; hooks and leader election are not part of it.
 type Harness struct {
 	g       *group
 	serving time.Time
@@ -67,8 +67,7 @@ func NewHarness(gc configs.Group, o HarnessOptions) (*Harness, error) {
 	if err != nil {
 		return nil, err
 	}
-	g.obs, g.identity, g.sequential = o.Observations, o.Identity, true
-	g.pause = o.Pause
+	g.obs, g.identity, g.pause = o.Observations, o.Identity, o.Pause
 	if g.pause == nil {
 		g.pause = func() {}
 	}
