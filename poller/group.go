@@ -21,19 +21,14 @@ import (
 // up when a Prober is reopened) and overrides base.Password.
 func MySQLDialer(base mysqlctl.Options, password func() (string, error)) Dialer {
 	return func(ctx context.Context, site Site) (Prober, error) {
-		o := base
-		o.Addr = site.Addr
+		o, err := siteOptions(base, site, password)
+		if err != nil {
+			return nil, err
+		}
 		// A prober only reads the status: one round trip per probe.
 		o.StatusOnly = true
 		if o.MaxOpenConns == 0 {
 			o.MaxOpenConns = 1
-		}
-		if password != nil {
-			pw, err := password()
-			if err != nil {
-				return nil, fmt.Errorf("admin password: %w", err)
-			}
-			o.Password = pw
 		}
 		inst, err := mysqlctl.Open(ctx, o)
 		if err != nil {
@@ -47,17 +42,27 @@ func MySQLDialer(base mysqlctl.Options, password func() (string, error)) Dialer 
 // account and TLS at each site's address.
 func MySQLWatcher(base mysqlctl.Options, password func() (string, error)) Watcher {
 	return func(ctx context.Context, site Site, established func()) error {
-		o := base
-		o.Addr = site.Addr
-		if password != nil {
-			pw, err := password()
-			if err != nil {
-				return fmt.Errorf("admin password: %w", err)
-			}
-			o.Password = pw
+		o, err := siteOptions(base, site, password)
+		if err != nil {
+			return err
 		}
 		return mysqlctl.Watch(ctx, o, established)
 	}
+}
+
+// siteOptions is base at site's address, with the password read now when
+// password is not nil (a rotated file is picked up at the next dial).
+func siteOptions(base mysqlctl.Options, site Site, password func() (string, error)) (mysqlctl.Options, error) {
+	o := base
+	o.Addr = site.Addr
+	if password != nil {
+		pw, err := password()
+		if err != nil {
+			return o, fmt.Errorf("admin password: %w", err)
+		}
+		o.Password = pw
+	}
+	return o, nil
 }
 
 // TLSConfig builds the client TLS configuration of a group; nil when TLS is
