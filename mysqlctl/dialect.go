@@ -24,6 +24,13 @@ type dialect struct {
 	statusQuery string
 	// semiSyncQuery returns only semi_sync_variables and semi_sync_status.
 	semiSyncQuery string
+	// batchStatusQuery is statusQuery as a StatusOnly instance sends it,
+	// in one request with semiStatusQuery (when set) and replicaStatusQuery.
+	batchStatusQuery string
+	// semiStatusQuery, when set, lists the semi-sync status counters as
+	// (Variable_name, Value) rows, and batchStatusQuery has no
+	// semi_sync_status column.
+	semiStatusQuery string
 	// replicaStatusQuery lists the replication connection(s) by column name.
 	replicaStatusQuery string
 	// retrievedColumn holds the received-GTID set or position.
@@ -89,16 +96,28 @@ func newDialect(f Flavor) dialect {
 // variables and status counters without failing when they do not exist
 // (MySQL: plugin not loaded).
 func semiSyncColumns(varTable, statusTable string, vars, status []string) string {
-	list := func(names []string) string {
-		q := make([]string, len(names))
-		for i, n := range names {
-			q[i] = "'" + n + "'"
-		}
-		return strings.Join(q, ", ")
+	return semiSyncSubquery(varTable, vars, "semi_sync_variables") + ", " + semiSyncSubquery(statusTable, status, "semi_sync_status")
+}
+
+// semiSyncSubquery returns a scalar subquery of the lower-case name=value
+// pairs of the named rows of table (NULL when none exists), as alias.
+func semiSyncSubquery(table string, names []string, alias string) string {
+	q := make([]string, len(names))
+	for i, n := range names {
+		q[i] = "'" + n + "'"
 	}
-	return fmt.Sprintf("(SELECT GROUP_CONCAT(CONCAT(LOWER(VARIABLE_NAME), '=', VARIABLE_VALUE)) FROM %s WHERE VARIABLE_NAME IN (%s)) AS semi_sync_variables, "+
-		"(SELECT GROUP_CONCAT(CONCAT(LOWER(VARIABLE_NAME), '=', VARIABLE_VALUE)) FROM %s WHERE VARIABLE_NAME IN (%s)) AS semi_sync_status",
-		varTable, list(vars), statusTable, list(status))
+	return fmt.Sprintf("(SELECT GROUP_CONCAT(CONCAT(LOWER(VARIABLE_NAME), '=', VARIABLE_VALUE)) FROM %s WHERE VARIABLE_NAME IN (%s)) AS %s",
+		table, strings.Join(q, ", "), alias)
+}
+
+// semiSyncAtVariables returns the semi_sync_variables column read from
+// @@GLOBAL, for servers where every one of names always exists (MariaDB).
+func semiSyncAtVariables(names []string) string {
+	q := make([]string, len(names))
+	for i, n := range names {
+		q[i] = fmt.Sprintf("CONCAT('%s=', @@GLOBAL.%s)", n, n)
+	}
+	return "CONCAT_WS(',', " + strings.Join(q, ", ") + ") AS semi_sync_variables"
 }
 
 // waitCodes interprets a GTID wait function's result: "0" is reached,
@@ -185,11 +204,13 @@ func mysqlDialect(f Flavor) dialect {
 	semi := semiSyncColumns("performance_schema.global_variables", "performance_schema.global_status",
 		slices.Concat(primaryVars, replicaVars, timeoutVars, waitNoReplicaVars, waitPointVars),
 		slices.Concat(primaryStatus, replicaStatus))
+	status := "SELECT @@GLOBAL.version AS version, @@GLOBAL.version_comment AS version_comment, " +
+		"@@GLOBAL.server_id AS server_id, @@GLOBAL.server_uuid AS server_uuid, " +
+		"@@GLOBAL.read_only AS read_only, @@GLOBAL.super_read_only AS super_read_only, " +
+		"@@GLOBAL.gtid_executed AS gtid_executed, " + semi
 	return dialect{
-		statusQuery: "SELECT @@GLOBAL.version AS version, @@GLOBAL.version_comment AS version_comment, " +
-			"@@GLOBAL.server_id AS server_id, @@GLOBAL.server_uuid AS server_uuid, " +
-			"@@GLOBAL.read_only AS read_only, @@GLOBAL.super_read_only AS super_read_only, " +
-			"@@GLOBAL.gtid_executed AS gtid_executed, " + semi,
+		statusQuery:        status,
+		batchStatusQuery:   status,
 		semiSyncQuery:      "SELECT " + semi,
 		replicaStatusQuery: "SHOW REPLICA STATUS",
 		retrievedColumn:    "Retrieved_Gtid_Set",
@@ -281,16 +302,25 @@ func mariadbDialect(Flavor) dialect {
 	timeoutVars := []string{"rpl_semi_sync_master_timeout"}
 	waitNoReplicaVars := []string{"rpl_semi_sync_master_wait_no_slave"}
 	waitPointVars := []string{"rpl_semi_sync_master_wait_point"}
-	// information_schema works with performance_schema=OFF; semi-sync is built in.
-	semi := semiSyncColumns("information_schema.GLOBAL_VARIABLES", "information_schema.GLOBAL_STATUS",
-		slices.Concat(primaryVars, replicaVars, timeoutVars, waitNoReplicaVars, waitPointVars),
-		slices.Concat(primaryStatus, replicaStatus))
+	// Semi-sync is built into MariaDB (10.3+), so its variables always
+	// exist: read from @@GLOBAL they cost the server as little as any other
+	// (information_schema.GLOBAL_VARIABLES materialises all of them, about
+	// 0.3-0.7 ms of server CPU a probe). information_schema works with
+	// performance_schema=OFF.
+	semiVars := semiSyncAtVariables(slices.Concat(primaryVars, replicaVars, timeoutVars, waitNoReplicaVars, waitPointVars))
+	semiStatus := semiSyncSubquery("information_schema.GLOBAL_STATUS", slices.Concat(primaryStatus, replicaStatus), "semi_sync_status")
+	vars := "SELECT @@GLOBAL.version AS version, @@GLOBAL.version_comment AS version_comment, " +
+		"@@GLOBAL.server_id AS server_id, @@GLOBAL.read_only AS read_only, " +
+		"@@GLOBAL.gtid_binlog_state AS gtid_binlog_state, @@GLOBAL.gtid_current_pos AS gtid_current_pos, " +
+		"@@GLOBAL.gtid_slave_pos AS gtid_slave_pos, " + semiVars
 	return dialect{
-		statusQuery: "SELECT @@GLOBAL.version AS version, @@GLOBAL.version_comment AS version_comment, " +
-			"@@GLOBAL.server_id AS server_id, @@GLOBAL.read_only AS read_only, " +
-			"@@GLOBAL.gtid_binlog_state AS gtid_binlog_state, @@GLOBAL.gtid_current_pos AS gtid_current_pos, " +
-			"@@GLOBAL.gtid_slave_pos AS gtid_slave_pos, " + semi,
-		semiSyncQuery: "SELECT " + semi,
+		statusQuery:      vars + ", " + semiStatus,
+		semiSyncQuery:    "SELECT " + semiVars + ", " + semiStatus,
+		batchStatusQuery: vars,
+		// SHOW STATUS LIKE costs the server about a quarter of the
+		// information_schema.GLOBAL_STATUS read (0.13 against 0.4-0.6 ms).
+		// Only the two *_status counters match the pattern.
+		semiStatusQuery: "SHOW GLOBAL STATUS LIKE 'Rpl_semi_sync_%_status'",
 		// SHOW ALL SLAVES STATUS adds Gtid_Slave_Pos and the heartbeat
 		// columns; the default connection is the row with Connection_name ''.
 		replicaStatusQuery: "SHOW ALL SLAVES STATUS",

@@ -766,7 +766,7 @@ func (s suite) testStopReplicaIO(t *testing.T) {
 }
 
 func (s suite) testSemiSync(t *testing.T) {
-	p, _, ip, ir, _, _ := s.pair(t)
+	p, r, ip, ir, _, _ := s.pair(t)
 	for round := 1; round <= 2; round++ {
 		if err := ip.SetSemiSync(ctxFor(t, 30*time.Second), true, false); err != nil {
 			t.Fatalf("SetSemiSync primary #%d: %v", round, err)
@@ -785,6 +785,17 @@ func (s suite) testSemiSync(t *testing.T) {
 			sr.SemiSync.ReplicaEnabled && !sr.SemiSync.PrimaryEnabled && sr.SemiSync.ReplicaActive
 		return ok, fmt.Sprintf("primary %+v replica %+v", sp.SemiSync, sr.SemiSync)
 	})
+	// The poller's one-request Status reads the same semi-sync state.
+	for _, side := range []struct {
+		srv  *realServer
+		inst *Instance
+	}{{p, ip}, {r, ir}} {
+		st, err := side.inst.Status(ctxFor(t, 30*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.checkStatusOnly(t, side.srv, st)
+	}
 	mustExec(t, app(t, p), "INSERT INTO t VALUES (50, 0)") // acknowledged by the replica
 	for _, inst := range []*Instance{ip, ir} {
 		if err := inst.SetSemiSync(ctxFor(t, 30*time.Second), false, false); err != nil {

@@ -29,11 +29,14 @@ const (
 		"'rpl_semi_sync_master_timeout', 'rpl_semi_sync_master_wait_no_slave', 'rpl_semi_sync_master_wait_point')) AS semi_sync_variables, " +
 		"(SELECT GROUP_CONCAT(CONCAT(LOWER(VARIABLE_NAME), '=', VARIABLE_VALUE)) FROM performance_schema.global_status " +
 		"WHERE VARIABLE_NAME IN ('Rpl_semi_sync_master_status', 'Rpl_semi_sync_slave_status')) AS semi_sync_status"
-	mariaSemi = "(SELECT GROUP_CONCAT(CONCAT(LOWER(VARIABLE_NAME), '=', VARIABLE_VALUE)) FROM information_schema.GLOBAL_VARIABLES " +
-		"WHERE VARIABLE_NAME IN ('rpl_semi_sync_master_enabled', 'rpl_semi_sync_slave_enabled', " +
-		"'rpl_semi_sync_master_timeout', 'rpl_semi_sync_master_wait_no_slave', 'rpl_semi_sync_master_wait_point')) AS semi_sync_variables, " +
-		"(SELECT GROUP_CONCAT(CONCAT(LOWER(VARIABLE_NAME), '=', VARIABLE_VALUE)) FROM information_schema.GLOBAL_STATUS " +
+	mariaSemiVars = "CONCAT_WS(',', CONCAT('rpl_semi_sync_master_enabled=', @@GLOBAL.rpl_semi_sync_master_enabled), " +
+		"CONCAT('rpl_semi_sync_slave_enabled=', @@GLOBAL.rpl_semi_sync_slave_enabled), " +
+		"CONCAT('rpl_semi_sync_master_timeout=', @@GLOBAL.rpl_semi_sync_master_timeout), " +
+		"CONCAT('rpl_semi_sync_master_wait_no_slave=', @@GLOBAL.rpl_semi_sync_master_wait_no_slave), " +
+		"CONCAT('rpl_semi_sync_master_wait_point=', @@GLOBAL.rpl_semi_sync_master_wait_point)) AS semi_sync_variables"
+	mariaSemi = mariaSemiVars + ", (SELECT GROUP_CONCAT(CONCAT(LOWER(VARIABLE_NAME), '=', VARIABLE_VALUE)) FROM information_schema.GLOBAL_STATUS " +
 		"WHERE VARIABLE_NAME IN ('Rpl_semi_sync_master_status', 'Rpl_semi_sync_slave_status')) AS semi_sync_status"
+	mariaSemiStatus = "SHOW GLOBAL STATUS LIKE 'Rpl_semi_sync_%_status'"
 
 	mysqlStatus = "SELECT @@GLOBAL.version AS version, @@GLOBAL.version_comment AS version_comment, " +
 		"@@GLOBAL.server_id AS server_id, @@GLOBAL.server_uuid AS server_uuid, " +
@@ -43,6 +46,12 @@ const (
 		"@@GLOBAL.server_id AS server_id, @@GLOBAL.read_only AS read_only, " +
 		"@@GLOBAL.gtid_binlog_state AS gtid_binlog_state, @@GLOBAL.gtid_current_pos AS gtid_current_pos, " +
 		"@@GLOBAL.gtid_slave_pos AS gtid_slave_pos, " + mariaSemi
+	// mariaBatchStatus is mariaStatus as a StatusOnly instance sends it,
+	// with mariaSemiStatus, in one request.
+	mariaBatchStatus = "SELECT @@GLOBAL.version AS version, @@GLOBAL.version_comment AS version_comment, " +
+		"@@GLOBAL.server_id AS server_id, @@GLOBAL.read_only AS read_only, " +
+		"@@GLOBAL.gtid_binlog_state AS gtid_binlog_state, @@GLOBAL.gtid_current_pos AS gtid_current_pos, " +
+		"@@GLOBAL.gtid_slave_pos AS gtid_slave_pos, " + mariaSemiVars
 
 	uuidA = "3e11fa47-71ca-11e1-9e33-c80aa9429562"
 	uuidB = "4d8b2e3a-0f1c-11ef-8b2a-0242ac120002"
@@ -362,20 +371,20 @@ func TestSetSemiSyncSQL(t *testing.T) {
 			wantErr: ErrNotSupported},
 		{name: "mariadb replica changed on a replica", flavor: mariadb, run: semi(false, true),
 			setup: func(db *fakeDB) {
-				db.on("SELECT (", vars("rpl_semi_sync_master_enabled=OFF,rpl_semi_sync_slave_enabled=OFF")).
+				db.on("SELECT CONCAT_WS(", vars("rpl_semi_sync_master_enabled=OFF,rpl_semi_sync_slave_enabled=OFF")).
 					on("SHOW ALL SLAVES STATUS", mariaReplica("Yes", "Yes", "0-1-3", "0", ""))
 			},
 			want: []string{"SELECT " + mariaSemi, "SET GLOBAL rpl_semi_sync_master_enabled = OFF", "SET GLOBAL rpl_semi_sync_slave_enabled = ON",
 				"SHOW ALL SLAVES STATUS", "STOP SLAVE IO_THREAD", "START SLAVE IO_THREAD"}},
 		{name: "mariadb replica changed on a non-replica", flavor: mariadb, run: semi(true, false),
 			setup: func(db *fakeDB) {
-				db.on("SELECT (", vars("rpl_semi_sync_master_enabled=OFF,rpl_semi_sync_slave_enabled=ON"))
+				db.on("SELECT CONCAT_WS(", vars("rpl_semi_sync_master_enabled=OFF,rpl_semi_sync_slave_enabled=ON"))
 			},
 			want: []string{"SELECT " + mariaSemi, "SET GLOBAL rpl_semi_sync_master_enabled = ON", "SET GLOBAL rpl_semi_sync_slave_enabled = OFF",
 				"SHOW ALL SLAVES STATUS"}},
 		{name: "mariadb second call changes nothing", flavor: mariadb, run: semi(true, true),
 			setup: func(db *fakeDB) {
-				db.on("SELECT (", vars("rpl_semi_sync_master_enabled=ON,rpl_semi_sync_slave_enabled=ON"))
+				db.on("SELECT CONCAT_WS(", vars("rpl_semi_sync_master_enabled=ON,rpl_semi_sync_slave_enabled=ON"))
 			},
 			want: []string{"SELECT " + mariaSemi, "SET GLOBAL rpl_semi_sync_master_enabled = ON", "SET GLOBAL rpl_semi_sync_slave_enabled = ON"}},
 	})
@@ -658,18 +667,23 @@ func (b *fakeBatch) queryBatch(ctx context.Context, stmts ...string) ([]*resultS
 	return out, nil
 }
 
-// On a querier that batches (a StatusOnly instance), Status sends the same
-// two statements in one request, and an error names the same step as with
-// two round trips.
+// On a querier that batches (a StatusOnly instance), Status sends its
+// statements in one request (MariaDB: the semi-sync counters through SHOW
+// STATUS, the variables from @@GLOBAL), reads the semi-sync state from
+// them, and an error names the step that failed.
 func TestStatusOneRoundTrip(t *testing.T) {
-	version := table("version", "version_comment").row(mariadb.Version, mariadb.VersionComment).ok()
+	version := table("version", "version_comment", "semi_sync_variables").row(mariadb.Version, mariadb.VersionComment,
+		"rpl_semi_sync_master_enabled=1,rpl_semi_sync_slave_enabled=0,rpl_semi_sync_master_timeout=30000,"+
+			"rpl_semi_sync_master_wait_no_slave=1,rpl_semi_sync_master_wait_point=AFTER_SYNC").ok()
+	counters := table("Variable_name", "Value").row("Rpl_semi_sync_master_status", "ON").row("Rpl_semi_sync_slave_status", "OFF").ok()
 	for _, tc := range []struct {
 		name     string
 		failing  string // statement prefix answering an error
 		wantStep string // "" = no error
 	}{
-		{"both answer", "", ""},
+		{"all answer", "", ""},
 		{"variables fail", "SELECT @@GLOBAL.version", "read variables"},
+		{"semi-sync status fails", "SHOW GLOBAL STATUS", "read semi-sync status"},
 		{"replica status fails", "SHOW ALL SLAVES STATUS", "read replica status"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -677,10 +691,10 @@ func TestStatusOneRoundTrip(t *testing.T) {
 			if tc.failing != "" {
 				fb.on(tc.failing, fakeResponse{err: serverErr(1227, "denied")})
 			}
-			fb.on("SELECT @@GLOBAL.version", version)
+			fb.on("SELECT @@GLOBAL.version", version).on("SHOW GLOBAL STATUS", counters)
 			inst := newTestInstance(mariadb, fb)
-			_, err := inst.Status(context.Background())
-			if len(fb.batches) != 1 || !slices.Equal(fb.batches[0], []string{mariaStatus, "SHOW ALL SLAVES STATUS"}) {
+			st, err := inst.Status(context.Background())
+			if len(fb.batches) != 1 || !slices.Equal(fb.batches[0], []string{mariaBatchStatus, mariaSemiStatus, "SHOW ALL SLAVES STATUS"}) {
 				t.Fatalf("batches %q", fb.batches)
 			}
 			switch {
@@ -688,6 +702,11 @@ func TestStatusOneRoundTrip(t *testing.T) {
 				t.Fatal(err)
 			case tc.wantStep != "" && (err == nil || !strings.Contains(err.Error(), ": "+tc.wantStep+": ")):
 				t.Fatalf("error %v, want the step %q", err, tc.wantStep)
+			}
+			want := SemiSyncStatus{Available: true, PrimaryEnabled: true, PrimaryActive: true, Timeout: 30 * time.Second,
+				WaitNoReplica: true, WaitPoint: "AFTER_SYNC"}
+			if tc.wantStep == "" && st.SemiSync != want {
+				t.Errorf("semi-sync %+v, want %+v", st.SemiSync, want)
 			}
 		})
 	}

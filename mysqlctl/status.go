@@ -141,25 +141,61 @@ func (r *ReplicaStatus) SQLError() bool { return !r.SQLThread.Running() && r.Las
 
 // Status reads the server's state with one multi-variable SELECT and one
 // SHOW REPLICA STATUS / SHOW ALL SLAVES STATUS: two round trips, or one on
-// a StatusOnly instance (both statements in one request).
+// a StatusOnly instance (its statements in one request).
 func (i *Instance) Status(ctx context.Context) (Status, error) {
-	var rs, repl *resultSet
-	var replErr error
 	if bq, ok := i.q.(batchQuerier); ok {
-		sets, err := bq.queryBatch(ctx, i.d.statusQuery, i.d.replicaStatusQuery)
-		if len(sets) == 0 {
-			return Status{}, i.fail("status", "read variables", err)
-		}
-		rs, replErr = sets[0], err
-		if len(sets) > 1 {
-			repl = sets[1]
-		}
-	} else {
-		var err error
-		if rs, err = i.q.query(ctx, i.d.statusQuery); err != nil {
-			return Status{}, i.fail("status", "read variables", err)
-		}
+		return i.batchStatus(ctx, bq)
 	}
+	rs, err := i.q.query(ctx, i.d.statusQuery)
+	if err != nil {
+		return Status{}, i.fail("status", "read variables", err)
+	}
+	st, err := i.parseVariables(rs)
+	if err != nil {
+		return Status{}, err
+	}
+	if st.Replica, err = i.replicaStatus(ctx); err != nil {
+		return Status{}, i.fail("status", "read replica status", err)
+	}
+	return st, nil
+}
+
+// batchStatus is Status in one request: batchStatusQuery, semiStatusQuery
+// (when the dialect has one) and replicaStatusQuery.
+func (i *Instance) batchStatus(ctx context.Context, bq batchQuerier) (Status, error) {
+	stmts := []string{i.d.batchStatusQuery, i.d.replicaStatusQuery}
+	if i.d.semiStatusQuery != "" {
+		stmts = []string{i.d.batchStatusQuery, i.d.semiStatusQuery, i.d.replicaStatusQuery}
+	}
+	sets, err := bq.queryBatch(ctx, stmts...)
+	if len(sets) == 0 {
+		return Status{}, i.fail("status", "read variables", err)
+	}
+	st, perr := i.parseVariables(sets[0])
+	if perr != nil {
+		return Status{}, perr
+	}
+	if err != nil || len(sets) != len(stmts) {
+		step := "read replica status"
+		if i.d.semiStatusQuery != "" && len(sets) < 2 {
+			step = "read semi-sync status"
+		}
+		if err == nil {
+			err = fmt.Errorf("%d result sets for %d statements", len(sets), len(stmts))
+		}
+		return Status{}, i.fail("status", step, err)
+	}
+	if i.d.semiStatusQuery != "" {
+		st.SemiSync = parseSemiSync(i.d, sets[0].row(0).str("semi_sync_variables"), nameValues(sets[1]))
+	}
+	if st.Replica, err = parseReplicaStatus(i.flavor.Engine, i.d, sets[len(sets)-1]); err != nil {
+		return Status{}, i.fail("status", "read replica status", err)
+	}
+	return st, nil
+}
+
+// parseVariables reads the one row of the status query.
+func (i *Instance) parseVariables(rs *resultSet) (Status, error) {
 	if len(rs.rows) != 1 {
 		return Status{}, i.fail("status", "read variables", fmt.Errorf("expected 1 row, got %d", len(rs.rows)))
 	}
@@ -167,16 +203,21 @@ func (i *Instance) Status(ctx context.Context) (Status, error) {
 	if err != nil {
 		return Status{}, i.fail("status", "parse variables", err)
 	}
-	switch {
-	case repl != nil:
-		st.Replica, replErr = parseReplicaStatus(i.flavor.Engine, i.d, repl)
-	case replErr == nil:
-		st.Replica, replErr = i.replicaStatus(ctx)
-	}
-	if replErr != nil {
-		return Status{}, i.fail("status", "read replica status", replErr)
-	}
 	return st, nil
+}
+
+// nameValues renders SHOW STATUS rows (Variable_name, Value) as the
+// name=value pairs the semi_sync_status column holds.
+func nameValues(rs *resultSet) string {
+	var b strings.Builder
+	for r := range rs.rows {
+		if b.Len() > 0 {
+			b.WriteByte(',')
+		}
+		row := rs.row(r)
+		b.WriteString(row.str("Variable_name") + "=" + row.str("Value"))
+	}
+	return b.String()
 }
 
 // replicaStatus runs the flavor's replica-status statement; nil when the
@@ -225,14 +266,15 @@ func parseStatus(engine gtid.Flavor, d dialect, r row) (Status, error) {
 		}
 		st.Executed = st.Executed.Union(cur)
 	}
-	st.SemiSync = parseSemiSync(d, r)
+	st.SemiSync = parseSemiSync(d, r.str("semi_sync_variables"), r.str("semi_sync_status"))
 	return st, nil
 }
 
-// parseSemiSync reads the semi_sync_variables / semi_sync_status columns.
-func parseSemiSync(d dialect, r row) SemiSyncStatus {
-	vars := pairs(r.str("semi_sync_variables"))
-	status := pairs(r.str("semi_sync_status"))
+// parseSemiSync reads the semi_sync_variables / semi_sync_status columns
+// (name=value pairs).
+func parseSemiSync(d dialect, variables, statusCounters string) SemiSyncStatus {
+	vars := pairs(variables)
+	status := pairs(statusCounters)
 	_, pv, okP := lookup(vars, d.semiPrimaryVars)
 	_, rv, okR := lookup(vars, d.semiReplicaVars)
 	_, ps, _ := lookup(status, d.semiPrimaryStatus)
