@@ -7,7 +7,9 @@
 // # Probing
 //
 // [Poller.Run] starts one goroutine per site. Each ticks every
-// Config.PollInterval (first ticks staggered across the interval) and runs
+// Config.PollInterval (first ticks staggered across the interval, regular
+// ticks on a process-wide grid of at most 50 ms so that the probes of many
+// groups due together share one wake-up; see tickGrid) and runs
 // one probe, bounded by Config.ProbeTimeout through its context, in a helper
 // goroutine. The site goroutine waits for the result or for the timeout on
 // the injected [Clock], whichever comes first, so a probe never delays the
@@ -17,8 +19,9 @@
 // site ([ErrProbeStuck]): a hung site costs at most two goroutines, never a
 // pile-up.
 //
-// A probe is one mysqlctl.Instance.Status call (one SELECT of variables and
-// one SHOW ALL SLAVES STATUS / SHOW REPLICA STATUS, sent in one round trip:
+// A probe is one mysqlctl.Instance.Status call (one SELECT of variables,
+// on MariaDB one SHOW GLOBAL STATUS of the semi-sync counters, and one SHOW
+// ALL SLAVES STATUS / SHOW REPLICA STATUS, sent in one round trip:
 // [MySQLDialer] opens its instances mysqlctl.Options.StatusOnly) on a pool
 // of one session per site, opened on the first probe ([MySQLDialer]) and
 // reused; database/sql redials a broken session by itself. The Prober is

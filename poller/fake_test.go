@@ -154,9 +154,15 @@ func (r *recorder) startedAt(site string, start time.Time) []time.Duration {
 
 // testConfig is a valid Config over net with round numbers: interval 1s,
 // timeout 400ms, failure threshold 2.
+// testGroup is the group name of testConfig: its ticks start on the first
+// step of the grid.
+const testGroup = "group"
+
 func testConfig(net fakeNet, sites ...Site) Config {
 	return Config{
-		Group:            "g",
+		// The tests' tick times assume the group's first step is 0
+		// (firstTick); TestTestGroupStartsOnStepZero says so if that changes.
+		Group:            testGroup,
 		Sites:            sites,
 		PollInterval:     time.Second,
 		ProbeTimeout:     400 * time.Millisecond,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"log/slog"
 	"net"
@@ -182,16 +183,16 @@ func (p *Poller) Run(ctx context.Context, sink func(Observation)) error {
 	p.kickMu.Lock()
 	p.kicks = kicks
 	p.kickMu.Unlock()
+	grid := tickGrid(p.cfg.PollInterval)
 	for i, s := range p.cfg.Sites {
 		loop := &siteLoop{
-			kick: kicks[i],
-			lost: make(chan struct{}, 1),
-			cfg:  &p.cfg,
-			book: p.book,
-			site: s,
-			// Staggered first ticks spread the probes of many sites over
-			// the interval instead of bursting them together.
-			offset: time.Duration(i) * p.cfg.PollInterval / time.Duration(n),
+			kick:   kicks[i],
+			lost:   make(chan struct{}, 1),
+			cfg:    &p.cfg,
+			book:   p.book,
+			site:   s,
+			offset: firstTick(p.cfg.Group, i, n, p.cfg.PollInterval, grid),
+			grid:   grid,
 			log:    p.cfg.Logger.With("site", s.Name),
 		}
 		wg.Go(func() { loop.run(ctx, sink) })
@@ -201,6 +202,50 @@ func (p *Poller) Run(ctx context.Context, sink func(Observation)) error {
 	}
 	wg.Wait()
 	return nil
+}
+
+// Regular ticks fire on a grid: at multiples of tickGrid(PollInterval) of
+// the clock's time (every 50 ms at the default 1 s interval), so the sites
+// of every group in the process whose ticks fall due within one step are
+// probed together and one wake-up of the process serves them all. With a
+// tick of its own for each site, at 1,000 sites most of the poller's CPU
+// went to waking threads and epoll from sleep for one probe at a time
+// (docs/benchmarks/polling.md). A regular tick fires at most one grid step
+// after its time, never before, and never drifts: the cadence is kept on
+// the exact times. Early probes (Kick, a broken watch session) are never
+// held back to the grid.
+
+// tickGrid is the grid step for a poll interval: a twentieth of it, at
+// most 50 ms.
+func tickGrid(interval time.Duration) time.Duration {
+	return min(interval/20, 50*time.Millisecond)
+}
+
+// firstTick is the offset of site i of n's first tick in a group: the
+// sites of a group are spread over the interval (their probes and the
+// group's observations do not all land in one instant), starting at a
+// step chosen by the group's name, so many groups of a few sites spread
+// over the grid's steps instead of all starting on the same ones.
+func firstTick(group string, i, n int, interval, grid time.Duration) time.Duration {
+	steps := 1
+	if grid > 0 {
+		steps = max(1, int(interval/grid))
+	}
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(group))
+	step := (int(h.Sum32()%uint32(steps)) + i*steps/n) % steps
+	return time.Duration(step) * interval / time.Duration(steps)
+}
+
+// untilTick is the wait from now until a tick due at due fires: due
+// rounded up to the grid.
+func untilTick(due, now time.Time, grid time.Duration) time.Duration {
+	if grid > 0 {
+		if r := due.Sub(due.Truncate(grid)); r > 0 {
+			due = due.Add(grid - r)
+		}
+	}
+	return due.Sub(now)
 }
 
 // watch keeps a Watch session to site s and asks for a probe of s (lost)
@@ -260,7 +305,8 @@ type siteLoop struct {
 	cfg    *Config
 	book   addressBook
 	site   Site
-	offset time.Duration
+	offset time.Duration // of the first tick
+	grid   time.Duration // see tickGrid
 	log    *slog.Logger
 
 	kick  chan struct{} // Kick: probe now
@@ -280,8 +326,9 @@ type siteLoop struct {
 func (s *siteLoop) run(ctx context.Context, sink func(Observation)) {
 	defer s.shutdown()
 	clock := s.cfg.Clock
-	due := clock.Now().Add(s.offset)
-	timer := clock.NewTimer(s.offset)
+	now := clock.Now()
+	due := now.Add(s.offset) // the tick's exact time; it fires on the grid
+	timer := clock.NewTimer(untilTick(due, now, s.grid))
 	defer timer.Stop()
 	for {
 		kicked := false
@@ -320,7 +367,7 @@ func (s *siteLoop) run(ctx context.Context, sink func(Observation)) {
 			// but never make up missed ticks in a burst.
 			due = now
 		}
-		timer.Reset(due.Sub(now))
+		timer.Reset(untilTick(due, now, s.grid))
 	}
 }
 

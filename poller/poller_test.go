@@ -115,7 +115,7 @@ func TestTickTiming(t *testing.T) {
 					t.Errorf("site %s probe %d: started %v after start, took %v, at %v; want started %v, took %v",
 						tt.site, i, o.Started.Sub(start), o.Duration, o.At.Sub(start), wantStart.Sub(start), tt.duration)
 				}
-				if o.Seq != uint64(i+1) || o.Site != tt.site || o.Group != "g" || !o.Reachable || o.Class != ClassNone {
+				if o.Seq != uint64(i+1) || o.Site != tt.site || o.Group != testGroup || !o.Reachable || o.Class != ClassNone {
 					t.Errorf("site %s probe %d: %+v", tt.site, i, o)
 				}
 			}
@@ -637,4 +637,71 @@ func TestKick(t *testing.T) {
 			t.Errorf("hung site probed at %v, want %v (no early probe while one is stuck)", hungAt, want)
 		}
 	})
+}
+
+func TestTestGroupStartsOnStepZero(t *testing.T) {
+	if off := firstTick(testGroup, 0, 2, time.Second, tickGrid(time.Second)); off != 0 {
+		t.Fatalf("testConfig's group %q starts %v into the interval; the tick-timing tests assume 0: pick another name", testGroup, off)
+	}
+}
+
+// Regular ticks fire on the grid of the clock's time (at most a step late,
+// the cadence kept on the exact times); an early probe is not held back,
+// and the rhythm restarts from it.
+func TestTicksFireOnTheGrid(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := newFakeServer(primaryStatus())
+		cfg := testConfig(fakeNet{"a": a}, Site{Name: "a", Addr: "h:1"})
+		const skew = 1000*time.Hour + 7*time.Millisecond // the clock starts 7 ms past a step
+		cfg.Clock = offsetClock{off: skew}
+		p, err := New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec := &recorder{}
+		start := time.Now().Add(skew)
+		stop := running(t, p, rec)
+		time.Sleep(1200 * time.Millisecond)
+		p.Kick() // at 1.2 s: 7 ms past a step
+		synctest.Wait()
+		time.Sleep(1100 * time.Millisecond)
+		stop()
+		got := rec.startedAt("a", start)
+		want := []time.Duration{43 * time.Millisecond, 1043 * time.Millisecond, 1200 * time.Millisecond, 2243 * time.Millisecond}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("site a probed at %v after start, want %v", got, want)
+		}
+	})
+}
+
+// Many groups of three sites (the daemon runs a poller per group) spread
+// their ticks over the grid's steps; a group's own sites are spread over
+// the interval.
+func TestFirstTickSpreadsGroups(t *testing.T) {
+	const interval = time.Second
+	grid := tickGrid(interval)
+	steps := int(interval / grid)
+	count := make([]int, steps)
+	for g := range 334 {
+		name := fmt.Sprintf("orders-%d", g)
+		var offs []time.Duration
+		for i := range 3 {
+			off := firstTick(name, i, 3, interval, grid)
+			if off%grid != 0 || off < 0 || off >= interval {
+				t.Fatalf("group %s site %d: first tick at %v, not a step of %v within the interval", name, i, off, grid)
+			}
+			count[off/grid]++
+			offs = append(offs, off)
+		}
+		for i := 1; i < 3; i++ {
+			if d := (offs[i] - offs[i-1] + interval) % interval; d < interval/3-grid || d > interval/3+grid {
+				t.Fatalf("group %s: sites %d and %d tick %v apart, want about a third of %v", name, i-1, i, d, interval)
+			}
+		}
+	}
+	for step, c := range count {
+		if c < 20 || c > 90 { // 50 on average
+			t.Errorf("step %d: %d of 1,002 sites tick there (all steps: %v)", step, c, count)
+		}
+	}
 }
