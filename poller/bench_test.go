@@ -224,6 +224,7 @@ func BenchmarkPolling1000Sites(b *testing.B) {
 	if i := slices.IndexFunc(results, func(r pollResult) bool { return r.sites == 1000 }); i >= 0 {
 		verdict = scaleVerdict(results[i])
 	}
+	verdict += growthNote(results)
 	benchdoc.Write(b, "..", "polling.md", fmt.Sprintf(`# Polling cost: %s sites at 1 s
 
 %s
@@ -233,14 +234,16 @@ func BenchmarkPolling1000Sites(b *testing.B) {
 ## Setup
 
 - One MariaDB on 127.0.0.1 (testenv.StartMariaDB, --max-connections=%d).
-  %s site entries in turn point at it, each with its own
-  mysqlctl.Instance (pool of one session, reused), polled by poller.New +
-  poller.MySQLDialer every 1 s (probe timeout 800 ms, staggered first ticks),
-  and its watch session (poller.MySQLWatcher: one more idle session a site,
-  as the daemon holds).
-  A probe is mysqlctl.Status: one SELECT of variables plus SHOW ALL SLAVES
-  STATUS, sent in one request (MySQLDialer opens its instances StatusOnly,
-  whose sessions accept multi-statement text and run nothing else).
+  %s site entries in turn point at it, as the daemon polls them: groups of
+  %d sites, a poller.New per group (the daemon builds one per group with
+  NewFromGroup), each site with its own mysqlctl.Instance (pool of one
+  session, reused) opened by poller.MySQLDialer and polled every 1 s
+  (probe timeout 800 ms), and its watch session (poller.MySQLWatcher: one
+  more idle session a site, as the daemon holds).
+  A probe is mysqlctl.Status: one SELECT of variables, SHOW GLOBAL STATUS
+  LIKE 'Rpl_semi_sync_%%_status' and SHOW ALL SLAVES STATUS, sent in one
+  request (MySQLDialer opens its instances StatusOnly, whose sessions accept
+  multi-statement text and run nothing else).
 - After every site answered once (or, past 2 minutes plus 10 ms a site, as
   many as did; the figure's notes say how many) and 3 s more, the CPU of this process is
   measured with getrusage(RUSAGE_SELF) (user + system) over a %v window; RSS
@@ -256,65 +259,77 @@ func BenchmarkPolling1000Sites(b *testing.B) {
 %s
 %s
 
-When the one server falls behind (1,000 and more sites on this machine), the
-scale_cpu figure of results.json is the CPU per successful probe times the
-number of sites: what the poller would spend if every probe succeeded,
-conservative since the failed probes and reconnects are charged to the
-successful ones. No target is set beyond 1,000 sites; 5,000 shows how the
-poller's own cost and memory grow (the server there answers only a fraction).
+Should the one server fall behind (probes failing), the scale_cpu figure of
+results.json is the CPU per successful probe times the number of sites:
+what the poller would spend if every probe succeeded, conservative since
+the failed probes and reconnects are charged to the successful ones. No
+target is set beyond 1,000 sites; 5,000 shows how the poller's cost and
+memory grow.
 
-The smaller run costs more CPU per probe than the larger ones: between
-sparse probes the process idles, and every probe pays for waking the Go
-scheduler and epoll from sleep; at 1,000 probes a second those wake-ups are
-shared. So the smaller row is no basis for a linear extrapolation.
+The probe durations (p50, p99) include the wait at the one server: the
+sites whose ticks share a step of the grid (below) send their probes to it
+at the same instant, and it answers them one after the other. In a real
+deployment every site is its own server.
 
-Where the client CPU goes (go test -cpuprofile of BenchmarkProbeCPU, probes
-back to back on one site, and of the 200-site run): about half in system
-calls (loopback TCP write and read, whose in-kernel delivery to the server
-socket is charged to the writer, and epoll), about an eighth in futex
-wake-ups of the Go scheduler, the rest in database/sql (a goroutine per
-query watching its context), the MySQL driver's packet parsing and GC; the
-poller's own code is a few percent. %s
-
-The one MariaDB answering 1,000 status probes a second needs %.2f cores of its
-own here (%.2f at the largest size): mysqlctl's MariaDB status query reads
-the semi-sync settings through information_schema.GLOBAL_VARIABLES and
-GLOBAL_STATUS, about 0.8 ms of server CPU per probe against about 0.06 ms
-for the plain variables. When other work on this shared 2-core machine
-leaves it less, probes time out; a timed-out probe closes its session (the
-driver cannot cancel a running query otherwise) and the next one
-reconnects, which the "new server conns" column counts. A real group's
-server gets one probe per poll interval from the daemon, not 1,000.
+%s
 
 Reproduce: `+"`FAILOVERD_BENCH_WRITE=1 go test -run '^$' -bench BenchmarkPolling1000Sites -benchtime 1x ./poller/`"+`
-`, sizesText(results, ", "), benchdoc.MachineInfo(), mariadbVersion, load, maxConns, sizesText(results, ", then "), window, rows.String(),
-		verdict, probeCostNote, serverCoresAt(results, 1000), results[len(results)-1].serverCores))
+`, sizesText(results, ", "), benchdoc.MachineInfo(), mariadbVersion, load, maxConns, sizesText(results, ", then "), benchGroupSize, window, rows.String(),
+		verdict, probeCostNote))
 }
 
 // probeCostNote records the probe-path measurements of issue 18 (taken
 // while making the changes; see BenchmarkProbeCPU).
-const probeCostNote = `The two statements of a probe now go in one request
-(issue 18: MySQLDialer opens its instances mysqlctl StatusOnly, so a probe
-costs one write, one read, one pool checkout with its liveness check and one
-database/sql context goroutine instead of two each): BenchmarkProbeCPU
-(4,000-5,000 probes back to back on one site, builds run interleaved, p50 of
-10 runs each, shared machine) went from 189 to 140 µs of CPU per probe, 152
-to 143 allocations (11.8 to 12.3 KB). A long-lived probe goroutine per site
-instead of one per probe was tried too: it saved about 4 % more (the
-runtime's newstack and newproc in 15,000-probe profiles) but kept about 9 KB
-more goroutine stack resident per site, so it was not kept. What remains is
-mostly the kernel's loopback TCP and the scheduler's wake-ups as a probe
-passes from the site goroutine to the probe goroutine, the driver's context
-watcher and back.`
+const probeCostNote = `## What made the poller cheap (issue 18)
 
-// serverCoresAt is the server's cores in the run of n sites (0 if none).
-func serverCoresAt(rs []pollResult, n int) float64 {
-	for _, r := range rs {
-		if r.sites == n {
-			return r.serverCores
-		}
+Measured on this machine while making each change (1,000 sites, one
+poller of 1,000 site entries, 20 s windows):
+
+1. **Ticks on a grid** (poller: regular ticks fire on multiples of a
+   twentieth of the poll interval, at most 50 ms, of the clock's time; a
+   group's sites start on steps chosen by the group's name). With a timer
+   of its own per site, the process woke from sleep for nearly every probe:
+   about half of its CPU went to the kernel (epoll, futex wake-ups of idle
+   threads) and the Go scheduler's spinning. Batched, one wake-up serves
+   the fifty or so probes due in a step: 0.260 → 0.075 core at 1,000 sites
+   (kernel share 47 → 30 %), 0.35 core at 5,000. A tick fires at most one
+   step late and the cadence stays on the exact times; early probes (the
+   daemon's Kick, a broken watch session) are never held back.
+2. **A cheap status query for the server** (mysqlctl, MariaDB): the
+   semi-sync variables come from @@GLOBAL and the two semi-sync status
+   counters from SHOW GLOBAL STATUS LIKE, instead of scalar subqueries
+   over information_schema.GLOBAL_VARIABLES and GLOBAL_STATUS, which
+   materialise every variable (through temporary tables) on each probe.
+   Server CPU per probe about 1-2 ms → 0.2 ms (the one MariaDB answering
+   1,000 probes a second: 1.8 → 0.25 core), which is what lets one server
+   answer 1,000 and 5,000 sites here at all (before, only 38 % of the
+   probes at 1,000 sites succeeded). Every monitored server gains the same.
+3. **One request per probe** (MySQLDialer opens its instances mysqlctl
+   StatusOnly: one write, one read, one pool checkout and one database/sql
+   context goroutine per probe instead of one per statement):
+   BenchmarkProbeCPU (probes back to back on one site) 189 → 140 µs of CPU
+   per probe. A long-lived probe goroutine per site instead of one per
+   probe saved about 4 % more but kept about 9 KB more goroutine stack
+   resident per site, so it was not kept.
+
+What remains per probe is mostly the kernel's loopback TCP (write and
+read; the in-kernel delivery to the server's socket is charged to the
+writer), the MySQL driver's packet parsing (SHOW ALL SLAVES STATUS sends
+the metadata of some 60 columns even when it has no row) and database/sql.`
+
+// growthNote says how CPU and RSS grow with the number of sites: per
+// 1,000 sites, from the smallest run to each larger one.
+func growthNote(rs []pollResult) string {
+	if len(rs) < 2 {
+		return ""
 	}
-	return 0
+	var parts []string
+	for _, r := range rs[1:] {
+		d := float64(r.sites-rs[0].sites) / 1000
+		parts = append(parts, fmt.Sprintf("%d → %d sites: %.3f core and %.0f MB more per 1,000 sites",
+			rs[0].sites, r.sites, (r.cores-rs[0].cores)/d, float64(r.rssKB-rs[0].rssKB)/1024/d))
+	}
+	return "\nGrowth (linear when these agree): " + strings.Join(parts, "; ") + "."
 }
 
 // scaleVerdict is polling.md's verdict on the 1,000-site targets.
@@ -335,25 +350,30 @@ carries the failed probes and reconnects); < 150 MB RSS: %s (%.1f MB).`,
 	return verdict
 }
 
-// measurePolling polls sites entries pointing at m every second and
-// measures one window.
+// measurePolling polls sites entries pointing at m every second, as the
+// daemon does (a poller per group of three sites), and measures one window.
 func measurePolling(b *testing.B, m *testenv.MariaDB, sites int, window time.Duration) pollResult {
-	cfg := Config{
-		Group:            "bench",
-		PollInterval:     time.Second,
-		ProbeTimeout:     800 * time.Millisecond,
-		FailureThreshold: 2,
-		Logger:           slog.New(slog.DiscardHandler),
-	}
 	// As NewFromGroup builds it: a prober and a watch session per site.
 	base := mysqlctl.Options{User: testenv.AdminUser, Password: testenv.AdminPassword, MaxOpenConns: 1, Logger: slog.New(slog.DiscardHandler)}
-	cfg.Dial, cfg.Watch = MySQLDialer(base, nil), MySQLWatcher(base, nil)
-	for i := range sites {
-		cfg.Sites = append(cfg.Sites, Site{Name: fmt.Sprintf("s%04d", i), Addr: m.Addr()})
-	}
-	p, err := New(cfg)
-	if err != nil {
-		b.Fatal(err)
+	var pollers []*Poller
+	for first := 0; first < sites; first += benchGroupSize {
+		cfg := Config{
+			Group:            fmt.Sprintf("bench-%04d", first/benchGroupSize),
+			PollInterval:     time.Second,
+			ProbeTimeout:     800 * time.Millisecond,
+			FailureThreshold: 2,
+			Logger:           slog.New(slog.DiscardHandler),
+			Dial:             MySQLDialer(base, nil),
+			Watch:            MySQLWatcher(base, nil),
+		}
+		for i := first; i < min(first+benchGroupSize, sites); i++ {
+			cfg.Sites = append(cfg.Sites, Site{Name: fmt.Sprintf("s%04d", i), Addr: m.Addr()})
+		}
+		p, err := New(cfg)
+		if err != nil {
+			b.Fatal(err)
+		}
+		pollers = append(pollers, p)
 	}
 	var (
 		mu        sync.Mutex
@@ -362,27 +382,27 @@ func measurePolling(b *testing.B, m *testenv.MariaDB, sites int, window time.Dur
 		total, ok int
 		durations []time.Duration
 	)
+	sink := func(o Observation) {
+		mu.Lock()
+		defer mu.Unlock()
+		if o.Reachable {
+			seen[o.Site] = true
+		}
+		if !measuring {
+			return
+		}
+		total++
+		if o.Reachable {
+			ok++
+		}
+		durations = append(durations, o.Duration)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = p.Run(ctx, func(o Observation) {
-			mu.Lock()
-			defer mu.Unlock()
-			if o.Reachable {
-				seen[o.Site] = true
-			}
-			if !measuring {
-				return
-			}
-			total++
-			if o.Reachable {
-				ok++
-			}
-			durations = append(durations, o.Duration)
-		})
-	}()
-	defer func() { cancel(); <-done }()
+	var running sync.WaitGroup
+	for _, p := range pollers {
+		running.Go(func() { _ = p.Run(ctx, sink) })
+	}
+	defer func() { cancel(); running.Wait() }()
 
 	// Warm-up: every site connected once, then a few seconds more. The
 	// first round opens a session per site: allow 2 minutes plus 10 ms a
@@ -518,6 +538,10 @@ func serverCounter(b *testing.B, m *testenv.MariaDB, name string) int64 {
 	return 0
 }
 
+// benchGroupSize is the number of sites of each group (one poller each) in
+// the scale benchmark.
+const benchGroupSize = 3
+
 // ownTmpdir is a --tmpdir of the benchmark's own: the status query's
 // information_schema reads go through temporary tables there, and every
 // MariaDB starting with the shared /tmp as its tmpdir deletes the "#sql"
@@ -574,8 +598,8 @@ func recordScale(b *testing.B, rs []pollResult) {
 		figs = append(figs,
 			benchdoc.NewFigure(fmt.Sprintf("scale_cpu_%d", r.sites), "cores", []float64{cores}, cpuT, fmt.Sprintf(
 				`CPU of the polling process (getrusage user+system over a %v window, %s)
-polling %d site entries every 1 s, all pointing at one local MariaDB (poller.New + MySQLDialer, probe
-timeout 800 ms); %s. Details: polling.md.`, r.wall.Round(time.Second), after, r.sites, how)),
+polling %d site entries every 1 s, all pointing at one local MariaDB, in groups of %d with a poller each
+(poller.New + MySQLDialer + MySQLWatcher, probe timeout 800 ms); %s. Details: polling.md.`, r.wall.Round(time.Second), after, r.sites, benchGroupSize, how)),
 			benchdoc.NewFigure(fmt.Sprintf("scale_rss_%d", r.sites), "MB", []float64{float64(r.rssKB) / 1024}, rssT, fmt.Sprintf(
 				`VmRSS of the polling process (the test binary's baseline included) at the end of the scale_cpu_%d window.`, r.sites)))
 	}
