@@ -213,7 +213,9 @@ func (p *Poller) Run(ctx context.Context, sink func(Observation)) error {
 // (docs/benchmarks/polling.md). A regular tick fires at most one grid step
 // after its time, never before, and never drifts: the cadence is kept on
 // the exact times. Early probes (Kick, a broken watch session) are never
-// held back to the grid.
+// held back to the grid, nor are the ticks of a site whose probes are
+// failing (detection is not delayed), which run a full interval apart from
+// the first failed probe.
 
 // tickGrid is the grid step for a poll interval: a twentieth of it, at
 // most 50 ms.
@@ -356,10 +358,16 @@ func (s *siteLoop) run(ctx context.Context, sink func(Observation)) {
 		}
 		sink(obs)
 		now := clock.Now()
-		if kicked {
+		switch {
+		case kicked:
 			// The regular rhythm restarts from the early probe.
 			timer.Stop()
 			due = now
+		case s.fails == 1:
+			// A failure run counts from its first probe, which the grid
+			// may have held back: the next one must not come sooner than
+			// a full interval after it (a blip could fail over).
+			due = obs.Started
 		}
 		due = due.Add(s.delay())
 		if due.Before(now) {
@@ -367,7 +375,13 @@ func (s *siteLoop) run(ctx context.Context, sink func(Observation)) {
 			// but never make up missed ticks in a burst.
 			due = now
 		}
-		timer.Reset(untilTick(due, now, s.grid))
+		grid := s.grid
+		if s.fails > 0 {
+			// A failure run ticks on its exact times: the grid must not
+			// delay the detection of a failed site.
+			grid = 0
+		}
+		timer.Reset(untilTick(due, now, grid))
 	}
 }
 

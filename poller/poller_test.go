@@ -705,3 +705,38 @@ func TestFirstTickSpreadsGroups(t *testing.T) {
 		}
 	}
 }
+
+// A failure run ticks on exact times from its first probe (an early one
+// here, off the grid): the grid neither delays detection nor shortens the
+// failure window; once the site answers again its ticks return to the grid.
+func TestFailureRunTicksOnExactTimes(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := newFakeServer(primaryStatus())
+		cfg := testConfig(fakeNet{"a": a}, Site{Name: "a", Addr: "h:1"})
+		const skew = 1000*time.Hour + 7*time.Millisecond // the clock starts 7 ms past a step
+		cfg.Clock = offsetClock{off: skew}
+		w := fakeWatch{lost: make(chan struct{})}
+		cfg.Watch = w.watch
+		p, err := New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec := &recorder{}
+		start := time.Now().Add(skew)
+		stop := running(t, p, rec)
+		time.Sleep(1200 * time.Millisecond) // probes on the grid at 43 ms and 1.043 s
+		a.set(func(f *fakeServer) { f.err = errors.New("connection refused") })
+		close(w.lost) // at 1.2 s: probed at once, the failure run starts
+		synctest.Wait()
+		time.Sleep(1300 * time.Millisecond) // 2.2 s: the second failure, exactly an interval later
+		a.set(func(f *fakeServer) { f.err = nil })
+		time.Sleep(2 * time.Second) // 3.2 s answers; the next tick is on the grid again
+		stop()
+		got := rec.startedAt("a", start)
+		want := []time.Duration{43 * time.Millisecond, 1043 * time.Millisecond, 1200 * time.Millisecond,
+			2200 * time.Millisecond, 3200 * time.Millisecond, 4243 * time.Millisecond}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("site a probed at %v after start, want %v", got, want)
+		}
+	})
+}
