@@ -86,14 +86,7 @@ func TestTickTiming(t *testing.T) {
 		a.delay = 300 * time.Millisecond // slow but within the timeout
 		cfg := testConfig(fakeNet{"a": a, "b": b}, Site{Name: "a", Addr: "h:1"}, Site{Name: "b", Addr: "h:2"})
 		const skew = 1000 * time.Hour
-		cfg.Clock = offsetClock{off: skew}
-		p, err := New(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		rec := &recorder{}
-		start := time.Now().Add(skew)
-		stop := running(t, p, rec)
+		_, rec, start, stop := runSkewed(t, cfg, skew)
 		time.Sleep(5*time.Second + 700*time.Millisecond)
 		stop()
 
@@ -653,14 +646,7 @@ func TestTicksFireOnTheGrid(t *testing.T) {
 		a := newFakeServer(primaryStatus())
 		cfg := testConfig(fakeNet{"a": a}, Site{Name: "a", Addr: "h:1"})
 		const skew = 1000*time.Hour + 7*time.Millisecond // the clock starts 7 ms past a step
-		cfg.Clock = offsetClock{off: skew}
-		p, err := New(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		rec := &recorder{}
-		start := time.Now().Add(skew)
-		stop := running(t, p, rec)
+		p, rec, start, stop := runSkewed(t, cfg, skew)
 		time.Sleep(1200 * time.Millisecond)
 		p.Kick() // at 1.2 s: 7 ms past a step
 		synctest.Wait()
@@ -714,16 +700,9 @@ func TestFailureRunTicksOnExactTimes(t *testing.T) {
 		a := newFakeServer(primaryStatus())
 		cfg := testConfig(fakeNet{"a": a}, Site{Name: "a", Addr: "h:1"})
 		const skew = 1000*time.Hour + 7*time.Millisecond // the clock starts 7 ms past a step
-		cfg.Clock = offsetClock{off: skew}
 		w := fakeWatch{lost: make(chan struct{})}
 		cfg.Watch = w.watch
-		p, err := New(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		rec := &recorder{}
-		start := time.Now().Add(skew)
-		stop := running(t, p, rec)
+		_, rec, start, stop := runSkewed(t, cfg, skew)
 		time.Sleep(1200 * time.Millisecond) // probes on the grid at 43 ms and 1.043 s
 		a.set(func(f *fakeServer) { f.err = errors.New("connection refused") })
 		close(w.lost) // at 1.2 s: probed at once, the failure run starts
@@ -739,4 +718,18 @@ func TestFailureRunTicksOnExactTimes(t *testing.T) {
 			t.Errorf("site a probed at %v after start, want %v", got, want)
 		}
 	})
+}
+
+// runSkewed runs a poller of cfg, in the caller's bubble, on a clock skew
+// ahead of the bubble's; start is that clock's time at the start.
+func runSkewed(t *testing.T, cfg Config, skew time.Duration) (p *Poller, rec *recorder, start time.Time, stop func()) {
+	t.Helper()
+	cfg.Clock = offsetClock{off: skew}
+	p, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec = &recorder{}
+	start = time.Now().Add(skew)
+	return p, rec, start, running(t, p, rec)
 }
