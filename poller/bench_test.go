@@ -294,7 +294,9 @@ poller of 1,000 site entries, 20 s windows):
    the fifty or so probes due in a step: 0.260 → 0.075 core at 1,000 sites
    (kernel share 47 → 30 %), 0.35 core at 5,000. A tick fires at most one
    step late and the cadence stays on the exact times; early probes (the
-   daemon's Kick, a broken watch session) are never held back.
+   daemon's Kick, a broken watch session) are never held back, nor are the
+   ticks of a site whose probes fail (they run a full interval apart from
+   the first failed one), so detection keeps its timing (detection.md).
 2. **A cheap status query for the server** (mysqlctl, MariaDB): the
    semi-sync variables come from @@GLOBAL and the two semi-sync status
    counters from SHOW GLOBAL STATUS LIKE, instead of scalar subqueries

@@ -64,17 +64,17 @@ func BenchmarkLostPrimary(b *testing.B) {
 	}
 	var rows strings.Builder
 	for ci, c := range lostCases {
-		var w, g []time.Duration
+		var w, g, rv []time.Duration
 		lost, overlap := 0, 0
 		for _, r := range results[ci] {
-			w, g = append(w, r.writable), append(g, r.gap)
+			w, g, rv = append(w, r.writable), append(g, r.gap), append(rv, r.revoked)
 			lost += r.lost
 			overlap += r.overlap
 		}
-		ws, gs := benchdoc.Distribution(w), benchdoc.Distribution(g)
+		ws, gs, rs := benchdoc.Distribution(w), benchdoc.Distribution(g), benchdoc.Distribution(rv)
 		b.Logf("%s: fault → writable p50 %v max %v; client gap p50 %v max %v; lost %d; overlap %d", c.name, ws.P50, ws.Max, gs.P50, gs.Max, lost, overlap)
-		fmt.Fprintf(&rows, "| %s | %d | %d ms | %d ms | %d ms | %d ms | %d | %d |\n", c.name, len(results[ci]),
-			ws.P50.Milliseconds(), ws.Max.Milliseconds(), gs.P50.Milliseconds(), gs.Max.Milliseconds(), lost, overlap)
+		fmt.Fprintf(&rows, "| %s | %d | %d ms | %d ms | %d ms | %d ms | %d ms | %d | %d |\n", c.name, len(results[ci]),
+			rs.P50.Milliseconds(), ws.P50.Milliseconds(), ws.Max.Milliseconds(), gs.P50.Milliseconds(), gs.Max.Milliseconds(), lost, overlap)
 	}
 	if !benchdoc.Enabled() {
 		return
@@ -108,16 +108,17 @@ func BenchmarkLostPrimary(b *testing.B) {
 
 ## Results
 
-| case | runs | fault → writable p50 | max | client gap p50 | max | lost | overlap |
-|---|--:|--:|--:|--:|--:|--:|--:|
+| case | runs | fault → revoke p50 | fault → writable p50 | max | client gap p50 | max | lost | overlap |
+|---|--:|--:|--:|--:|--:|--:|--:|--:|
 %s
 Targets (issue 12): semisync within detection + 1 s, sidecar within
 leaseTimeout + 2 s (5 s here). Detection of a hung or isolated primary needs
-the replicas' heartbeat silence: the revoke comes about 2.7–3.0 s after the
-fault here, so semisync lands at detection + about 0.3–0.5 s (the revoke
-detaches the replicas at once; failoverd KILLs each receiver thread, pauses
-100 ms and then stops it, since a bare STOP SLAVE IO_THREAD against a hung
-source waits about 2 s; an occasional run still meets that 2 s, see the max).
+the replicas' heartbeat silence: "fault → revoke" is the daemon's
+epoch.revoked log line, its detection and first step; semisync lands
+shortly after it (the revoke detaches the replicas at once; failoverd KILLs
+each receiver thread, pauses 100 ms and then stops it, since a bare STOP
+SLAVE IO_THREAD against a hung source waits about 2 s; an occasional run
+still meets that 2 s, see the max).
 The client gap is longer than "fault → writable" by the write load's own 2 s
 timeout on the hung server.
 
