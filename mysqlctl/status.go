@@ -141,7 +141,7 @@ func (r *ReplicaStatus) SQLError() bool { return !r.SQLThread.Running() && r.Las
 
 // Status reads the server's state with one multi-variable SELECT and one
 // SHOW REPLICA STATUS / SHOW ALL SLAVES STATUS: two round trips, or one on
-// a StatusOnly instance (its statements in one request).
+// a StatusOnly instance (see batchStatus).
 func (i *Instance) Status(ctx context.Context) (Status, error) {
 	if bq, ok := i.q.(batchQuerier); ok {
 		return i.batchStatus(ctx, bq)

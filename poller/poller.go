@@ -192,7 +192,6 @@ func (p *Poller) Run(ctx context.Context, sink func(Observation)) error {
 			book:   p.book,
 			site:   s,
 			offset: firstTick(p.cfg.Group, i, n, p.cfg.PollInterval, grid),
-			grid:   grid,
 			log:    p.cfg.Logger.With("site", s.Name),
 		}
 		wg.Go(func() { loop.run(ctx, sink) })
@@ -308,7 +307,6 @@ type siteLoop struct {
 	book   addressBook
 	site   Site
 	offset time.Duration // of the first tick
-	grid   time.Duration // see tickGrid
 	log    *slog.Logger
 
 	kick  chan struct{} // Kick: probe now
@@ -328,9 +326,10 @@ type siteLoop struct {
 func (s *siteLoop) run(ctx context.Context, sink func(Observation)) {
 	defer s.shutdown()
 	clock := s.cfg.Clock
+	grid := tickGrid(s.cfg.PollInterval)
 	now := clock.Now()
 	due := now.Add(s.offset) // the tick's exact time; it fires on the grid
-	timer := clock.NewTimer(untilTick(due, now, s.grid))
+	timer := clock.NewTimer(untilTick(due, now, grid))
 	defer timer.Stop()
 	for {
 		kicked := false
@@ -375,13 +374,13 @@ func (s *siteLoop) run(ctx context.Context, sink func(Observation)) {
 			// but never make up missed ticks in a burst.
 			due = now
 		}
-		grid := s.grid
 		if s.fails > 0 {
 			// A failure run ticks on its exact times: the grid must not
 			// delay the detection of a failed site.
-			grid = 0
+			timer.Reset(due.Sub(now))
+		} else {
+			timer.Reset(untilTick(due, now, grid))
 		}
-		timer.Reset(untilTick(due, now, grid))
 	}
 }
 
