@@ -463,7 +463,7 @@ func TestRealRepointRefusesAnErrantReplica(t *testing.T) {
 func TestRealSemiSyncFollowsThePromotion(t *testing.T) {
 	tp, e := realGroup(t)
 	site0, site1 := tp.Sites[0], tp.Sites[1]
-	semiStatus := func(m *testenv.MariaDB, name string) string {
+	semiStatus := func(m *testenv.Server, name string) string {
 		return m.QueryString(t, "SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS WHERE VARIABLE_NAME = '"+name+"'")
 	}
 	site0.Exec(t, "SET GLOBAL rpl_semi_sync_master_enabled = ON")

@@ -12,7 +12,7 @@ func mariadbFactory() serverFactory {
 	return serverFactory{
 		flavor: gtid.MariaDB,
 		start: func(t *testing.T, name string) *realServer {
-			m := testenv.StartMariaDB(t, testenv.MariaDBOptions{Name: name})
+			m := testenv.StartMariaDB(t, testenv.ServerOptions{Name: name})
 			return &realServer{name: name, host: m.Host, port: m.Port, restart: m.Restart}
 		},
 		raw: rawSQL{

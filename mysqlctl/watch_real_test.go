@@ -16,7 +16,7 @@ func TestRealWatchEndsWhenMysqldIsKilled(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a real server")
 	}
-	m := testenv.StartMariaDB(t, testenv.MariaDBOptions{Name: "watched"})
+	m := testenv.StartMariaDB(t, testenv.ServerOptions{Name: "watched"})
 	opts := Options{Addr: fmt.Sprintf("%s:%d", m.Host, m.Port), User: testenv.AdminUser, Password: testenv.AdminPassword,
 		Logger: slog.New(slog.DiscardHandler)}
 	established := make(chan struct{})

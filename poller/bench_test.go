@@ -193,7 +193,7 @@ func BenchmarkPolling1000Sites(b *testing.B) {
 	// Two sessions per site (prober and watch), and room for the harness's
 	// own and reconnects.
 	maxConns := 2*slices.Max(sizes) + 200
-	m := testenv.StartMariaDB(b, testenv.MariaDBOptions{Name: "polled", ExtraArgs: []string{
+	m := testenv.StartMariaDB(b, testenv.ServerOptions{Name: "polled", ExtraArgs: []string{
 		fmt.Sprintf("--max-connections=%d", maxConns), fmt.Sprintf("--open-files-limit=%d", 2*maxConns+1000), ownTmpdir(b)}})
 	mariadbVersion := m.QueryString(b, "SELECT VERSION()")
 	load := benchdoc.LoadAverage()
@@ -354,7 +354,7 @@ carries the failed probes and reconnects); < 150 MB RSS: %s (%.1f MB).`,
 
 // measurePolling polls sites entries pointing at m every second, as the
 // daemon does (a poller per group of three sites), and measures one window.
-func measurePolling(b *testing.B, m *testenv.MariaDB, sites int, window time.Duration) pollResult {
+func measurePolling(b *testing.B, m *testenv.Server, sites int, window time.Duration) pollResult {
 	// As NewFromGroup builds it: a prober and a watch session per site.
 	base := mysqlctl.Options{User: testenv.AdminUser, Password: testenv.AdminPassword, MaxOpenConns: 1, Logger: slog.New(slog.DiscardHandler)}
 	var pollers []*Poller
@@ -523,7 +523,7 @@ func procStatusKB(field string) int64 {
 // serverCounter reads a status counter of m, trying again a few times: the
 // server answering thousands of probes (on a shared, loaded machine) may
 // let one read time out.
-func serverCounter(b *testing.B, m *testenv.MariaDB, name string) int64 {
+func serverCounter(b *testing.B, m *testenv.Server, name string) int64 {
 	var err error
 	for range 5 {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -619,7 +619,7 @@ func BenchmarkProbeCPU(b *testing.B) {
 	if testing.Short() {
 		b.Skip("-short: this benchmark starts a MariaDB")
 	}
-	m := testenv.StartMariaDB(b, testenv.MariaDBOptions{Name: "probed", ExtraArgs: []string{ownTmpdir(b)}})
+	m := testenv.StartMariaDB(b, testenv.ServerOptions{Name: "probed", ExtraArgs: []string{ownTmpdir(b)}})
 	cfg := Config{
 		Group: "bench", PollInterval: time.Second, ProbeTimeout: 800 * time.Millisecond, FailureThreshold: 2,
 		Dial: MySQLDialer(mysqlctl.Options{

@@ -24,7 +24,7 @@ func (w testLog) Write(p []byte) (int, error) {
 
 // dataOf is every non-system database of m with each table's rows, for
 // comparing two servers' data.
-func dataOf(t *testing.T, m *testenv.MariaDB) string {
+func dataOf(t *testing.T, m *testenv.Server) string {
 	t.Helper()
 	dbs := m.QueryString(t, "SELECT GROUP_CONCAT(schema_name ORDER BY schema_name) FROM information_schema.schemata "+
 		"WHERE schema_name NOT IN ('mysql','information_schema','performance_schema','sys')")
@@ -39,10 +39,10 @@ func dataOf(t *testing.T, m *testenv.MariaDB) string {
 // divergedPair starts a writable donor with data in two databases and an
 // event, and a recipient that replicated from it, then stopped and took
 // errant writes (the admin holds READ_ONLY ADMIN) while the donor went on.
-func divergedPair(t *testing.T) (donor, recipient *testenv.MariaDB) {
+func divergedPair(t *testing.T) (donor, recipient *testenv.Server) {
 	t.Helper()
-	donor = testenv.StartMariaDB(t, testenv.MariaDBOptions{Name: "donor"})
-	recipient = testenv.StartMariaDB(t, testenv.MariaDBOptions{Name: "recipient"})
+	donor = testenv.StartMariaDB(t, testenv.ServerOptions{Name: "donor"})
+	recipient = testenv.StartMariaDB(t, testenv.ServerOptions{Name: "recipient"})
 	promote.Site(t, donor)
 
 	donor.Exec(t, "CREATE TABLE app.orders (id INT PRIMARY KEY, v VARCHAR(40)) ENGINE=InnoDB")
@@ -77,7 +77,7 @@ func divergedPair(t *testing.T) (donor, recipient *testenv.MariaDB) {
 
 // runDumpHook runs test/e2e/testdata/reclone-mariadb-dump.sh through Hook
 // as the admin account, its password in a file.
-func runDumpHook(t *testing.T, donor, recipient *testenv.MariaDB) {
+func runDumpHook(t *testing.T, donor, recipient *testenv.Server) {
 	t.Helper()
 	pwFile := filepath.Join(t.TempDir(), "password")
 	if err := os.WriteFile(pwFile, []byte(testenv.AdminPassword+"\n"), 0o600); err != nil {
@@ -99,7 +99,7 @@ func runDumpHook(t *testing.T, donor, recipient *testenv.MariaDB) {
 
 // rejoin makes recipient a replica of donor as the daemon does after a
 // reclone (MASTER_USE_GTID=current_pos).
-func rejoin(t *testing.T, donor, recipient *testenv.MariaDB) {
+func rejoin(t *testing.T, donor, recipient *testenv.Server) {
 	t.Helper()
 	recipient.Exec(t, fmt.Sprintf("CHANGE MASTER TO MASTER_HOST='%s', MASTER_PORT=%d, MASTER_USER='%s', MASTER_PASSWORD='%s', "+
 		"MASTER_USE_GTID=current_pos, MASTER_CONNECT_RETRY=1", donor.Host, donor.Port, testenv.ReplUser, testenv.ReplPassword))
@@ -107,7 +107,7 @@ func rejoin(t *testing.T, donor, recipient *testenv.MariaDB) {
 }
 
 // requireReplicating fails unless both replication threads of m run.
-func requireReplicating(t *testing.T, m *testenv.MariaDB) {
+func requireReplicating(t *testing.T, m *testenv.Server) {
 	t.Helper()
 	if st := m.ReplicaStatus(t); st["Slave_SQL_Running"] != "Yes" || st["Slave_IO_Running"] != "Yes" {
 		t.Fatalf("%s replication after rejoin: io=%s sql=%s last errors %q %q",

@@ -27,13 +27,13 @@ const (
 
 // startSite starts a read-only MariaDB (as production sites start) with an
 // application table; pidFile, when set, is where mariadbd writes its pid.
-func startSite(t *testing.T, pidFile string) *testenv.MariaDB {
+func startSite(t *testing.T, pidFile string) *testenv.Server {
 	t.Helper()
 	args := []string{"--read-only=ON"}
 	if pidFile != "" {
 		args = append(args, "--pid-file="+pidFile) // later flags win over testenv's own
 	}
-	m := testenv.StartMariaDB(t, testenv.MariaDBOptions{Name: "east", ExtraArgs: args})
+	m := testenv.StartMariaDB(t, testenv.ServerOptions{Name: "east", ExtraArgs: args})
 	m.Exec(t, "CREATE TABLE app.t (id INT AUTO_INCREMENT PRIMARY KEY, v INT)") // the admin account writes through read_only
 	return m
 }
@@ -52,7 +52,7 @@ func closedURL(t *testing.T) string {
 
 // realSidecar runs site east's sidecar for m, its daemon d, one unreachable
 // peer and the given killer (nil: no pid file).
-func realSidecar(t *testing.T, m *testenv.MariaDB, d *standInDaemon, killer Killer) *Sidecar {
+func realSidecar(t *testing.T, m *testenv.Server, d *standInDaemon, killer Killer) *Sidecar {
 	t.Helper()
 	cfg := Config{
 		Group: testGroup, Site: "east", Key: testKey, LeaseTimeout: realLease, CheckInterval: realCheck,
@@ -68,14 +68,14 @@ func realSidecar(t *testing.T, m *testenv.MariaDB, d *standInDaemon, killer Kill
 
 // query reads one value as the admin account; ok is false on an error (a
 // fence also kills the admin pool's idle sessions: the next try reconnects).
-func query(t *testing.T, m *testenv.MariaDB, q string, args ...any) (v string, ok bool) {
+func query(t *testing.T, m *testenv.Server, q string, args ...any) (v string, ok bool) {
 	t.Helper()
 	err := m.AdminDB(t).QueryRowContext(ctxFor(t), q, args...).Scan(&v)
 	return v, err == nil
 }
 
 // readOnlyIs polls @@read_only until it is want (errors count as "not yet").
-func readOnlyIs(t *testing.T, m *testenv.MariaDB, want bool) bool {
+func readOnlyIs(t *testing.T, m *testenv.Server, want bool) bool {
 	t.Helper()
 	v, ok := query(t, m, "SELECT @@GLOBAL.read_only")
 	return ok && (v == "1") == want
@@ -89,7 +89,7 @@ func ctxFor(t *testing.T) context.Context {
 
 // appWriteRefused asserts a fresh application-account write fails with
 // ER_OPTION_PREVENTS_STATEMENT (read_only).
-func appWriteRefused(t *testing.T, m *testenv.MariaDB) {
+func appWriteRefused(t *testing.T, m *testenv.Server) {
 	t.Helper()
 	_, err := m.AppDB(t).ExecContext(ctxFor(t), "INSERT INTO t (v) VALUES (2)")
 	var me *mysql.MySQLError

@@ -546,7 +546,7 @@ func (g *group) writable() []string {
 
 // readOnly reads @@global.read_only, retrying on a broken pooled
 // connection (a fence kills every client session, the harness's too).
-func readOnly(t testing.TB, m *testenv.MariaDB) string {
+func readOnly(t testing.TB, m *testenv.Server) string {
 	t.Helper()
 	var v string
 	var err error
@@ -562,7 +562,7 @@ func readOnly(t testing.TB, m *testenv.MariaDB) string {
 
 // follows reports whether replica replicates from source with both threads
 // running.
-func (g *group) follows(replica, source *testenv.MariaDB) bool {
+func (g *group) follows(replica, source *testenv.Server) bool {
 	rs := replica.ReplicaStatus(g.t)
 	return rs != nil && rs["Master_Port"] == fmt.Sprint(source.Port) && rs["Slave_IO_Running"] == "Yes" && rs["Slave_SQL_Running"] == "Yes"
 }

@@ -36,7 +36,7 @@ func TestHelperProcessLeftovers(t *testing.T) {
 	if mode == "" {
 		return
 	}
-	m := StartMariaDB(t, MariaDBOptions{Name: "doomed"})
+	m := StartMariaDB(t, ServerOptions{Name: "doomed"})
 	r := StartRedis(t, RedisOptions{Name: "doomed"})
 	rep := leftoverReport{
 		Pids: []int{m.current().pid(), r.current().pid()},

@@ -51,15 +51,15 @@ var suite = &suiteT{}
 // from them or undo what they change.
 var shared struct {
 	dbOnce sync.Once
-	db     *MariaDB
+	db     *Server
 	dbErr  error
 }
 
 // sharedMariaDB returns a standalone MariaDB shared by the tests that only
 // connect to it (through proxies, with the accounts).
-func sharedMariaDB(t *testing.T) *MariaDB {
+func sharedMariaDB(t *testing.T) *Server {
 	t.Helper()
-	shared.dbOnce.Do(func() { shared.db, shared.dbErr = startMariaDB(suite, MariaDBOptions{Name: "shared"}) })
+	shared.dbOnce.Do(func() { shared.db, shared.dbErr = startServer(suite, ServerOptions{Engine: MariaDB, Name: "shared"}) })
 	if shared.dbErr != nil {
 		t.Fatalf("shared mariadb: %v", shared.dbErr)
 	}

@@ -32,7 +32,7 @@ func TestStartRetriesAfterPortRace(t *testing.T) {
 
 	arm()
 	s := time.Now()
-	m := StartMariaDB(t, MariaDBOptions{Name: "raced"})
+	m := StartMariaDB(t, ServerOptions{Name: "raced"})
 	t.Logf("mariadb %v", time.Since(s))
 	s = time.Now()
 	arm()

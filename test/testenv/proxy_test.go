@@ -11,7 +11,7 @@ import (
 // openVia opens an admin pool to m through addr; closed at t's cleanup.
 func openVia(t *testing.T, addr string) *sql.DB {
 	t.Helper()
-	db, err := sql.Open("mysql", MariaDBDSN(addr, AdminUser, AdminPassword))
+	db, err := sql.Open("mysql", SiteDSN(addr, AdminUser, AdminPassword))
 	if err != nil {
 		t.Fatalf("open via %s: %v", addr, err)
 	}
@@ -124,17 +124,22 @@ func TestProxyBlackholeAndLatency(t *testing.T) {
 // TestReplicationThroughProxy is acceptance test 3, third part: a cut
 // replica→primary link stops replication, Restore resumes it.
 func TestReplicationThroughProxy(t *testing.T) {
-	sites, err := startMariaDBs(t, 2, func(i int) MariaDBOptions { return MariaDBOptions{Name: []string{"source", "replica"}[i]} })
+	ForEachEngine(t, testReplicationThroughProxy)
+}
+
+func testReplicationThroughProxy(t *testing.T, e Engine) {
+	sites, err := startServers(t, 2, func(i int) ServerOptions { return ServerOptions{Engine: e, Name: []string{"source", "replica"}[i]} })
 	if err != nil {
 		t.Fatalf("start: %v", err)
 	}
 	source, replica := sites[0], sites[1]
 	link := NewProxy(t, "replica-to-primary", source.Addr())
 	ReplicateFromAddr(t, replica, link.Host(), link.Port())
+	writableForTestenvTest(t, source) // super_read_only stops the admin on MySQL
 
 	source.Exec(t, "CREATE TABLE app.r (id INT PRIMARY KEY)")
 	source.Exec(t, "INSERT INTO app.r VALUES (1)")
-	replica.WaitGTID(t, source.QueryString(t, "SELECT @@gtid_binlog_pos"), 10*time.Second)
+	replica.WaitGTID(t, source.GTIDExecuted(t), 10*time.Second)
 	if got := replica.QueryString(t, "SELECT COUNT(*) FROM app.r"); got != "1" {
 		t.Fatalf("replica has %s rows before the cut, want 1", got)
 	}
@@ -148,14 +153,14 @@ func TestReplicationThroughProxy(t *testing.T) {
 	}
 
 	link.Restore()
-	replica.WaitGTID(t, source.QueryString(t, "SELECT @@gtid_binlog_pos"), 20*time.Second)
+	replica.WaitGTID(t, source.GTIDExecuted(t), 20*time.Second)
 	if got := replica.QueryString(t, "SELECT COUNT(*) FROM app.r"); got != "2" {
 		t.Fatalf("replica has %s rows after Restore, want 2", got)
 	}
 	waitIOState(t, replica, "Yes", 10*time.Second)
 }
 
-func waitIOState(t *testing.T, m *MariaDB, want string, timeout time.Duration) {
+func waitIOState(t *testing.T, m *Server, want string, timeout time.Duration) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for {

@@ -59,7 +59,7 @@ type WriteLoad struct {
 }
 
 // AppDSNs returns AppUser DSNs of the sites, in order, for StartWriteLoad.
-func AppDSNs(sites ...*MariaDB) []string {
+func AppDSNs(sites ...*Server) []string {
 	out := make([]string, len(sites))
 	for i, s := range sites {
 		out[i] = s.DSN(AppUser, AppPassword)

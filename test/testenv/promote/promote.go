@@ -27,7 +27,7 @@ const timeout = 30 * time.Second
 // over TCP to m's own address; t.Fatalf on error. Promote refuses a site
 // whose replication threads still run (ErrReplicaRunning): stop them first.
 // Promoting a writable site is a no-op.
-func Site(t testenv.T, m *testenv.MariaDB) {
+func Site(t testenv.T, m *testenv.Server) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()

@@ -20,21 +20,42 @@ func mysqlErrno(err error) uint16 {
 }
 
 // writableForTestenvTest makes m writable with a raw SET GLOBAL
-// read_only=OFF as the admin account. Only testenv's own tests use it, to
+// read_only=OFF (after super_read_only=OFF on MySQL) as the admin account. Only testenv's own tests use it, to
 // check the harness without depending on the code under test: every other
 // test makes a site writable through mysqlctl's Instance.Promote (package
 // test/testenv/promote), so a harness never hides a daemon that fails to
-// promote. Sites start read-only (TestMariaDBStartsReadOnly).
-func writableForTestenvTest(t *testing.T, m *MariaDB) {
+// promote. Sites start read-only (TestServerStartsReadOnly).
+func writableForTestenvTest(t *testing.T, m *Server) {
 	t.Helper()
+	if m.Engine == MySQL {
+		m.Exec(t, "SET GLOBAL super_read_only = OFF")
+	}
 	m.Exec(t, "SET GLOBAL read_only = OFF")
 }
 
-// TestMariaDBStartsReadOnly: a fresh server, one whose ExtraArgs ask for
-// read_only=OFF, and a restarted writable one all come up read-only, so the
-// application account cannot write until the code under test promotes.
-func TestMariaDBStartsReadOnly(t *testing.T) {
-	m := StartMariaDB(t, MariaDBOptions{Name: "ro", ExtraArgs: []string{"--read-only=OFF", "--read_only=0"}})
+// readOnlyForTestenvTest is the reverse of writableForTestenvTest.
+func readOnlyForTestenvTest(t *testing.T, m *Server) {
+	t.Helper()
+	if m.Engine == MySQL {
+		m.Exec(t, "SET GLOBAL super_read_only = ON")
+	}
+	m.Exec(t, "SET GLOBAL read_only = ON")
+}
+
+// TestServerStartsReadOnly: a fresh server, one whose ExtraArgs ask for
+// read_only=OFF, and a restarted writable one all come up read-only (on
+// MySQL super_read_only too), so the application account cannot write until
+// the code under test promotes.
+func TestServerStartsReadOnly(t *testing.T) {
+	ForEachEngine(t, testServerStartsReadOnly)
+}
+
+func testServerStartsReadOnly(t *testing.T, e Engine) {
+	extra := []string{"--read-only=OFF", "--read_only=0"}
+	if e == MySQL {
+		extra = append(extra, "--super-read-only=OFF")
+	}
+	m := StartServer(t, ServerOptions{Engine: e, Name: "ro", ExtraArgs: extra})
 	appWrite := func(id int) error {
 		_, err := m.AppDB(t).Exec("INSERT INTO ro (id) VALUES (?)", id)
 		return err
@@ -42,7 +63,17 @@ func TestMariaDBStartsReadOnly(t *testing.T) {
 	if ro := m.QueryString(t, "SELECT @@global.read_only"); ro != "1" {
 		t.Fatalf("fresh server read_only = %s, want 1", ro)
 	}
-	m.Exec(t, "CREATE TABLE app.ro (id INT PRIMARY KEY)") // the admin holds READ_ONLY ADMIN
+	if e == MySQL {
+		if sro := m.QueryString(t, "SELECT @@global.super_read_only"); sro != "1" {
+			t.Fatalf("fresh MySQL server super_read_only = %s, want 1", sro)
+		}
+		// super_read_only stops the admin account too.
+		if _, err := m.AdminDB(t).Exec("CREATE TABLE app.ro (id INT PRIMARY KEY)"); mysqlErrno(err) != 1290 {
+			t.Fatalf("admin DDL on a fresh MySQL server: err %v, want error 1290 (super read-only)", err)
+		}
+		m.Exec(t, "SET GLOBAL super_read_only = OFF") // read_only stays ON
+	}
+	m.Exec(t, "CREATE TABLE app.ro (id INT PRIMARY KEY)") // the admin holds READ_ONLY ADMIN / SUPER
 	if err := appWrite(1); mysqlErrno(err) != 1290 {
 		t.Fatalf("app write on a fresh server: err %v, want error 1290 (read-only)", err)
 	}
@@ -65,7 +96,11 @@ func TestMariaDBStartsReadOnly(t *testing.T) {
 
 // TestTopologyReplicatesAndDetectsKilledPrimary is acceptance test 1.
 func TestTopologyReplicatesAndDetectsKilledPrimary(t *testing.T) {
-	tp := StartTopology(t, 3, TopologyOptions{})
+	ForEachEngine(t, testTopologyReplicatesAndDetectsKilledPrimary)
+}
+
+func testTopologyReplicatesAndDetectsKilledPrimary(t *testing.T, e Engine) {
+	tp := StartTopology(t, 3, TopologyOptions{Engine: e})
 	primary := tp.Sites[0]
 	for _, s := range tp.Sites {
 		if ro := s.QueryString(t, "SELECT @@global.read_only"); ro != "1" {
@@ -151,7 +186,7 @@ func TestAccountsAndSignals(t *testing.T) {
 	// shared server is left read-only, as it started.
 	writableForTestenvTest(t, m)
 	_, errWritable := app.Exec("REPLACE INTO acct VALUES (1)")
-	m.Exec(t, "SET GLOBAL read_only = ON")
+	readOnlyForTestenvTest(t, m)
 	if errWritable != nil {
 		t.Fatalf("app write on writable server: %v", errWritable)
 	}
@@ -195,7 +230,7 @@ func TestAccountsAndSignals(t *testing.T) {
 }
 
 // grantsOf returns every SHOW GRANTS line of user@host, joined.
-func grantsOf(t *testing.T, m *MariaDB, user, host string) string {
+func grantsOf(t *testing.T, m *Server, user, host string) string {
 	t.Helper()
 	rows, err := m.AdminDB(t).Query("SHOW GRANTS FOR " + sqlQuote(user) + "@" + sqlQuote(host))
 	if err != nil {
@@ -215,7 +250,11 @@ func grantsOf(t *testing.T, m *MariaDB, user, host string) string {
 
 // TestSemiSyncTopology checks that SemiSync sites really commit semi-synchronously.
 func TestSemiSyncTopology(t *testing.T) {
-	tp := StartTopology(t, 2, TopologyOptions{SemiSync: true})
+	ForEachEngine(t, testSemiSyncTopology)
+}
+
+func testSemiSyncTopology(t *testing.T, e Engine) {
+	tp := StartTopology(t, 2, TopologyOptions{Engine: e, SemiSync: true})
 	p := tp.Sites[0]
 	writableForTestenvTest(t, p)
 	p.Exec(t, "CREATE TABLE app.s (id INT PRIMARY KEY)")
@@ -227,13 +266,17 @@ func TestSemiSyncTopology(t *testing.T) {
 		}
 		return v
 	}
-	if got := status("Rpl_semi_sync_master_status"); got != "ON" {
-		t.Fatalf("Rpl_semi_sync_master_status = %q, want ON", got)
+	source, replica := "master", "slave"
+	if e == MySQL {
+		source, replica = "source", "replica"
 	}
-	if got := status("Rpl_semi_sync_master_yes_tx"); got == "0" {
-		t.Fatalf("Rpl_semi_sync_master_yes_tx = 0: no commit was acknowledged by the replica")
+	if got := status("Rpl_semi_sync_" + source + "_status"); got != "ON" {
+		t.Fatalf("Rpl_semi_sync_%s_status = %q, want ON", source, got)
 	}
-	if got := tp.Sites[1].QueryString(t, "SELECT @@rpl_semi_sync_slave_enabled"); got != "1" {
-		t.Fatalf("replica rpl_semi_sync_slave_enabled = %q, want 1", got)
+	if got := status("Rpl_semi_sync_" + source + "_yes_tx"); got == "0" {
+		t.Fatalf("Rpl_semi_sync_%s_yes_tx = 0: no commit was acknowledged by the replica", source)
+	}
+	if got := tp.Sites[1].QueryString(t, "SELECT @@rpl_semi_sync_"+replica+"_enabled"); got != "1" {
+		t.Fatalf("replica rpl_semi_sync_%s_enabled = %q, want 1", replica, got)
 	}
 }
