@@ -1,6 +1,7 @@
 package sidecar
 
-// Real-server tests: MariaDB 10.11 from test/testenv (127.0.0.1), the real
+// Real-server tests, on both engines (MariaDB 10.11 and MySQL 9.7 from
+// test/testenv, 127.0.0.1), the real
 // mysqlctl wiring (DialMySQL), real HTTP to a stand-in daemon (see
 // standInDaemon: the daemon's own POST /v1/sidecar/report lives in package
 // daemon) and the real clock with short timings (lease 2s, check 200ms).
@@ -25,16 +26,24 @@ const (
 	realCheck = 200 * time.Millisecond
 )
 
-// startSite starts a read-only MariaDB (as production sites start) with an
-// application table; pidFile, when set, is where mariadbd writes its pid.
-func startSite(t *testing.T, pidFile string) *testenv.Server {
+// startSite starts a read-only server of engine e (as production sites
+// start) with an application table; pidFile, when set, is where the server
+// writes its pid.
+func startSite(t *testing.T, e testenv.Engine, pidFile string) *testenv.Server {
 	t.Helper()
-	args := []string{"--read-only=ON"}
+	var args []string
 	if pidFile != "" {
 		args = append(args, "--pid-file="+pidFile) // later flags win over testenv's own
 	}
-	m := testenv.StartMariaDB(t, testenv.ServerOptions{Name: "east", ExtraArgs: args})
+	m := testenv.StartServer(t, testenv.ServerOptions{Engine: e, Name: "east", ExtraArgs: args})
+	if e == testenv.MySQL {
+		// super_read_only stops the admin account too; read_only stays on.
+		m.Exec(t, "SET GLOBAL super_read_only = OFF")
+	}
 	m.Exec(t, "CREATE TABLE app.t (id INT AUTO_INCREMENT PRIMARY KEY, v INT)") // the admin account writes through read_only
+	if e == testenv.MySQL {
+		m.Exec(t, "SET GLOBAL super_read_only = ON")
+	}
 	return m
 }
 
@@ -99,7 +108,11 @@ func appWriteRefused(t *testing.T, m *testenv.Server) {
 }
 
 func TestRealFenceWhenTheViewNamesAnotherSite(t *testing.T) {
-	m := startSite(t, "")
+	testenv.ForEachEngine(t, testRealFenceWhenTheViewNamesAnotherSite)
+}
+
+func testRealFenceWhenTheViewNamesAnotherSite(t *testing.T, e testenv.Engine) {
+	m := startSite(t, e, "")
 	d := newStandInDaemon(t)
 	d.set(sign(t, 1, "east"))
 	s := realSidecar(t, m, d, nil)
@@ -141,7 +154,11 @@ func TestRealFenceWhenTheViewNamesAnotherSite(t *testing.T) {
 }
 
 func TestRealFenceWhenCutOffForTheLease(t *testing.T) {
-	m := startSite(t, "")
+	testenv.ForEachEngine(t, testRealFenceWhenCutOffForTheLease)
+}
+
+func testRealFenceWhenCutOffForTheLease(t *testing.T, e testenv.Engine) {
+	m := startSite(t, e, "")
 	d := newStandInDaemon(t)
 	d.set(sign(t, 1, "east"))
 	s := realSidecar(t, m, d, nil)
@@ -164,13 +181,17 @@ func TestRealFenceWhenCutOffForTheLease(t *testing.T) {
 }
 
 func TestRealHungMySQLDIsKilledThroughThePIDFile(t *testing.T) {
-	pidFile := filepath.Join(t.TempDir(), "mariadbd.pid")
-	m := startSite(t, pidFile)
+	testenv.ForEachEngine(t, testRealHungMySQLDIsKilledThroughThePIDFile)
+}
+
+func testRealHungMySQLDIsKilledThroughThePIDFile(t *testing.T, e testenv.Engine) {
+	pidFile := filepath.Join(t.TempDir(), "server.pid")
+	m := startSite(t, e, pidFile)
 	d := newStandInDaemon(t)
 	d.set(sign(t, 1, "east"))
 	killer := PIDFileKiller{Path: pidFile}
 	if !killer.CanKill() {
-		t.Fatalf("mariadbd wrote no pid file at %s", pidFile)
+		t.Fatalf("the server wrote no pid file at %s (or its process is not named mysqld/mariadbd)", pidFile)
 	}
 	s := realSidecar(t, m, d, killer)
 	waitFor(t, "the boot unfence", func() bool { return readOnlyIs(t, m, false) })
