@@ -330,13 +330,17 @@ func TestEveryStepHasADeadline(t *testing.T) {
 	}
 }
 
-// Real MariaDB: the executor against sites of test/testenv.
+// Real servers: the executor against sites of test/testenv, on both engines.
 
 // realExecutor returns an executor on tp's sites that dials mysqlctl as the
 // admin account.
 func realExecutor(t *testing.T, tp *testenv.Topology) *executor {
 	t.Helper()
-	cfg := configs.Group{Name: "g", Engine: configs.EngineMariaDB, RelayDrainTimeout: 20 * time.Second, OnDrainTimeout: "abort"}
+	engine := configs.EngineMariaDB
+	if tp.Engine == testenv.MySQL {
+		engine = configs.EngineMySQL
+	}
+	cfg := configs.Group{Name: "g", Engine: engine, RelayDrainTimeout: 20 * time.Second, OnDrainTimeout: "abort"}
 	cfg.Credentials.Replication.User = testenv.ReplUser
 	for _, s := range tp.Sites {
 		cfg.Sites = append(cfg.Sites, configs.Site{Name: s.Name, MySQL: configs.MySQLEndpoint{Address: s.Addr()}})
@@ -363,9 +367,9 @@ func realCtx(t *testing.T) context.Context {
 
 // realGroup starts site0 (made writable by the executor) → site1, site2
 // with table app.t holding rows 1-3 everywhere.
-func realGroup(t *testing.T) (*testenv.Topology, *executor) {
+func realGroup(t *testing.T, engine testenv.Engine) (*testenv.Topology, *executor) {
 	t.Helper()
-	tp := testenv.StartTopology(t, 3, testenv.TopologyOptions{})
+	tp := testenv.StartTopology(t, 3, testenv.TopologyOptions{Engine: engine})
 	e := realExecutor(t, tp)
 	if err := e.makeWritable(realCtx(t), "site0"); err != nil {
 		t.Fatal(err)
@@ -423,20 +427,48 @@ func waitReal(t *testing.T, what string, cond func() (bool, string)) {
 	}
 }
 
+// executedSet parses m's GTIDExecuted in its engine's syntax.
+func executedSet(t *testing.T, m *testenv.Server) gtid.Set {
+	t.Helper()
+	if m.Engine == testenv.MySQL {
+		return gtid.MustParse(gtid.MySQL, m.GTIDExecuted(t))
+	}
+	return maria(m.GTIDExecuted(t))
+}
+
+// errantWrite writes on read-only replica m as an operator's mistake would
+// (the admin account; on MySQL after lifting super_read_only, which stops
+// it too) and returns the text that marks m's own GTIDs: "0-<server_id>-"
+// on MariaDB, the server_uuid on MySQL.
+func errantWrite(t *testing.T, m *testenv.Server, stmt string) string {
+	t.Helper()
+	if m.Engine == testenv.MySQL {
+		m.Exec(t, "SET GLOBAL super_read_only = OFF")
+		m.Exec(t, stmt)
+		m.Exec(t, "SET GLOBAL super_read_only = ON")
+		return m.QueryString(t, "SELECT @@GLOBAL.server_uuid")
+	}
+	m.Exec(t, stmt) // the admin account writes through read_only
+	return fmt.Sprintf("0-%d-", m.ServerID)
+}
+
 // A replica with an errant write is not repointed (MySQL auto-positioning
 // would take it silently) and keeps replicating from where it did; the
 // other replica follows the new primary.
 func TestRealRepointRefusesAnErrantReplica(t *testing.T) {
-	tp, e := realGroup(t)
+	testenv.ForEachEngine(t, testRealRepointRefusesAnErrantReplica)
+}
+
+func testRealRepointRefusesAnErrantReplica(t *testing.T, engine testenv.Engine) {
+	tp, e := realGroup(t, engine)
 	site0, site1, site2 := tp.Sites[0], tp.Sites[1], tp.Sites[2]
-	site2.Exec(t, "INSERT INTO app.t VALUES (100, 0)") // the admin account writes through read_only
-	errant := fmt.Sprintf("0-%d-", site2.ServerID)
-	if !strings.Contains(site2.QueryString(t, "SELECT @@GLOBAL.gtid_binlog_state"), errant) {
-		t.Fatalf("test setup: site2 has no transaction of its own: %s", site2.QueryString(t, "SELECT @@GLOBAL.gtid_binlog_state"))
+	errant := errantWrite(t, site2, "INSERT INTO app.t VALUES (100, 0)")
+	if !strings.Contains(site2.GTIDExecuted(t), errant) {
+		t.Fatalf("test setup: site2 has no transaction of its own: %s", site2.GTIDExecuted(t))
 	}
 
 	res := realFailover(t, e, "site0", "site1")
-	if old := maria(site0.QueryString(t, "SELECT @@GLOBAL.gtid_binlog_pos")); res.TimedOut || !res.Retrieved.Covers(old) {
+	if old := executedSet(t, site0); res.TimedOut || !res.Retrieved.Covers(old) {
 		t.Fatalf("drain result {%s %t}; want everything site0 wrote (%s)", res.Retrieved, res.TimedOut, old)
 	}
 	realExec(t, site1.AppDB(t), "INSERT INTO app.t VALUES (4, 0)")
@@ -453,7 +485,7 @@ func TestRealRepointRefusesAnErrantReplica(t *testing.T) {
 	}
 	waitReal(t, "row 4 on site0", func() (bool, string) {
 		n := site0.QueryString(t, "SELECT COUNT(*) FROM app.t WHERE id = 4")
-		return n == "1", site0.QueryString(t, "SELECT @@GLOBAL.gtid_binlog_state")
+		return n == "1", site0.GTIDExecuted(t)
 	})
 }
 
@@ -461,19 +493,29 @@ func TestRealRepointRefusesAnErrantReplica(t *testing.T) {
 // old primary, replica side on the replicas) the new primary runs
 // semi-sync with the repointed replicas acknowledging.
 func TestRealSemiSyncFollowsThePromotion(t *testing.T) {
-	tp, e := realGroup(t)
+	testenv.ForEachEngine(t, testRealSemiSyncFollowsThePromotion)
+}
+
+func testRealSemiSyncFollowsThePromotion(t *testing.T, engine testenv.Engine) {
+	tp, e := realGroup(t, engine)
 	site0, site1 := tp.Sites[0], tp.Sites[1]
-	semiStatus := func(m *testenv.Server, name string) string {
-		return m.QueryString(t, "SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS WHERE VARIABLE_NAME = '"+name+"'")
+	// MariaDB's names (master/slave, information_schema) or MySQL's
+	// (source/replica, performance_schema).
+	source, replica, statusTable := "master", "slave", "information_schema.GLOBAL_STATUS"
+	if engine == testenv.MySQL {
+		source, replica, statusTable = "source", "replica", "performance_schema.global_status"
 	}
-	site0.Exec(t, "SET GLOBAL rpl_semi_sync_master_enabled = ON")
+	semiStatus := func(m *testenv.Server, name string) string {
+		return m.QueryString(t, "SELECT VARIABLE_VALUE FROM "+statusTable+" WHERE VARIABLE_NAME = 'Rpl_semi_sync_"+source+"_"+name+"'")
+	}
+	site0.Exec(t, "SET GLOBAL rpl_semi_sync_"+source+"_enabled = ON")
 	for _, r := range tp.Sites[1:] {
-		for _, q := range []string{"SET GLOBAL rpl_semi_sync_slave_enabled = ON", "STOP SLAVE IO_THREAD", "START SLAVE IO_THREAD"} {
+		for _, q := range []string{"SET GLOBAL rpl_semi_sync_" + replica + "_enabled = ON", "STOP REPLICA IO_THREAD", "START REPLICA IO_THREAD"} {
 			r.Exec(t, q)
 		}
 	}
 	waitReal(t, "two semi-sync replicas on site0", func() (bool, string) {
-		n := semiStatus(site0, "Rpl_semi_sync_master_clients")
+		n := semiStatus(site0, "clients")
 		return n == "2", n
 	})
 
@@ -481,7 +523,7 @@ func TestRealSemiSyncFollowsThePromotion(t *testing.T) {
 	if err := e.repoint(realCtx(t), "site1", []string{"site0", "site2"}); err != nil {
 		t.Fatal(err)
 	}
-	if got := semiStatus(site1, "Rpl_semi_sync_master_status"); got == "ON" {
+	if got := semiStatus(site1, "status"); got == "ON" {
 		t.Fatalf("test setup: site1 ran semi-sync as a primary before semiSync")
 	}
 	for round := 1; round <= 2; round++ { // the second call finds everything done
@@ -490,14 +532,14 @@ func TestRealSemiSyncFollowsThePromotion(t *testing.T) {
 		}
 	}
 	waitReal(t, "site1 semi-sync primary with both replicas", func() (bool, string) {
-		status, clients := semiStatus(site1, "Rpl_semi_sync_master_status"), semiStatus(site1, "Rpl_semi_sync_master_clients")
+		status, clients := semiStatus(site1, "status"), semiStatus(site1, "clients")
 		return status == "ON" && clients == "2", "status " + status + " clients " + clients
 	})
 	realExec(t, site1.AppDB(t), "INSERT INTO app.t VALUES (5, 0)")
-	if yes := semiStatus(site1, "Rpl_semi_sync_master_yes_tx"); yes == "0" || yes == "" {
-		t.Fatalf("site1's commit was not acknowledged by a semi-sync replica (yes_tx %q, no_tx %q)", yes, semiStatus(site1, "Rpl_semi_sync_master_no_tx"))
+	if yes := semiStatus(site1, "yes_tx"); yes == "0" || yes == "" {
+		t.Fatalf("site1's commit was not acknowledged by a semi-sync replica (yes_tx %q, no_tx %q)", yes, semiStatus(site1, "no_tx"))
 	}
-	if v := site0.QueryString(t, "SELECT @@GLOBAL.rpl_semi_sync_slave_enabled"); v != "1" {
-		t.Fatalf("old primary site0 has rpl_semi_sync_slave_enabled=%s, want 1", v)
+	if v := site0.QueryString(t, "SELECT @@GLOBAL.rpl_semi_sync_"+replica+"_enabled"); v != "1" {
+		t.Fatalf("old primary site0 has rpl_semi_sync_%s_enabled=%s, want 1", replica, v)
 	}
 }
