@@ -1,7 +1,7 @@
 // Package promote makes a test site writable the way failoverd does it:
 // through mysqlctl's Instance.Promote, the code under test.
 //
-// test/testenv starts every MariaDB read-only, as production sites must
+// test/testenv starts every server read-only (MySQL super_read_only too), as production sites must
 // start (docs/design.md, "Start read-only"), and never makes one writable
 // itself: a harness that did would hide a daemon or an executor that fails
 // to. A test that needs a writable primary before the code it exercises

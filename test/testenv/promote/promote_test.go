@@ -11,7 +11,11 @@ import (
 // writable site; Site promotes the source through mysqlctl, after which the
 // application account writes there and the replica follows.
 func TestSiteMakesTheTopologySourceWritable(t *testing.T) {
-	tp := testenv.StartTopology(t, 2, testenv.TopologyOptions{})
+	testenv.ForEachEngine(t, testSiteMakesTheTopologySourceWritable)
+}
+
+func testSiteMakesTheTopologySourceWritable(t *testing.T, e testenv.Engine) {
+	tp := testenv.StartTopology(t, 2, testenv.TopologyOptions{Engine: e})
 	if p := tp.Primary(); p != nil {
 		t.Fatalf("Primary() of a fresh topology = %v, want nil: sites start read-only", p)
 	}
@@ -27,5 +31,13 @@ func TestSiteMakesTheTopologySourceWritable(t *testing.T) {
 	tp.WaitReplicated(t, 20*time.Second)
 	if ro := tp.Sites[1].QueryString(t, "SELECT @@global.read_only"); ro != "1" {
 		t.Fatalf("replica read_only = %s, want 1", ro)
+	}
+	if e == testenv.MySQL {
+		if sro := tp.Sites[0].QueryString(t, "SELECT @@global.super_read_only"); sro != "0" {
+			t.Fatalf("promoted MySQL site super_read_only = %s, want 0", sro)
+		}
+		if sro := tp.Sites[1].QueryString(t, "SELECT @@global.super_read_only"); sro != "1" {
+			t.Fatalf("MySQL replica super_read_only = %s, want 1", sro)
+		}
 	}
 }
