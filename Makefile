@@ -7,7 +7,11 @@ COMMIT ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 FUZZTIME ?= 30s
-TEST_TIMEOUT ?= 40m
+TEST_TIMEOUT ?= 60m
+# Every real-server test runs on both engines (MariaDB 10.11, MySQL 9.7);
+# FAILOVERD_TEST_ENGINE=mariadb or mysql narrows a local run to one.
+FAILOVERD_TEST_ENGINE ?= both
+export FAILOVERD_TEST_ENGINE
 FAILOVERD_CACHE ?= $(HOME)/.cache/failoverd
 PROMTOOL := $(FAILOVERD_CACHE)/bin/promtool
 
@@ -18,10 +22,10 @@ all: build
 build: ## build bin/failoverd
 	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o bin/failoverd ./cmd/failoverd
 
-deps: ## install MariaDB and Redis, build etcd, kube-apiserver and promtool (cached)
+deps: ## install MariaDB and Redis, build the MySQL 9.7 root, etcd, kube-apiserver, promtool and helm (cached)
 	./scripts/deps
 
-test: deps lint ## everything: lint, unit and e2e tests on real servers, short fuzzing
+test: deps lint ## everything: lint, unit and e2e tests on real servers of both engines, short fuzzing
 	$(GO) build ./...
 	$(MAKE) --no-print-directory test-rules
 	@# leftovers runs even when a test failed: a failing test is the likeliest to leak a server.
@@ -71,7 +75,7 @@ bench-quick: deps ## reduced benchmarks (a few minutes); fails when a figure it 
 	  ./scripts/leftovers || rc=1; \
 	  $(GO) run ./test/benchreport -check -since $$start || rc=1; exit $$rc
 
-playground: ## a real three-site group on 127.0.0.1 and a scripted failover (ARGS="--interactive --with-kubernetes")
+playground: ## a real three-site group on 127.0.0.1 and a scripted failover (ARGS="--engine=mysql --interactive --with-kubernetes")
 	@if echo " $(ARGS) " | grep -q -- "-with-kubernetes"; then ./scripts/deps; else ./scripts/deps --servers-only; fi
 	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o bin/failoverd ./cmd/failoverd
 	$(GO) test -count=1 -timeout 0 -run '^TestPlayground$$' -v ./test/e2e -args -failoverd=$(CURDIR)/bin/failoverd $(ARGS)

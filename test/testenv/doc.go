@@ -1,12 +1,15 @@
 // Package testenv starts and stops the real servers that failoverd's e2e
 // tests, benchmarks and playground run against, all on 127.0.0.1:
 //
-//   - MariaDB sites (StartMariaDB, StartTopology, ReplicateFrom): each with
-//     its own datadir, port, server id, binlog + GTID strict mode and the
-//     AdminUser / ReplUser / AppUser accounts. The datadir is a copy of a
-//     template built once per machine (mariadb-install-db, accounts created
-//     through the unix socket) and cached in CacheDir(); an instance is
-//     ready in about 1 s. Every site starts read-only, like a production
+//   - MariaDB 10.11 and MySQL 9.7 sites (StartServer, StartMariaDB,
+//     StartMySQL, StartTopology, ReplicateFrom; ForEachEngine runs a test on
+//     every engine FAILOVERD_TEST_ENGINE selects): each with its own
+//     datadir, port, server id, binlog with GTIDs and the AdminUser /
+//     ReplUser / AppUser accounts. The datadir is a copy of a per-engine
+//     template built once per machine (accounts created through the unix
+//     socket) and cached in CacheDir(); an instance is ready in about 1 s
+//     (MariaDB) or 2-3 s (MySQL, which runs from the root scripts/deps
+//     builds: MySQLRoot). Every site starts read-only, like a production
 //     site; the code under test makes one writable (package
 //     test/testenv/promote does it through mysqlctl for tests that need a
 //     writable primary up front).
