@@ -70,7 +70,7 @@ Reproduce: `+"`FAILOVERD_BENCH_WRITE=1 go test -run '^$' -bench BenchmarkFailove
 
 // killToWritable measures one kill → writable on a fresh 2-site group.
 func killToWritable(b testing.TB) time.Duration {
-	g := newGroup(b, groupOptions{sites: 2})
+	g := newGroup(b, groupOptions{engine: benchEngine, sites: 2})
 	g.startDaemon()
 	g.waitActive("site0", 30*time.Second)
 	// Settle, then kill at a random phase of the poll and decision ticks.

@@ -56,9 +56,9 @@ func leader(ds ...*group) *group {
 // etcdGroup starts a 3-site group whose three daemons each talk to their
 // own site's member of a 3-member etcd cluster; daemon a (site0's) starts
 // first and leads.
-func etcdGroup(t testing.TB, viaProxy bool) (c *testenv.EtcdCluster, a, b, cc *group, px *testenv.Proxy) {
+func etcdGroup(t testing.TB, e testenv.Engine, viaProxy bool) (c *testenv.EtcdCluster, a, b, cc *group, px *testenv.Proxy) {
 	t.Helper()
-	c, ds, px := electedGroup(t, viaProxy, 3)
+	c, ds, px := electedGroup(t, e, viaProxy, 3)
 	return c, ds[0], ds[1], ds[2], px
 }
 
@@ -67,7 +67,7 @@ func etcdGroup(t testing.TB, viaProxy bool) (c *testenv.EtcdCluster, a, b, cc *g
 // through the fault proxy px when viaProxy, which also puts the members'
 // peer links behind proxies). Daemon0 starts first, with env (e.g. a
 // failpoint), and leads; the others are followers that forward to it.
-func electedGroup(t testing.TB, viaProxy bool, n int, env ...string) (c *testenv.EtcdCluster, ds []*group, px *testenv.Proxy) {
+func electedGroup(t testing.TB, e testenv.Engine, viaProxy bool, n int, env ...string) (c *testenv.EtcdCluster, ds []*group, px *testenv.Proxy) {
 	t.Helper()
 	// Peer traffic through proxies, so a test can isolate a member.
 	c = testenv.StartEtcdClusterWith(t, 3, testenv.EtcdClusterOptions{ProxiedPeers: viaProxy})
@@ -76,7 +76,7 @@ func electedGroup(t testing.TB, viaProxy bool, n int, env ...string) (c *testenv
 		px = testenv.NewProxy(t, "daemon0-to-etcd0", strings.TrimPrefix(url0, "http://"))
 		url0 = "http://" + px.Addr()
 	}
-	a := newGroup(t, groupOptions{sites: 3, etcd: url0})
+	a := newGroup(t, groupOptions{engine: e, sites: 3, etcd: url0})
 	a.startDaemon(env...)
 	a.waitFor("daemon0 leads", 30*time.Second, func() bool { st, err := a.status(); return err == nil && st.Leader })
 	a.waitActive("site0", 30*time.Second)
@@ -126,14 +126,16 @@ func failedOverLeader(timeout time.Duration, ds ...*group) *group {
 // MariaDB primary at once — leaves two sites whose etcd quorum elects
 // another daemon, which fails over with no acknowledged write lost.
 func TestEtcdSiteLossFailsOver(t *testing.T) {
-	took := siteLoss(t)
-	t.Logf("site loss → new primary writable via a new leader in %v", took)
+	testenv.ForEachEngine(t, func(t *testing.T, e testenv.Engine) {
+		took := siteLoss(t, e)
+		t.Logf("site loss → new primary writable via a new leader in %v", took)
+	})
 }
 
 // siteLoss runs the site-loss scenario and returns the time from the loss to
 // the new primary accepting writes.
-func siteLoss(t testing.TB) time.Duration {
-	c, a, b, cc, _ := etcdGroup(t, false)
+func siteLoss(t testing.TB, e testenv.Engine) time.Duration {
+	c, a, b, cc, _ := etcdGroup(t, e, false)
 	load := testenv.StartWriteLoad(t, testenv.AppDSNs(a.topo.Sites...), testenv.WriteLoadOptions{Workers: 2})
 	load.WaitForAcks(t, 50, 20*time.Second)
 	lost := time.Now()
@@ -196,16 +198,18 @@ func stepTimes(logs string) []time.Time {
 // acting before another daemon is elected: it performs no step after the
 // new leader's first one, by both daemons' logs and by the store's history.
 func TestEtcdPartitionedLeaderStopsActing(t *testing.T) {
-	for _, cut := range []string{"daemon-to-member", "member-from-quorum"} {
-		t.Run(cut, func(t *testing.T) { partitionedLeader(t, cut) })
-	}
+	testenv.ForEachEngine(t, func(t *testing.T, e testenv.Engine) {
+		for _, cut := range []string{"daemon-to-member", "member-from-quorum"} {
+			t.Run(cut, func(t *testing.T) { partitionedLeader(t, e, cut) })
+		}
+	})
 }
 
 // partitionedLeader cuts the leading daemon off the etcd quorum — its
 // client link to its member, or its member's links to the other members —
 // and kills the primary at the same moment.
-func partitionedLeader(t *testing.T, cut string) {
-	c, a, b, cc, px := etcdGroup(t, true)
+func partitionedLeader(t *testing.T, e testenv.Engine, cut string) {
+	c, a, b, cc, px := etcdGroup(t, e, true)
 	snap, err := a.snapshot()
 	if err != nil || !snap.Daemon.Leader {
 		t.Fatalf("daemon0 not leading: %+v %v", snap.Daemon, err)
@@ -259,31 +263,33 @@ func deposedLeaderIdle(t testing.TB, member *testenv.EtcdMember, old, next *grou
 // Every daemon restarted in the middle of a failover resumes it from etcd,
 // as from the file store: one writable site, the epoch of one failover.
 func TestEtcdRestartAllMidFailoverResumes(t *testing.T) {
-	_, a, b, cc, _ := etcdGroup(t, false)
-	first, _ := a.status()
-	b.stopDaemon()
-	cc.stopDaemon()
-	a.stopDaemon()
-	a.startDaemon("FAILOVERD_FAILPOINT=" + daemon.StepRelayDrained)
-	a.waitFor("daemon0 leads again", 30*time.Second, func() bool { st, err := a.status(); return err == nil && st.Leader })
-	a.kill(0)
-	a.waitCrash(failoverTimeout)
-	for _, d := range []*group{a, b, cc} {
-		d.startDaemon()
-	}
-	var next *group
-	a.waitFor("the failover resumes", 60*time.Second, func() bool {
-		next = leader(a, b, cc)
-		if next == nil {
-			return false
+	testenv.ForEachEngine(t, func(t *testing.T, e testenv.Engine) {
+		_, a, b, cc, _ := etcdGroup(t, e, false)
+		first, _ := a.status()
+		b.stopDaemon()
+		cc.stopDaemon()
+		a.stopDaemon()
+		a.startDaemon("FAILOVERD_FAILPOINT=" + daemon.StepRelayDrained)
+		a.waitFor("daemon0 leads again", 30*time.Second, func() bool { st, err := a.status(); return err == nil && st.Leader })
+		a.kill(0)
+		a.waitCrash(failoverTimeout)
+		for _, d := range []*group{a, b, cc} {
+			d.startDaemon()
 		}
-		st, err := next.status()
-		return err == nil && st.ActiveSite == "site1" && st.InFlight == nil
+		var next *group
+		a.waitFor("the failover resumes", 60*time.Second, func() bool {
+			next = leader(a, b, cc)
+			if next == nil {
+				return false
+			}
+			st, err := next.status()
+			return err == nil && st.ActiveSite == "site1" && st.InFlight == nil
+		})
+		st := next.expectSolePrimary("site1")
+		if st.Epoch != first.Epoch+2 {
+			t.Errorf("epoch %d after resuming, want %d", st.Epoch, first.Epoch+2)
+		}
 	})
-	st := next.expectSolePrimary("site1")
-	if st.Epoch != first.Epoch+2 {
-		t.Errorf("epoch %d after resuming, want %d", st.Epoch, first.Epoch+2)
-	}
 }
 
 // BenchmarkSiteLoss measures the loss of a whole site with the etcd control
@@ -301,7 +307,7 @@ func BenchmarkSiteLoss(b *testing.B) {
 	load := benchdoc.LoadAverage()
 	var lat []time.Duration
 	for range b.N {
-		lat = append(lat, benchdoc.Runs(b, runs, siteLoss)...)
+		lat = append(lat, benchdoc.Runs(b, runs, func(tb testing.TB) time.Duration { return siteLoss(tb, testenv.MariaDB) })...)
 	}
 	st := benchdoc.Distribution(lat)
 	b.ReportMetric(float64(st.P50)/float64(time.Millisecond), "p50-ms")

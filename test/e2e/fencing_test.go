@@ -228,7 +228,7 @@ func lostPrimary(t *testing.T, o groupOptions, hang bool) {
 	t.Cleanup(func() {
 		if t.Failed() {
 			for _, r := range g.topo.Sites[1:] {
-				t.Logf("%s executed %s, replica status %v", r.Name, r.QueryString(t, "SELECT @@gtid_current_pos"), r.ReplicaStatus(t))
+				t.Logf("%s executed %s, replica status %v", r.Name, r.GTIDExecuted(t), r.ReplicaStatus(t))
 			}
 		}
 	})
@@ -278,109 +278,121 @@ func lostPrimary(t *testing.T, o groupOptions, hang bool) {
 }
 
 func TestHungPrimarySemiSync(t *testing.T) {
-	lostPrimary(t, groupOptions{fencing: "semisync", semiSyncTimeoutMs: infiniteSemiSync}, true)
+	testenv.ForEachEngine(t, func(t *testing.T, e testenv.Engine) {
+		lostPrimary(t, groupOptions{engine: e, fencing: "semisync", semiSyncTimeoutMs: infiniteSemiSync}, true)
+	})
 }
 
 func TestIsolatedPrimarySemiSync(t *testing.T) {
-	lostPrimary(t, groupOptions{fencing: "semisync", semiSyncTimeoutMs: infiniteSemiSync}, false)
+	testenv.ForEachEngine(t, func(t *testing.T, e testenv.Engine) {
+		lostPrimary(t, groupOptions{engine: e, fencing: "semisync", semiSyncTimeoutMs: infiniteSemiSync}, false)
+	})
 }
 
 func TestHungPrimarySidecar(t *testing.T) {
-	lostPrimary(t, groupOptions{fencing: "sidecar", sidecars: true}, true)
+	testenv.ForEachEngine(t, func(t *testing.T, e testenv.Engine) {
+		lostPrimary(t, groupOptions{engine: e, fencing: "sidecar", sidecars: true}, true)
+	})
 }
 
 func TestIsolatedPrimarySidecar(t *testing.T) {
-	lostPrimary(t, groupOptions{fencing: "sidecar", sidecars: true}, false)
+	testenv.ForEachEngine(t, func(t *testing.T, e testenv.Engine) {
+		lostPrimary(t, groupOptions{engine: e, fencing: "sidecar", sidecars: true}, false)
+	})
 }
 
 // A semisync group whose primary keeps the default 10 s timeout is reported
 // and does not use the semisync proof: a hung primary is not failed over.
 func TestSemiSyncDefaultTimeoutIsReportedAndNotUsed(t *testing.T) {
-	g := newGroup(t, groupOptions{sites: 3, fencing: "semisync"})
-	g.startDaemon()
-	g.waitFor("semisync-settings-unsafe reported", 30*time.Second, func() bool {
-		st, err := g.status()
-		return err == nil && st.ActiveSite == "site0" && st.Reason == "semisync-settings-unsafe"
+	testenv.ForEachEngine(t, func(t *testing.T, e testenv.Engine) {
+		g := newGroup(t, groupOptions{engine: e, sites: 3, fencing: "semisync"})
+		g.startDaemon()
+		g.waitFor("semisync-settings-unsafe reported", 30*time.Second, func() bool {
+			st, err := g.status()
+			return err == nil && st.ActiveSite == "site0" && st.Reason == "semisync-settings-unsafe"
+		})
+		g.pause(0)
+		g.waitFor("failover blocked on a fence confirmation", failoverTimeout, func() bool {
+			st, err := g.status()
+			return err == nil && st.InFlight != nil && st.Reason == "await-fence-confirmation"
+		})
+		time.Sleep(3 * time.Second) // well past detection + 1 s: nothing is promoted
+		if st, _ := g.status(); st.ActiveSite != "" || !slices.Contains([]string{"await-fence-confirmation"}, st.Reason) {
+			t.Fatalf("status %+v: want the group revoked and waiting", st)
+		}
+		if w := g.writable(); len(w) != 0 {
+			t.Fatalf("writable sites %v while the hung primary is not proven fenced", w)
+		}
+		// The human's way out: once they know site0 is dead, they say so.
+		token := filepath.Join(g.dir, "api.token")
+		if code, _, errOut := g.cli("confirm-fence", "orders", "site1", "--token-file", token); code != 1 || !strings.Contains(errOut, "not the old primary") {
+			t.Fatalf("confirm-fence of a site that is not the old primary: exit %d %q, want 1 with the reason", code, errOut)
+		}
+		if code, out, errOut := g.cli("confirm-fence", "orders", "site0", "--token-file", token); code != 0 {
+			t.Fatalf("confirm-fence: exit %d\n%s%s", code, out, errOut)
+		}
+		g.waitFor("promotion on the operator's confirmation", failoverTimeout, func() bool {
+			st, err := g.status()
+			return err == nil && st.ActiveSite != "" && st.InFlight == nil
+		})
+		st, _ := g.status()
+		if st.LastFailover == nil || st.LastFailover.Proof != "operator-confirmed" || !strings.Contains(st.LastFailover.ConfirmedBy, "@") {
+			t.Fatalf("last failover %+v: want the operator-confirmed proof and who confirmed", st.LastFailover)
+		}
+		if w := g.writable(); len(w) != 1 || w[0] != st.ActiveSite {
+			t.Fatalf("writable sites %v, want only %s", w, st.ActiveSite)
+		}
+		audit := g.stateFile().Audit
+		if len(audit) != 2 || audit[0].Result == "accepted" || audit[1].Action != "confirm-fence" || audit[1].Site != "site0" || audit[1].Result != "accepted" {
+			t.Fatalf("audit %+v: want the refused and the accepted confirmation", audit)
+		}
 	})
-	g.pause(0)
-	g.waitFor("failover blocked on a fence confirmation", failoverTimeout, func() bool {
-		st, err := g.status()
-		return err == nil && st.InFlight != nil && st.Reason == "await-fence-confirmation"
-	})
-	time.Sleep(3 * time.Second) // well past detection + 1 s: nothing is promoted
-	if st, _ := g.status(); st.ActiveSite != "" || !slices.Contains([]string{"await-fence-confirmation"}, st.Reason) {
-		t.Fatalf("status %+v: want the group revoked and waiting", st)
-	}
-	if w := g.writable(); len(w) != 0 {
-		t.Fatalf("writable sites %v while the hung primary is not proven fenced", w)
-	}
-	// The human's way out: once they know site0 is dead, they say so.
-	token := filepath.Join(g.dir, "api.token")
-	if code, _, errOut := g.cli("confirm-fence", "orders", "site1", "--token-file", token); code != 1 || !strings.Contains(errOut, "not the old primary") {
-		t.Fatalf("confirm-fence of a site that is not the old primary: exit %d %q, want 1 with the reason", code, errOut)
-	}
-	if code, out, errOut := g.cli("confirm-fence", "orders", "site0", "--token-file", token); code != 0 {
-		t.Fatalf("confirm-fence: exit %d\n%s%s", code, out, errOut)
-	}
-	g.waitFor("promotion on the operator's confirmation", failoverTimeout, func() bool {
-		st, err := g.status()
-		return err == nil && st.ActiveSite != "" && st.InFlight == nil
-	})
-	st, _ := g.status()
-	if st.LastFailover == nil || st.LastFailover.Proof != "operator-confirmed" || !strings.Contains(st.LastFailover.ConfirmedBy, "@") {
-		t.Fatalf("last failover %+v: want the operator-confirmed proof and who confirmed", st.LastFailover)
-	}
-	if w := g.writable(); len(w) != 1 || w[0] != st.ActiveSite {
-		t.Fatalf("writable sites %v, want only %s", w, st.ActiveSite)
-	}
-	audit := g.stateFile().Audit
-	if len(audit) != 2 || audit[0].Result == "accepted" || audit[1].Action != "confirm-fence" || audit[1].Site != "site0" || audit[1].Result != "accepted" {
-		t.Fatalf("audit %+v: want the refused and the accepted confirmation", audit)
-	}
 }
 
 // A primary the daemon cannot reach but a peer sidecar can is fenced by
 // gossip as soon as that peer adopts the revoking epoch, long before its
 // lease would run out.
 func TestPeerGossipFencesAPrimaryTheDaemonCannotReach(t *testing.T) {
-	g := newGroup(t, groupOptions{sites: 3, fencing: "sidecar", sidecars: true, proxied: true, lease: "8s"})
-	g.startDaemon()
-	g.waitHealthy("site0", 30*time.Second)
-	g.startSidecars()
-	g.waitSidecarsRenewed()
-	n := len(g.topo.Sites)
-	g.proxies[0].Cut()  // daemon → site0's MySQL
-	g.links[0][n].Cut() // site0's sidecar → daemon
-	g.waitFor("partition seen", 20*time.Second, func() bool {
-		st, err := g.status()
-		return err == nil && st.Detection == "UnreachablePrimary"
+	testenv.ForEachEngine(t, func(t *testing.T, e testenv.Engine) {
+		g := newGroup(t, groupOptions{engine: e, sites: 3, fencing: "sidecar", sidecars: true, proxied: true, lease: "8s"})
+		g.startDaemon()
+		g.waitHealthy("site0", 30*time.Second)
+		g.startSidecars()
+		g.waitSidecarsRenewed()
+		n := len(g.topo.Sites)
+		g.proxies[0].Cut()  // daemon → site0's MySQL
+		g.links[0][n].Cut() // site0's sidecar → daemon
+		g.waitFor("partition seen", 20*time.Second, func() bool {
+			st, err := g.status()
+			return err == nil && st.Detection == "UnreachablePrimary"
+		})
+		revoked := time.Now()
+		if code, body := g.post("/v1/groups/orders/switchover?target=site1"); code != http.StatusAccepted {
+			t.Fatalf("switchover: %d %s", code, body)
+		}
+		// site0's sidecar asks its peers every checkInterval (300ms): it must
+		// fence within about one interval of a peer adopting the revoking epoch,
+		// through gossip, long before its 8 s lease would run out.
+		var adopted, fenced time.Time
+		for deadline := time.Now().Add(8 * time.Second); (adopted.IsZero() || fenced.IsZero()) && time.Now().Before(deadline); {
+			if adopted.IsZero() && (sidecarEpoch(g.sidecarAddrs[1]) >= 2 || sidecarEpoch(g.sidecarAddrs[2]) >= 2) {
+				adopted = time.Now()
+			}
+			if fenced.IsZero() && readOnly(t, g.topo.Sites[0]) == "1" {
+				fenced = time.Now()
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		if adopted.IsZero() || fenced.IsZero() {
+			t.Fatalf("after 8 s: peer adopted at %v, site0 fenced at %v", adopted, fenced)
+		}
+		const checkInterval, slack = 300 * time.Millisecond, 200 * time.Millisecond
+		if lag := fenced.Sub(adopted); lag > checkInterval+slack {
+			t.Fatalf("site0 fenced %v after a peer adopted the revoking epoch, want within one checkInterval (%v, + %v polling slack)", lag, checkInterval, slack)
+		}
+		t.Logf("site0 fenced %v after the revoke, %v after a peer adopted it (lease 8s)", fenced.Sub(revoked), fenced.Sub(adopted))
+		g.expectSolePrimary("site1")
 	})
-	revoked := time.Now()
-	if code, body := g.post("/v1/groups/orders/switchover?target=site1"); code != http.StatusAccepted {
-		t.Fatalf("switchover: %d %s", code, body)
-	}
-	// site0's sidecar asks its peers every checkInterval (300ms): it must
-	// fence within about one interval of a peer adopting the revoking epoch,
-	// through gossip, long before its 8 s lease would run out.
-	var adopted, fenced time.Time
-	for deadline := time.Now().Add(8 * time.Second); (adopted.IsZero() || fenced.IsZero()) && time.Now().Before(deadline); {
-		if adopted.IsZero() && (sidecarEpoch(g.sidecarAddrs[1]) >= 2 || sidecarEpoch(g.sidecarAddrs[2]) >= 2) {
-			adopted = time.Now()
-		}
-		if fenced.IsZero() && readOnly(t, g.topo.Sites[0]) == "1" {
-			fenced = time.Now()
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	if adopted.IsZero() || fenced.IsZero() {
-		t.Fatalf("after 8 s: peer adopted at %v, site0 fenced at %v", adopted, fenced)
-	}
-	const checkInterval, slack = 300 * time.Millisecond, 200 * time.Millisecond
-	if lag := fenced.Sub(adopted); lag > checkInterval+slack {
-		t.Fatalf("site0 fenced %v after a peer adopted the revoking epoch, want within one checkInterval (%v, + %v polling slack)", lag, checkInterval, slack)
-	}
-	t.Logf("site0 fenced %v after the revoke, %v after a peer adopted it (lease 8s)", fenced.Sub(revoked), fenced.Sub(adopted))
-	g.expectSolePrimary("site1")
 }
 
 // sidecarEpoch is the view epoch the sidecar at addr holds (0 if unknown).
@@ -400,46 +412,50 @@ func sidecarEpoch(addr string) uint64 {
 // With the daemon down for two leases, sidecars keep renewing each other:
 // no fence, writes go on.
 func TestDaemonDownDoesNotFenceAHealthyGroup(t *testing.T) {
-	g := newGroup(t, groupOptions{sites: 3, fencing: "sidecar", sidecars: true, lease: "3s"})
-	g.startDaemon()
-	g.waitHealthy("site0", 30*time.Second)
-	g.startSidecars()
-	g.waitSidecarsRenewed()
-	load := testenv.StartWriteLoad(t, testenv.AppDSNs(g.topo.Sites...), testenv.WriteLoadOptions{Workers: 1})
-	load.WaitForAcks(t, 20, 20*time.Second)
-	g.stopDaemon()
-	time.Sleep(6 * time.Second) // 2 × leaseTimeout
-	before := len(load.Acked())
-	load.WaitForAcks(t, before+20, 10*time.Second)
-	if w := g.writable(); !slices.Equal(w, []string{"site0"}) {
-		t.Fatalf("writable sites %v with the daemon down, want [site0]", w)
-	}
-	load.Stop()
+	testenv.ForEachEngine(t, func(t *testing.T, e testenv.Engine) {
+		g := newGroup(t, groupOptions{engine: e, sites: 3, fencing: "sidecar", sidecars: true, lease: "3s"})
+		g.startDaemon()
+		g.waitHealthy("site0", 30*time.Second)
+		g.startSidecars()
+		g.waitSidecarsRenewed()
+		load := testenv.StartWriteLoad(t, testenv.AppDSNs(g.topo.Sites...), testenv.WriteLoadOptions{Workers: 1})
+		load.WaitForAcks(t, 20, 20*time.Second)
+		g.stopDaemon()
+		time.Sleep(6 * time.Second) // 2 × leaseTimeout
+		before := len(load.Acked())
+		load.WaitForAcks(t, before+20, 10*time.Second)
+		if w := g.writable(); !slices.Equal(w, []string{"site0"}) {
+			t.Fatalf("writable sites %v with the daemon down, want [site0]", w)
+		}
+		load.Stop()
+	})
 }
 
 // A site that restarts while another is active comes up fenced and stays
 // fenced: its sidecar only lifts the fence for a view naming its own site.
 func TestRestartedOldPrimaryStaysFenced(t *testing.T) {
-	g := newGroup(t, groupOptions{sites: 3, fencing: "sidecar", sidecars: true})
-	g.startDaemon()
-	g.waitHealthy("site0", 30*time.Second)
-	g.startSidecars()
-	g.waitSidecarsRenewed()
-	g.kill(0)
-	g.expectSolePrimary("site1")
-	ctx, cancel := contextWithTimeout(30 * time.Second)
-	defer cancel()
-	if err := g.topo.Sites[0].Restart(ctx); err != nil {
-		t.Fatal(err)
-	}
-	deadline := time.Now().Add(8 * time.Second)
-	for time.Now().Before(deadline) {
-		if ro := readOnly(t, g.topo.Sites[0]); ro != "1" {
-			t.Fatalf("restarted old primary is writable (read_only=%s) while site1 is active", ro)
+	testenv.ForEachEngine(t, func(t *testing.T, e testenv.Engine) {
+		g := newGroup(t, groupOptions{engine: e, sites: 3, fencing: "sidecar", sidecars: true})
+		g.startDaemon()
+		g.waitHealthy("site0", 30*time.Second)
+		g.startSidecars()
+		g.waitSidecarsRenewed()
+		g.kill(0)
+		g.expectSolePrimary("site1")
+		ctx, cancel := contextWithTimeout(30 * time.Second)
+		defer cancel()
+		if err := g.topo.Sites[0].Restart(ctx); err != nil {
+			t.Fatal(err)
 		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	g.expectSolePrimary("site1")
+		deadline := time.Now().Add(8 * time.Second)
+		for time.Now().Before(deadline) {
+			if ro := readOnly(t, g.topo.Sites[0]); ro != "1" {
+				t.Fatalf("restarted old primary is writable (read_only=%s) while site1 is active", ro)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		g.expectSolePrimary("site1")
+	})
 }
 
 // lockedWriter serialises the writes of a process's stdout and stderr.
@@ -477,6 +493,13 @@ func TestForgedViewChangesNothing(t *testing.T) {
 		// primary's sidecar at epoch 3.
 		"older-epoch": {signedWith(t, viewKey, 1, "site0"), "older-epoch", true},
 	}
+	testenv.ForEachEngine(t, func(t *testing.T, e testenv.Engine) { forgedViews(t, e, forged) })
+}
+
+func forgedViews(t *testing.T, e testenv.Engine, forged map[string]struct {
+	body, why   string
+	switchFirst bool
+}) {
 	for name, f := range forged {
 		t.Run(name, func(t *testing.T) {
 			forger := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
@@ -484,7 +507,7 @@ func TestForgedViewChangesNothing(t *testing.T) {
 				_, _ = w.Write([]byte(f.body))
 			}))
 			defer forger.Close()
-			g := newGroup(t, groupOptions{sites: 3, fencing: "sidecar", sidecars: true})
+			g := newGroup(t, groupOptions{engine: e, sites: 3, fencing: "sidecar", sidecars: true})
 			g.startDaemon()
 			g.waitHealthy("site0", 30*time.Second)
 			g.startSidecars()

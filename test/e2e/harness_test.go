@@ -22,6 +22,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/failoverd/failoverd/gtid"
 	"github.com/failoverd/failoverd/status"
 	"github.com/failoverd/failoverd/store"
 	"github.com/failoverd/failoverd/test/testenv"
@@ -51,10 +52,11 @@ func TestMain(m *testing.M) {
 
 const apiToken = "e2e-token"
 
-// group is one failover group of real MariaDB sites and a failoverd daemon
-// (the real binary) managing it.
+// group is one failover group of real sites of one engine (MariaDB or
+// MySQL) and a failoverd daemon (the real binary) managing it.
 type group struct {
 	t      testing.TB
+	engine testenv.Engine
 	topo   *testenv.Topology
 	dir    string
 	config string
@@ -80,6 +82,9 @@ type group struct {
 }
 
 type groupOptions struct {
+	// engine of every site and of the daemon's group configuration;
+	// required (testenv.ForEachEngine gives one per subtest).
+	engine      testenv.Engine
 	sites       int
 	proxied     bool   // the daemon reaches sites through fault proxies
 	cooldown    string // failoverCooldown; default 10m
@@ -118,20 +123,23 @@ type groupOptions struct {
 
 func newGroup(t testing.TB, o groupOptions) *group {
 	t.Helper()
-	topo := testenv.StartTopology(t, o.sites, testenv.TopologyOptions{SemiSync: true})
+	if !o.engine.Valid() {
+		t.Fatalf("groupOptions.engine is %q: set testenv.MariaDB or testenv.MySQL (testenv.ForEachEngine gives one per subtest)", o.engine)
+	}
+	topo := testenv.StartTopology(t, o.sites, testenv.TopologyOptions{Engine: o.engine, SemiSync: true})
 	// Sites start read-only; the daemon adopts the only writable site at
 	// first start, so site0 is made writable the way failoverd does it.
 	promote.Site(t, topo.Sites[0])
-	g := &group{t: t, topo: topo, dir: t.TempDir()}
+	g := &group{t: t, engine: o.engine, topo: topo, dir: t.TempDir()}
 	// As configs.SemiSyncSettings says: the primary side on the primary
 	// only (on a replica it makes the applier wait for acknowledgements),
 	// and the timeout everywhere.
 	for i, m := range topo.Sites {
 		if i > 0 {
-			m.Exec(t, "SET GLOBAL rpl_semi_sync_master_enabled = OFF")
+			m.Exec(t, "SET GLOBAL "+semiSyncSourceVar(o.engine, "enabled")+" = OFF")
 		}
 		if o.semiSyncTimeoutMs > 0 {
-			m.Exec(t, fmt.Sprintf("SET GLOBAL rpl_semi_sync_master_timeout = %d", o.semiSyncTimeoutMs))
+			m.Exec(t, fmt.Sprintf("SET GLOBAL %s = %d", semiSyncSourceVar(o.engine, "timeout"), o.semiSyncTimeoutMs))
 		}
 	}
 	if o.isolatable {
@@ -245,7 +253,7 @@ func newGroup(t testing.TB, o groupOptions) *group {
   apiTokenFile: api.token
 %s%sgroups:
   - name: orders
-    engine: mariadb
+    engine: %s
     pollInterval: 500ms
     probeTimeout: 400ms
     fencing: %s
@@ -259,7 +267,7 @@ func newGroup(t testing.TB, o groupOptions) *group {
         user: %s
         passwordFile: repl.pw
 %s    sites:
-%s`, g.listen, daemonCfg, clusters, o.fencing, o.cooldown, o.relayDrainTimeout, testenv.AdminUser, testenv.ReplUser, o.extraConfig, sites.String())
+%s`, g.listen, daemonCfg, clusters, o.engine, o.fencing, o.cooldown, o.relayDrainTimeout, testenv.AdminUser, testenv.ReplUser, o.extraConfig, sites.String())
 	g.config = filepath.Join(g.dir, "failoverd.yaml")
 	if err := os.WriteFile(g.config, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
@@ -281,7 +289,7 @@ func (g *group) peerWith(name string, edit func(cfg string) string) *group {
 	if err != nil {
 		g.t.Fatal(err)
 	}
-	p := &group{t: g.t, topo: g.topo, dir: g.dir, listen: freeAddr(g.t), proxies: g.proxies}
+	p := &group{t: g.t, engine: g.engine, topo: g.topo, dir: g.dir, listen: freeAddr(g.t), proxies: g.proxies}
 	p.config = filepath.Join(g.dir, name+".yaml")
 	cfg := strings.Replace(string(b), "listen: "+g.listen, "listen: "+p.listen, 1)
 	cfg = strings.ReplaceAll(cfg, "advertiseURL: http://"+g.listen, "advertiseURL: http://"+p.listen)
@@ -497,7 +505,7 @@ func (g *group) waitHealthy(site string, timeout time.Duration) groupStatus {
 	return st
 }
 
-// kill SIGKILLs site i's MariaDB.
+// kill SIGKILLs site i's server (mariadbd or mysqld).
 func (g *group) kill(i int) {
 	g.t.Helper()
 	if err := g.topo.Sites[i].Kill(); err != nil {
@@ -639,4 +647,97 @@ func (g *group) waitHealthyOrDegraded(site string) {
 		st, err := g.status()
 		return err == nil && st.ActiveSite == site && (st.Class == status.ClassHealthy || st.Class == status.ClassDegraded)
 	})
+}
+
+// semiSyncSourceVar is the engine's name of a semi-sync primary-side
+// variable: rpl_semi_sync_master_<name> on MariaDB, rpl_semi_sync_source_<name>
+// on MySQL (name "enabled", "timeout", ...).
+func semiSyncSourceVar(e testenv.Engine, name string) string {
+	if e == testenv.MySQL {
+		return "rpl_semi_sync_source_" + name
+	}
+	return "rpl_semi_sync_master_" + name
+}
+
+// semiSyncReplicaVar is the replica side: rpl_semi_sync_slave_<name> on
+// MariaDB, rpl_semi_sync_replica_<name> on MySQL.
+func semiSyncReplicaVar(e testenv.Engine, name string) string {
+	if e == testenv.MySQL {
+		return "rpl_semi_sync_replica_" + name
+	}
+	return "rpl_semi_sync_slave_" + name
+}
+
+// gtidFlavor is the GTID syntax of the engine's servers.
+func gtidFlavor(e testenv.Engine) gtid.Flavor {
+	if e == testenv.MySQL {
+		return gtid.MySQL
+	}
+	return gtid.MariaDB
+}
+
+// operatorExec runs stmts on one admin session of m, as an operator writing
+// on a read-only site by hand would: on MariaDB the admin account passes
+// read_only (READ_ONLY ADMIN); on MySQL super_read_only stops it too, so the
+// operator lifts super_read_only for the statements when it is ON
+// (read_only stays ON, the application account stays blocked) and sets it
+// back. It retries past
+// pooled connections a restart or a fence broke; the error is the last
+// attempt's.
+func operatorExec(t testing.TB, m *testenv.Server, stmts ...string) error {
+	t.Helper()
+	var err error
+	for range 5 {
+		if err = execOnOneSession(t, m, stmts); err == nil {
+			return nil
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return err
+}
+
+func execOnOneSession(t testing.TB, m *testenv.Server, stmts []string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := m.AdminDB(t).Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	var sro int
+	if m.Engine == testenv.MySQL {
+		if err := c.QueryRowContext(ctx, "SELECT @@global.super_read_only").Scan(&sro); err != nil {
+			return fmt.Errorf("%s: read super_read_only: %w", m.Name, err)
+		}
+	}
+	if sro == 1 {
+		if _, err := c.ExecContext(ctx, "SET GLOBAL super_read_only = OFF"); err != nil {
+			return fmt.Errorf("%s: lift super_read_only: %w", m.Name, err)
+		}
+		// Set back even when a statement failed (read_only stays ON).
+		defer func() { _, _ = c.ExecContext(context.Background(), "SET GLOBAL super_read_only = ON") }()
+	}
+	for _, q := range stmts {
+		if _, err := c.ExecContext(ctx, q); err != nil {
+			return fmt.Errorf("%s: %s: %w", m.Name, q, err)
+		}
+	}
+	return nil
+}
+
+// received reports whether replica has received (applied, or holds in its
+// relay log) everything source executed.
+func (g *group) received(replica, source *testenv.Server) bool {
+	rs := replica.ReplicaStatus(g.t)
+	if g.engine == testenv.MariaDB {
+		return rs["Gtid_IO_Pos"] == source.GTIDExecuted(g.t)
+	}
+	f := gtid.MySQL
+	want, err := gtid.Parse(f, source.GTIDExecuted(g.t))
+	if err != nil {
+		g.t.Fatalf("parse %s's GTIDs: %v", source.Name, err)
+	}
+	have, err1 := gtid.Parse(f, replica.GTIDExecuted(g.t))
+	got, err2 := gtid.Parse(f, rs["Retrieved_Gtid_Set"])
+	return err1 == nil && err2 == nil && have.Union(got).Covers(want)
 }

@@ -29,40 +29,42 @@ func activeSiteCode(g *group) int {
 // the follower answers 503 until the leader dies, then takes over with the
 // state the leader persisted in the ConfigMap, and fails over.
 func TestLeaderElection(t *testing.T) {
-	k := testenv.StartKube(t, testenv.KubeOptions{})
-	createRoutingObjects(t, k, 3)
-	a := newGroup(t, groupOptions{sites: 3, kube: k})
-	a.startDaemon()
-	first := a.waitActive("site0", 30*time.Second)
-	b := a.peer()
-	b.startDaemon()
-	time.Sleep(2 * time.Second)
-	if code := activeSiteCode(a); code != http.StatusOK {
-		t.Fatalf("leader /active-site: %d, want 200", code)
-	}
-	if code := activeSiteCode(b); code != http.StatusServiceUnavailable {
-		t.Fatalf("follower /active-site: %d, want 503", code)
-	}
-	if st, err := b.status(); err != nil || st.Leader {
-		t.Fatalf("follower status: %+v, %v", st, err)
-	}
+	testenv.ForEachEngine(t, func(t *testing.T, e testenv.Engine) {
+		k := testenv.StartKube(t, testenv.KubeOptions{})
+		createRoutingObjects(t, k, 3)
+		a := newGroup(t, groupOptions{engine: e, sites: 3, kube: k})
+		a.startDaemon()
+		first := a.waitActive("site0", 30*time.Second)
+		b := a.peer()
+		b.startDaemon()
+		time.Sleep(2 * time.Second)
+		if code := activeSiteCode(a); code != http.StatusOK {
+			t.Fatalf("leader /active-site: %d, want 200", code)
+		}
+		if code := activeSiteCode(b); code != http.StatusServiceUnavailable {
+			t.Fatalf("follower /active-site: %d, want 503", code)
+		}
+		if st, err := b.status(); err != nil || st.Leader {
+			t.Fatalf("follower status: %+v, %v", st, err)
+		}
 
-	a.mu.Lock()
-	_ = a.cmd.Process.Kill() // SIGKILL: the lease is not released
-	a.mu.Unlock()
-	a.waitCrash(10 * time.Second)
-	b.waitFor("follower becomes leader", 30*time.Second, func() bool { return activeSiteCode(b) == http.StatusOK })
-	if st, _ := b.status(); st.Epoch != first.Epoch || st.ActiveSite != "site0" {
-		t.Fatalf("new leader state %+v, want the persisted epoch %d and site0", st, first.Epoch)
-	}
-	b.kill(0)
-	st := b.expectSolePrimary("site1")
-	if st.Epoch != first.Epoch+2 {
-		t.Errorf("epoch %d, want %d", st.Epoch, first.Epoch+2)
-	}
-	// Routing followed the new primary (after it, never blocking it).
-	b.waitFor("Service and DNS follow site1", 30*time.Second, func() bool {
-		return serviceSelects(t, k, "site1") && dnsTargets(t, k) == "127.0.0.2" && standby(t, k, "site0") && !standby(t, k, "site1")
+		a.mu.Lock()
+		_ = a.cmd.Process.Kill() // SIGKILL: the lease is not released
+		a.mu.Unlock()
+		a.waitCrash(10 * time.Second)
+		b.waitFor("follower becomes leader", 30*time.Second, func() bool { return activeSiteCode(b) == http.StatusOK })
+		if st, _ := b.status(); st.Epoch != first.Epoch || st.ActiveSite != "site0" {
+			t.Fatalf("new leader state %+v, want the persisted epoch %d and site0", st, first.Epoch)
+		}
+		b.kill(0)
+		st := b.expectSolePrimary("site1")
+		if st.Epoch != first.Epoch+2 {
+			t.Errorf("epoch %d, want %d", st.Epoch, first.Epoch+2)
+		}
+		// Routing followed the new primary (after it, never blocking it).
+		b.waitFor("Service and DNS follow site1", 30*time.Second, func() bool {
+			return serviceSelects(t, k, "site1") && dnsTargets(t, k) == "127.0.0.2" && standby(t, k, "site0") && !standby(t, k, "site1")
+		})
 	})
 }
 

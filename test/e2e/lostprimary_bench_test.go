@@ -20,10 +20,10 @@ type lostCase struct {
 }
 
 var lostCases = []lostCase{
-	{"hung (SIGSTOP), fencing semisync", true, groupOptions{fencing: "semisync", semiSyncTimeoutMs: infiniteSemiSync}},
-	{"isolated (links black-holed), fencing semisync", false, groupOptions{fencing: "semisync", semiSyncTimeoutMs: infiniteSemiSync}},
-	{"hung (SIGSTOP), fencing sidecar", true, groupOptions{fencing: "sidecar", sidecars: true}},
-	{"isolated (links black-holed), fencing sidecar", false, groupOptions{fencing: "sidecar", sidecars: true}},
+	{"hung (SIGSTOP), fencing semisync", true, groupOptions{engine: benchEngine, fencing: "semisync", semiSyncTimeoutMs: infiniteSemiSync}},
+	{"isolated (links black-holed), fencing semisync", false, groupOptions{engine: benchEngine, fencing: "semisync", semiSyncTimeoutMs: infiniteSemiSync}},
+	{"hung (SIGSTOP), fencing sidecar", true, groupOptions{engine: benchEngine, fencing: "sidecar", sidecars: true}},
+	{"isolated (links black-holed), fencing sidecar", false, groupOptions{engine: benchEngine, fencing: "sidecar", sidecars: true}},
 }
 
 // lostRun is what one run measured.

@@ -53,63 +53,65 @@ const (
 // rbac.yaml makes it fail (a step never happens, or the daemon logs a
 // "forbidden" answer).
 func TestRBACShippedManifestsSuffice(t *testing.T) {
-	k := testenv.StartKube(t, testenv.KubeOptions{})
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	admin := k.Clientset(t)
-	for _, ns := range []string{rbacNamespace, rbacDBNS, rbacDNSNS} {
-		if _, err := admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+	testenv.ForEachEngine(t, func(t *testing.T, e testenv.Engine) {
+		k := testenv.StartKube(t, testenv.KubeOptions{})
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		admin := k.Clientset(t)
+		for _, ns := range []string{rbacNamespace, rbacDBNS, rbacDNSNS} {
+			if _, err := admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, f := range []string{"serviceaccount.yaml", "rbac.yaml"} {
+			applyFile(ctx, t, k, filepath.Join(deployDir, f))
+		}
+		createShippedRoutingObjects(ctx, t, admin, 3)
+
+		kubeconfig := serviceAccountKubeconfig(ctx, t, k, rbacNamespace, "failoverd")
+		sa := clientFor(t, kubeconfig)
+		// The token is the ServiceAccount's and nothing more.
+		if _, err := sa.CoreV1().Secrets(rbacNamespace).List(ctx, metav1.ListOptions{}); !apierrors.IsForbidden(err) {
+			t.Fatalf("the ServiceAccount lists Secrets (err %v): the token is not limited to rbac.yaml", err)
+		}
+
+		g := newGroup(t, groupOptions{engine: e, sites: 3, kube: k})
+		g.useShippedNames(kubeconfig)
+		g.startDaemon()
+		g.waitActive("site0", 30*time.Second)
+		g.waitFor("routing of site0 set with the ServiceAccount", 30*time.Second, func() bool {
+			return shippedRouting(ctx, t, k, "site0", "127.0.0.1")
+		})
+		if lease, err := admin.CoordinationV1().Leases(rbacNamespace).Get(ctx, rbacLease, metav1.GetOptions{}); err != nil || lease.Spec.HolderIdentity == nil || *lease.Spec.HolderIdentity == "" {
+			t.Fatalf("Lease %s/%s has no holder: %v", rbacNamespace, rbacLease, err)
+		}
+
+		g.kill(0)
+		g.expectSolePrimary("site1")
+		g.waitFor("Service, taints and DNSEndpoint follow site1", 30*time.Second, func() bool {
+			return shippedRouting(ctx, t, k, "site1", "127.0.0.2")
+		})
+		cm, err := admin.CoreV1().ConfigMaps(rbacNamespace).Get(ctx, rbacState, metav1.GetOptions{})
+		if err != nil || !strings.Contains(cm.Data["orders.json"], `"activeSite": "site1"`) {
+			t.Fatalf("state ConfigMap %s/%s: %v, %v", rbacNamespace, rbacState, err, cm.Data)
+		}
+		// SIGTERM: the leader releases the Lease (an update) on its way out.
+		g.stopDaemon()
+		lease, err := admin.CoordinationV1().Leases(rbacNamespace).Get(ctx, rbacLease, metav1.GetOptions{})
+		if err != nil {
 			t.Fatal(err)
 		}
-	}
-	for _, f := range []string{"serviceaccount.yaml", "rbac.yaml"} {
-		applyFile(ctx, t, k, filepath.Join(deployDir, f))
-	}
-	createShippedRoutingObjects(ctx, t, admin, 3)
-
-	kubeconfig := serviceAccountKubeconfig(ctx, t, k, rbacNamespace, "failoverd")
-	sa := clientFor(t, kubeconfig)
-	// The token is the ServiceAccount's and nothing more.
-	if _, err := sa.CoreV1().Secrets(rbacNamespace).List(ctx, metav1.ListOptions{}); !apierrors.IsForbidden(err) {
-		t.Fatalf("the ServiceAccount lists Secrets (err %v): the token is not limited to rbac.yaml", err)
-	}
-
-	g := newGroup(t, groupOptions{sites: 3, kube: k})
-	g.useShippedNames(kubeconfig)
-	g.startDaemon()
-	g.waitActive("site0", 30*time.Second)
-	g.waitFor("routing of site0 set with the ServiceAccount", 30*time.Second, func() bool {
-		return shippedRouting(ctx, t, k, "site0", "127.0.0.1")
-	})
-	if lease, err := admin.CoordinationV1().Leases(rbacNamespace).Get(ctx, rbacLease, metav1.GetOptions{}); err != nil || lease.Spec.HolderIdentity == nil || *lease.Spec.HolderIdentity == "" {
-		t.Fatalf("Lease %s/%s has no holder: %v", rbacNamespace, rbacLease, err)
-	}
-
-	g.kill(0)
-	g.expectSolePrimary("site1")
-	g.waitFor("Service, taints and DNSEndpoint follow site1", 30*time.Second, func() bool {
-		return shippedRouting(ctx, t, k, "site1", "127.0.0.2")
-	})
-	cm, err := admin.CoreV1().ConfigMaps(rbacNamespace).Get(ctx, rbacState, metav1.GetOptions{})
-	if err != nil || !strings.Contains(cm.Data["orders.json"], `"activeSite": "site1"`) {
-		t.Fatalf("state ConfigMap %s/%s: %v, %v", rbacNamespace, rbacState, err, cm.Data)
-	}
-	// SIGTERM: the leader releases the Lease (an update) on its way out.
-	g.stopDaemon()
-	lease, err := admin.CoordinationV1().Leases(rbacNamespace).Get(ctx, rbacLease, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if h := lease.Spec.HolderIdentity; h != nil && *h != "" {
-		t.Errorf("Lease %s/%s still held by %s after SIGTERM: not released", rbacNamespace, rbacLease, *h)
-	}
-	// A verb used only on some path (a conflict's re-read, the release)
-	// shows up here when the path ran.
-	for _, line := range strings.Split(g.logs.String(), "\n") {
-		if strings.Contains(strings.ToLower(line), "forbidden") {
-			t.Errorf("the daemon was refused something: %s", line)
+		if h := lease.Spec.HolderIdentity; h != nil && *h != "" {
+			t.Errorf("Lease %s/%s still held by %s after SIGTERM: not released", rbacNamespace, rbacLease, *h)
 		}
-	}
+		// A verb used only on some path (a conflict's re-read, the release)
+		// shows up here when the path ran.
+		for _, line := range strings.Split(g.logs.String(), "\n") {
+			if strings.Contains(strings.ToLower(line), "forbidden") {
+				t.Errorf("the daemon was refused something: %s", line)
+			}
+		}
+	})
 }
 
 // applyFile server-side applies (for real) every object of a manifest file

@@ -82,7 +82,7 @@ func (r *scenarioRun) beginLeaseElected() (k *testenv.Kube, old, follower *group
 	createRoutingObjects(r.t, k, 2)
 	px = testenv.NewProxy(r.t, "daemon0-to-apiserver", k.Addr())
 	viaProxy := k.KubeconfigVia(r.t, px.Addr())
-	base := newGroup(r.t, groupOptions{sites: 2, kube: k})
+	base := newGroup(r.t, groupOptions{engine: r.e, sites: 2, kube: k})
 	old = base.peerWith("daemon0", func(cfg string) string {
 		return strings.Replace(cfg, "kubeconfig: "+k.Kubeconfig+"\n", "kubeconfig: "+viaProxy+"\n", 1)
 	})

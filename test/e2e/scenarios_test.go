@@ -26,8 +26,9 @@ import (
 // real fault, waits for the outcome failoverd must reach, and prints one
 // verdict line:
 //
-//	scenario <name>: <outcome> acks=<n> lost=<n> longest-gap=<ms> ok|FAIL
+//	scenario <engine>/<name>: <outcome> acks=<n> lost=<n> longest-gap=<ms> ok|FAIL
 //
+// The catalogue runs once per engine (testenv.ForEachEngine).
 // lost counts acknowledged writes missing on the final primary; the longest
 // gap is the longest time between two consecutive acknowledged writes (the
 // write unavailability the fault caused). `make scenarios` runs the
@@ -48,6 +49,7 @@ var moreScenarios []scenario
 // scenarioRun is one scenario's group, load and verdict inputs.
 type scenarioRun struct {
 	t    *testing.T
+	e    testenv.Engine // of every site
 	g    *group
 	load *testenv.WriteLoad
 	// final is the index of the site that must hold every acknowledged
@@ -89,6 +91,7 @@ func (v verdict) line() string {
 
 // newScenarioGroup builds the scenario's group (not yet with a daemon).
 func (r *scenarioRun) newGroup(o groupOptions) *group {
+	o.engine = r.e
 	r.g = newGroup(r.t, o)
 	return r.g
 }
@@ -185,7 +188,7 @@ func (r *scenarioRun) nobodyWritable(d time.Duration) {
 // healthy and starts the write load. r.g is the leader.
 func (r *scenarioRun) beginElected(viaProxy bool, n int, env ...string) (*testenv.EtcdCluster, []*group, *testenv.Proxy) {
 	r.t.Helper()
-	c, ds, px := electedGroup(r.t, viaProxy, n, env...)
+	c, ds, px := electedGroup(r.t, r.e, viaProxy, n, env...)
 	r.g = ds[0]
 	r.g.waitHealthy("site0", 30*time.Second)
 	r.startLoad()
@@ -370,17 +373,19 @@ func TestScenarios(t *testing.T) {
 	verdicts = nil
 	verdictsMu.Unlock()
 	started := time.Now()
-	for _, sc := range append(scenarios(), moreScenarios...) {
-		t.Run(sc.name, func(t *testing.T) {
-			r := &scenarioRun{t: t, overlapFrom: -1}
-			begun := time.Now()
-			defer r.finish(sc.name, begun)
-			sc.run(r)
-		})
-	}
+	testenv.ForEachEngine(t, func(t *testing.T, e testenv.Engine) {
+		for _, sc := range append(scenarios(), moreScenarios...) {
+			t.Run(sc.name, func(t *testing.T) {
+				r := &scenarioRun{t: t, e: e, overlapFrom: -1}
+				begun := time.Now()
+				defer r.finish(string(e)+"/"+sc.name, begun)
+				sc.run(r)
+			})
+		}
+	})
 	verdictsMu.Lock()
 	defer verdictsMu.Unlock()
-	fmt.Printf("\nscenario table (%d scenarios, %s):\n\n", len(verdicts), time.Since(started).Round(time.Second))
+	fmt.Printf("\nscenario table (%d scenario runs, engine/scenario, %s):\n\n", len(verdicts), time.Since(started).Round(time.Second))
 	fmt.Println("| scenario | outcome | acks | lost | longest gap (ms) | verdict | took (s) |")
 	fmt.Println("|---|---|---|---|---|---|---|")
 	for _, v := range verdicts {
@@ -671,8 +676,10 @@ func scenarios() []scenario {
 		}},
 		{"errant-on-best-candidate", func(r *scenarioRun) {
 			r.begin(groupOptions{sites: 3, priorities: []int{0, 0, 100}})
-			// An operator's write on the best candidate (admin passes read_only).
-			r.adminExec(2, "INSERT INTO "+testenv.WriteLoadTable+" (run, id, worker) VALUES ('errant-by-hand', 1, 0)")
+			// An operator's write on the best candidate, by hand.
+			if err := operatorExec(r.t, r.g.topo.Sites[2], "INSERT INTO "+testenv.WriteLoadTable+" (run, id, worker) VALUES ('errant-by-hand', 1, 0)"); err != nil {
+				r.t.Fatal(err)
+			}
 			r.g.waitFor("site2 marked diverged", 20*time.Second, func() bool {
 				st, err := r.g.status()
 				return err == nil && slices.ContainsFunc(st.Diverged, func(d status.Divergence) bool { return d.Site == "site2" })
@@ -684,14 +691,14 @@ func scenarios() []scenario {
 			// not): site1 then lacks an acknowledged write and the failover
 			// rightly refuses (candidate-lacks-transactions), which is a
 			// different scenario from the one this tests.
-			r.adminExec(2, "STOP SLAVE IO_THREAD")
+			r.adminExec(2, "STOP REPLICA IO_THREAD")
 			r.g.waitFor("site1 holds everything site2 received", 20*time.Second, func() bool {
 				st, err := r.g.status()
 				if err != nil || len(st.Sites) < 3 {
 					return false
 				}
-				have, err1 := gtid.Parse(gtid.MariaDB, st.Sites[1].Executed)
-				got, err2 := gtid.Parse(gtid.MariaDB, st.Sites[2].Retrieved)
+				have, err1 := gtid.Parse(gtidFlavor(r.e), st.Sites[1].Executed)
+				got, err2 := gtid.Parse(gtidFlavor(r.e), st.Sites[2].Retrieved)
 				return err1 == nil && err2 == nil && have.Covers(got)
 			})
 			r.g.kill(0)

@@ -17,8 +17,8 @@ import (
 // primary to its first acknowledged by the new one. Every switchover must
 // lose no acknowledged write and leave the old primary replicating from the
 // new one.
-func switchoversUnderLoad(tb testing.TB, n int) []time.Duration {
-	g := newGroup(tb, groupOptions{sites: 3})
+func switchoversUnderLoad(tb testing.TB, e testenv.Engine, n int) []time.Duration {
+	g := newGroup(tb, groupOptions{engine: e, sites: 3})
 	g.startDaemon()
 	g.waitHealthy("site0", 30*time.Second)
 	load := testenv.StartWriteLoad(tb, testenv.AppDSNs(g.topo.Sites...), testenv.WriteLoadOptions{Workers: 4})
@@ -69,8 +69,10 @@ func switchoversUnderLoad(tb testing.TB, n int) []time.Duration {
 // primary replicates from the new one, and a target a few transactions
 // behind another replica is not refused (it catches up once fenced).
 func TestSwitchoverUnderLoad(t *testing.T) {
-	gaps := switchoversUnderLoad(t, 3)
-	t.Logf("write unavailability per switchover: %v", gaps)
+	testenv.ForEachEngine(t, func(t *testing.T, e testenv.Engine) {
+		gaps := switchoversUnderLoad(t, e, 3)
+		t.Logf("write unavailability per switchover: %v", gaps)
+	})
 }
 
 // BenchmarkSwitchover measures the write unavailability of 20 planned
@@ -86,7 +88,7 @@ func BenchmarkSwitchover(b *testing.B) {
 	load := benchdoc.LoadAverage()
 	var gaps []time.Duration
 	for range b.N {
-		gaps = switchoversUnderLoad(b, runs)
+		gaps = switchoversUnderLoad(b, testenv.MariaDB, runs) // per-engine figures: a later item
 	}
 	st := benchdoc.Distribution(gaps)
 	b.ReportMetric(float64(st.P50)/float64(time.Millisecond), "p50-ms")
@@ -133,47 +135,49 @@ Reproduce: `+"`FAILOVERD_BENCH_WRITE=1 go test -run '^$' -bench BenchmarkSwitcho
 // nothing written is lost, the target still replicates, and the reason is
 // reported. relayDrainTimeout stays long: maxLagWait alone bounds the wait.
 func TestSwitchoverLagTimeoutRestoresTheSource(t *testing.T) {
-	g := newGroup(t, groupOptions{sites: 3, relayDrainTimeout: "60s", extraConfig: "    maxLagWait: 2s\n"})
-	g.startDaemon()
-	before := g.waitHealthy("site0", 30*time.Second)
-	// A global read lock on site1 blocks its SQL thread: it receives but
-	// cannot apply.
-	lock, err := g.topo.Sites[1].AdminDB(t).Conn(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lock.Close()
-	if _, err := lock.ExecContext(t.Context(), "FLUSH TABLES WITH READ LOCK"); err != nil {
-		t.Fatal(err)
-	}
-	g.topo.Sites[0].Exec(t, "CREATE TABLE app.blocked (id INT PRIMARY KEY)")
-	for i := range 10 {
-		g.topo.Sites[0].Exec(t, "INSERT INTO app.blocked VALUES (?)", i)
-	}
-	g.waitFor("site1 received the writes", 10*time.Second, func() bool {
-		return g.topo.Sites[1].ReplicaStatus(t)["Gtid_IO_Pos"] == g.topo.Sites[0].QueryString(t, "SELECT @@global.gtid_binlog_pos")
-	})
-	if code, body := g.post("/v1/groups/orders/switchover?target=site1"); code != http.StatusAccepted {
-		t.Fatalf("switchover: %d %s", code, body)
-	}
-	g.waitFor("the old primary re-asserted", 60*time.Second, func() bool {
-		st, err := g.status()
-		return err == nil && st.ActiveSite == "site0" && st.InFlight == nil && st.Epoch > before.Epoch
-	})
-	if w := g.writable(); len(w) != 1 || w[0] != "site0" {
-		t.Fatalf("writable sites %v, want only site0 again", w)
-	}
-	g.topo.Sites[0].Exec(t, "INSERT INTO app.blocked VALUES (100)") // the source takes writes again
-	if n := g.topo.Sites[0].QueryString(t, "SELECT COUNT(*) FROM app.blocked"); n != "11" {
-		t.Fatalf("site0 holds %s rows, want 11", n)
-	}
-	if !strings.Contains(g.logs.String(), "relay.drain_timeout_aborting") {
-		t.Error("the drain timeout was not reported")
-	}
-	if _, err := lock.ExecContext(t.Context(), "UNLOCK TABLES"); err != nil {
-		t.Fatal(err)
-	}
-	g.waitFor("site1 catches up and replicates from site0 again", 30*time.Second, func() bool {
-		return g.follows(g.topo.Sites[1], g.topo.Sites[0]) && g.topo.Sites[1].QueryString(t, "SELECT COUNT(*) FROM app.blocked") == "11"
+	testenv.ForEachEngine(t, func(t *testing.T, e testenv.Engine) {
+		g := newGroup(t, groupOptions{engine: e, sites: 3, relayDrainTimeout: "60s", extraConfig: "    maxLagWait: 2s\n"})
+		g.startDaemon()
+		before := g.waitHealthy("site0", 30*time.Second)
+		// A global read lock on site1 blocks its SQL thread: it receives but
+		// cannot apply.
+		lock, err := g.topo.Sites[1].AdminDB(t).Conn(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer lock.Close()
+		if _, err := lock.ExecContext(t.Context(), "FLUSH TABLES WITH READ LOCK"); err != nil {
+			t.Fatal(err)
+		}
+		g.topo.Sites[0].Exec(t, "CREATE TABLE app.blocked (id INT PRIMARY KEY)")
+		for i := range 10 {
+			g.topo.Sites[0].Exec(t, "INSERT INTO app.blocked VALUES (?)", i)
+		}
+		g.waitFor("site1 received the writes", 10*time.Second, func() bool {
+			return g.received(g.topo.Sites[1], g.topo.Sites[0])
+		})
+		if code, body := g.post("/v1/groups/orders/switchover?target=site1"); code != http.StatusAccepted {
+			t.Fatalf("switchover: %d %s", code, body)
+		}
+		g.waitFor("the old primary re-asserted", 60*time.Second, func() bool {
+			st, err := g.status()
+			return err == nil && st.ActiveSite == "site0" && st.InFlight == nil && st.Epoch > before.Epoch
+		})
+		if w := g.writable(); len(w) != 1 || w[0] != "site0" {
+			t.Fatalf("writable sites %v, want only site0 again", w)
+		}
+		g.topo.Sites[0].Exec(t, "INSERT INTO app.blocked VALUES (100)") // the source takes writes again
+		if n := g.topo.Sites[0].QueryString(t, "SELECT COUNT(*) FROM app.blocked"); n != "11" {
+			t.Fatalf("site0 holds %s rows, want 11", n)
+		}
+		if !strings.Contains(g.logs.String(), "relay.drain_timeout_aborting") {
+			t.Error("the drain timeout was not reported")
+		}
+		if _, err := lock.ExecContext(t.Context(), "UNLOCK TABLES"); err != nil {
+			t.Fatal(err)
+		}
+		g.waitFor("site1 catches up and replicates from site0 again", 30*time.Second, func() bool {
+			return g.follows(g.topo.Sites[1], g.topo.Sites[0]) && g.topo.Sites[1].QueryString(t, "SELECT COUNT(*) FROM app.blocked") == "11"
+		})
 	})
 }
