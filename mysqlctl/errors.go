@@ -53,6 +53,7 @@ var (
 // MySQL/MariaDB error numbers this package reacts to.
 const (
 	errNoSuchThread      = 1094 // ER_NO_SUCH_THREAD: KILL of a connection that already ended
+	errKillDenied        = 1095 // ER_KILL_DENIED_ERROR: "You are not owner of thread" (MySQL: a SYSTEM_USER session)
 	errBadReplica        = 1200 // ER_BAD_SLAVE: replication not configured
 	errMasterInfo        = 1617 // MariaDB ER_MASTER_INFO: no such master connection
 	errReplicaConfig     = 1794 // MySQL ER_REPLICA_CONFIGURATION: not configured as replica

@@ -52,7 +52,10 @@ func isClientConnection(p processEntry, own *connIDs, ownUser string) bool {
 // on a replica), server and event-scheduler threads, and this Instance's own
 // pooled sessions. Other sessions of the daemon's account (a human admin,
 // another daemon) are killed too: after a fence every session that could
-// still write must go. It returns how many sessions it killed; sessions
+// still write must go. A session the server refuses to let this account
+// kill (MySQL: one of an account holding SYSTEM_USER, which the documented
+// daemon account does not) is left with a warning: super_read_only stops
+// it writing anyway. It returns how many sessions it killed; sessions
 // that ended on their own meanwhile are not counted.
 func (i *Instance) KillClientConnections(ctx context.Context) (int, error) {
 	rs, err := i.q.query(ctx, i.d.processListQuery)
@@ -73,6 +76,14 @@ func (i *Instance) KillClientConnections(ctx context.Context) (int, error) {
 		if err := i.q.exec(ctx, i.d.kill(id)); err != nil {
 			if errNumber(err) == errNoSuchThread {
 				continue // the session ended between listing and KILL
+			}
+			// Prevents a fence failing on a MySQL SYSTEM_USER account's session
+			// (a DBA's root), which the least-privilege daemon may not kill:
+			// super_read_only already stops it writing. On MariaDB read_only is
+			// the only fence, so an unkillable session stays an error there.
+			if errNumber(err) == errKillDenied && i.d.hasSuperReadOnly {
+				i.log.Warn("mysqlctl: session not killed: it belongs to a more privileged account", "addr", i.addr, "id", id, "session_user", p.user)
+				continue
 			}
 			return killed, i.fail("kill client connections", "kill "+strconv.FormatUint(id, 10), err)
 		}

@@ -136,7 +136,12 @@ func mysqlTemplateSpec() (templateSpec, error) {
 	if err != nil {
 		return templateSpec{}, err
 	}
+	sql, err := accountSQL(MySQL)
+	if err != nil {
+		return templateSpec{}, err
+	}
 	return templateSpec{
+		sql:    sql,
 		engine: MySQL,
 		dir:    "mysql-template",
 		marker: "mysql.ibd",

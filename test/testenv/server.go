@@ -14,17 +14,26 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+
+	"github.com/failoverd/failoverd/deploy/accounts"
 )
 
 // Accounts every server instance gets, on both engines (created through the
-// unix socket, usable over TCP from 127.0.0.1 and over the socket as
-// 'user'@'localhost').
+// unix socket; AdminUser and AppUser as 'user'@'127.0.0.1' and
+// 'user'@'localhost', DaemonUser and ReplUser as 'user'@'%' exactly as
+// deploy/accounts documents them for users).
 const (
-	// AdminUser holds ALL PRIVILEGES ON *.* WITH GRANT OPTION (incl. READ_ONLY ADMIN on MariaDB,
-	// SYSTEM_VARIABLES_ADMIN, CLONE_ADMIN and BACKUP_ADMIN on MySQL).
-	AdminUser, AdminPassword = "failoverd", "failoverd-admin-pw"
-	// ReplUser holds REPLICATION SLAVE and REPLICATION CLIENT only.
-	ReplUser, ReplPassword = "repl", "repl-pw"
+	// AdminUser is the harness's own administrator, never the code under
+	// test's: ALL PRIVILEGES ON *.* WITH GRANT OPTION (incl. READ_ONLY ADMIN
+	// on MariaDB, SYSTEM_VARIABLES_ADMIN, CLONE_ADMIN and BACKUP_ADMIN on
+	// MySQL). Tests use it to set up and inspect sites behind the product's back.
+	AdminUser, AdminPassword = "harness", "harness-admin-pw"
+	// DaemonUser is failoverd's account with exactly the least privileges
+	// deploy/accounts grants (the daemon's and the sidecar's
+	// credentials.admin in the e2e suite).
+	DaemonUser, DaemonPassword = accounts.DaemonUser, "failoverd-daemon-pw"
+	// ReplUser is the documented replication account (REPLICATION SLAVE only).
+	ReplUser, ReplPassword = accounts.ReplicationUser, "repl-pw"
 	// AppUser holds SELECT,INSERT,UPDATE,DELETE,CREATE,DROP,INDEX,ALTER ON app.* only:
 	// no READ_ONLY ADMIN (MariaDB) or SUPER/CONNECTION_ADMIN (MySQL), so read_only=ON blocks it.
 	AppUser, AppPassword = "app", "app-pw"

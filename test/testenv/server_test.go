@@ -199,12 +199,14 @@ func TestAccountsAndSignals(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		user, want, mustNot string
+		hosts               []string
 	}{
-		{ReplUser, "REPLICATION SLAVE", "READ_ONLY ADMIN"},
-		{AppUser, "SELECT, INSERT, UPDATE, DELETE, CREATE, DROP, INDEX, ALTER ON `app`.*", "READ_ONLY ADMIN"},
-		{AdminUser, "ALL PRIVILEGES ON *.*", "-"},
+		{ReplUser, "REPLICATION SLAVE", "READ_ONLY ADMIN", []string{"%"}},
+		{DaemonUser, "READ_ONLY ADMIN", "ALL PRIVILEGES", []string{"%"}},
+		{AppUser, "SELECT, INSERT, UPDATE, DELETE, CREATE, DROP, INDEX, ALTER ON `app`.*", "READ_ONLY ADMIN", []string{"127.0.0.1", "localhost"}},
+		{AdminUser, "ALL PRIVILEGES ON *.*", "-", []string{"127.0.0.1", "localhost"}},
 	} {
-		for _, host := range []string{"127.0.0.1", "localhost"} {
+		for _, host := range tc.hosts {
 			g := grantsOf(t, m, tc.user, host)
 			if !strings.Contains(g, tc.want) || strings.Contains(g, tc.mustNot) {
 				t.Errorf("grants of %s@%s = %q: want %q and not %q", tc.user, host, g, tc.want, tc.mustNot)

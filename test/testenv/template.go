@@ -16,29 +16,36 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+
+	"github.com/failoverd/failoverd/deploy/accounts"
 )
 
-// accountSQL creates the accounts and the app schema. It runs once per
-// template through the unix socket as root; every instance copies the result.
-// The template is built without a binlog, so no instance starts with GTIDs.
-var accountSQL = func() []string {
-	var s []string
+// accountSQL creates the accounts and the app schema on engine e: the
+// harness's own administrator and the application account, then
+// failoverd's accounts (DaemonUser, ReplUser) from deploy/accounts' SQL for
+// the engine, exactly as documented for users. It runs once per template
+// through the unix socket as root; every instance copies the result. The
+// template is built without a binlog, so no instance starts with GTIDs.
+func accountSQL(e Engine) ([]string, error) {
+	s := []string{"CREATE DATABASE `" + AppDatabase + "`"}
 	for _, host := range []string{"127.0.0.1", "localhost"} {
 		s = append(s,
 			fmt.Sprintf("CREATE USER %s@%s IDENTIFIED BY %s", sqlQuote(AdminUser), sqlQuote(host), sqlQuote(AdminPassword)),
 			fmt.Sprintf("GRANT ALL PRIVILEGES ON *.* TO %s@%s WITH GRANT OPTION", sqlQuote(AdminUser), sqlQuote(host)),
-			fmt.Sprintf("CREATE USER %s@%s IDENTIFIED BY %s", sqlQuote(ReplUser), sqlQuote(host), sqlQuote(ReplPassword)),
-			fmt.Sprintf("GRANT REPLICATION SLAVE, REPLICATION CLIENT ON *.* TO %s@%s", sqlQuote(ReplUser), sqlQuote(host)),
 			fmt.Sprintf("CREATE USER %s@%s IDENTIFIED BY %s", sqlQuote(AppUser), sqlQuote(host), sqlQuote(AppPassword)),
 			fmt.Sprintf("GRANT SELECT, INSERT, UPDATE, DELETE, CREATE, DROP, INDEX, ALTER ON `%s`.* TO %s@%s", AppDatabase, sqlQuote(AppUser), sqlQuote(host)),
 		)
 	}
-	return append([]string{"CREATE DATABASE `" + AppDatabase + "`"}, s...)
-}()
+	documented, err := accounts.Statements(string(e), accounts.Passwords{Daemon: DaemonPassword, Replication: ReplPassword})
+	if err != nil {
+		return nil, err
+	}
+	return append(s, documented...), nil
+}
 
 // templateFormat changes whenever the template's content changes in a way
 // the key below cannot see.
-const templateFormat = "3"
+const templateFormat = "4"
 
 // templateSpec says how one engine's template datadir is made: initialise
 // an empty datadir, start the server on a socket only without a binlog, run
@@ -59,6 +66,8 @@ type templateSpec struct {
 	// drop are files an instance must not inherit (MySQL's auto.cnf holds
 	// the server_uuid, which must differ on every instance).
 	drop []string
+	// sql creates the accounts (accountSQL).
+	sql []string
 }
 
 type templateResult struct {
@@ -109,7 +118,12 @@ func mariadbTemplateSpec() (templateSpec, error) {
 			return templateSpec{}, fmt.Errorf("%s not found (%v): run scripts/deps", bin, err)
 		}
 	}
+	sql, err := accountSQL(MariaDB)
+	if err != nil {
+		return templateSpec{}, err
+	}
 	return templateSpec{
+		sql:    sql,
 		engine: MariaDB,
 		dir:    "mariadb-template",
 		marker: "mysql",
@@ -140,7 +154,7 @@ func buildTemplate(spec templateSpec) (string, error) {
 		return "", err
 	}
 	h := sha256.New()
-	fmt.Fprintf(h, "%s\n%s\n%s\n%s", version, templateFormat, strings.Join(accountSQL, ";"), strings.Join(spec.keyArgs, " "))
+	fmt.Fprintf(h, "%s\n%s\n%s\n%s", version, templateFormat, strings.Join(spec.sql, ";"), strings.Join(spec.keyArgs, " "))
 	final := filepath.Join(CacheDir(), spec.dir, hex.EncodeToString(h.Sum(nil))[:16])
 	if _, err := os.Stat(filepath.Join(final, spec.marker)); err == nil {
 		return final, nil
@@ -204,7 +218,7 @@ func buildTemplate(spec templateSpec) (string, error) {
 	}
 	db := sql.OpenDB(connector)
 	defer db.Close()
-	for _, q := range accountSQL {
+	for _, q := range spec.sql {
 		if _, err := db.ExecContext(ctx, q); err != nil {
 			return "", fmt.Errorf("%s: %s: %w", what, q, err)
 		}
