@@ -55,20 +55,26 @@
 //
 // # Grants
 //
+// deploy/accounts holds the copy-paste SQL (mysql.sql, mariadb.sql) and its
+// real-server test runs every operation here with exactly those grants.
 // Daemon admin account (Options.User):
 //
 //   - MySQL: SYSTEM_VARIABLES_ADMIN (read_only, super_read_only, semi-sync,
 //     clone_valid_donor_list), REPLICATION_SLAVE_ADMIN (STOP/START/RESET
-//     REPLICA, CHANGE REPLICATION SOURCE), REPLICATION CLIENT (SHOW REPLICA
-//     STATUS), CONNECTION_ADMIN (KILL other accounts' sessions), PROCESS
-//     (see every session), SELECT ON performance_schema.*, and CLONE_ADMIN
-//     for CloneFrom. super_read_only also blocks this account, which only
-//     changes variables and replication, never data.
+//     REPLICA, CHANGE REPLICATION SOURCE), RELOAD (RESET REPLICA ALL),
+//     REPLICATION CLIENT (SHOW REPLICA STATUS), CONNECTION_ADMIN (KILL other
+//     accounts' sessions), PROCESS (see every session), SELECT ON
+//     performance_schema.*, and CLONE_ADMIN and BACKUP_ADMIN for CloneFrom
+//     (recipient and donor). super_read_only also blocks this account,
+//     which only changes variables and replication, never data. It cannot
+//     kill a SYSTEM_USER account's session; KillClientConnections leaves
+//     those (super_read_only stops them).
 //   - MariaDB: READ_ONLY ADMIN (required to change read_only; it also lets
 //     the account write through read_only), REPLICATION SLAVE ADMIN
 //     (STOP/START/RESET SLAVE, CHANGE MASTER, rpl_semi_sync_slave_*),
-//     REPLICATION MASTER ADMIN (rpl_semi_sync_master_*), REPLICA MONITOR
-//     (SHOW ALL SLAVES STATUS), CONNECTION ADMIN and PROCESS.
+//     RELOAD (RESET SLAVE ALL), REPLICATION MASTER ADMIN
+//     (rpl_semi_sync_master_*), REPLICA MONITOR (SHOW ALL SLAVES STATUS),
+//     BINLOG MONITOR, CONNECTION ADMIN and PROCESS.
 //
 // Application accounts must NOT hold READ_ONLY ADMIN (MariaDB), SUPER,
 // CONNECTION_ADMIN or SYSTEM_VARIABLES_ADMIN (MySQL), nor ALL PRIVILEGES ON
