@@ -9,14 +9,18 @@ import (
 	"github.com/failoverd/failoverd/test/testenv"
 )
 
-// A watch session on a real server stands while mysqld runs and ends as
+// A watch session on a real server (each engine) stands while mysqld runs and ends as
 // soon as mysqld is SIGKILLed (the kernel closes its sockets), well within
 // a poll interval; it never ends on its own while the server is idle.
 func TestRealWatchEndsWhenMysqldIsKilled(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a real server")
 	}
-	m := testenv.StartMariaDB(t, testenv.ServerOptions{Name: "watched"})
+	testenv.ForEachEngine(t, testWatchEndsWhenKilled)
+}
+
+func testWatchEndsWhenKilled(t *testing.T, e testenv.Engine) {
+	m := testenv.StartServer(t, testenv.ServerOptions{Engine: e, Name: "watched"})
 	opts := Options{Addr: fmt.Sprintf("%s:%d", m.Host, m.Port), User: testenv.AdminUser, Password: testenv.AdminPassword,
 		Logger: slog.New(slog.DiscardHandler)}
 	established := make(chan struct{})

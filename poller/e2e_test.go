@@ -8,13 +8,18 @@ import (
 	"time"
 
 	"github.com/failoverd/failoverd/statemachine"
+	"github.com/failoverd/failoverd/test/testenv"
 )
 
 // TestE2EKilledPrimaryIsPrimaryDown: SIGKILL of the primary of a 3-site
-// MariaDB group is classified PrimaryDown (both replicas lost it) within
+// group (each engine) is classified PrimaryDown (both replicas lost it) within
 // failureThreshold × pollInterval + probeTimeout (+ slack).
 func TestE2EKilledPrimaryIsPrimaryDown(t *testing.T) {
-	lg := newLiveGroup(t, 3)
+	testenv.ForEachEngine(t, testE2EKilledPrimaryIsPrimaryDown)
+}
+
+func testE2EKilledPrimaryIsPrimaryDown(t *testing.T, e testenv.Engine) {
+	lg := newLiveGroup(t, e, 3)
 	lg.start(t)
 	lg.waitHealthy(t, 30*time.Second)
 
@@ -49,7 +54,11 @@ func TestE2EKilledPrimaryIsPrimaryDown(t *testing.T) {
 // link (the replica keeps streaming from the primary) gives
 // UnreachablePrimary, never PrimaryDown, and Healthy again after Restore.
 func TestE2ECutDaemonLinkIsUnreachablePrimary(t *testing.T) {
-	lg := newLiveGroup(t, 2)
+	testenv.ForEachEngine(t, testE2ECutDaemonLinkIsUnreachablePrimary)
+}
+
+func testE2ECutDaemonLinkIsUnreachablePrimary(t *testing.T, e testenv.Engine) {
+	lg := newLiveGroup(t, e, 2)
 	lg.start(t)
 	lg.waitHealthy(t, 30*time.Second)
 
@@ -116,8 +125,10 @@ func pollerGoroutines() int {
 // answers) is PrimaryDown once the replica notices, through its heartbeat
 // silence or slave_net_timeout (3 s), and the poller's goroutine count stays
 // flat meanwhile.
-func TestE2EPausedPrimary(t *testing.T) {
-	lg := newLiveGroup(t, 2)
+func TestE2EPausedPrimary(t *testing.T) { testenv.ForEachEngine(t, testE2EPausedPrimary) }
+
+func testE2EPausedPrimary(t *testing.T, e testenv.Engine) {
+	lg := newLiveGroup(t, e, 2)
 	lg.start(t)
 	lg.waitHealthy(t, 30*time.Second)
 	time.Sleep(time.Second) // settle: connections open

@@ -23,7 +23,7 @@ type detection struct {
 	obs    Observation // the observation that triggered it
 }
 
-// liveGroup is a real MariaDB topology watched the way the daemon watches
+// liveGroup is a real topology of one engine watched the way the daemon watches
 // it: daemon→site links through fault proxies (replication direct), a
 // Poller built by NewFromGroup, a Tracker by NewGroupTracker, and Detect run
 // after every observation with site0 as the persisted primary.
@@ -39,27 +39,28 @@ type liveGroup struct {
 	done    chan struct{}
 }
 
-// defaultGroup is a configs.Group with the shipped defaults (poll 500ms,
-// timeout 400ms, failure threshold 2, recovery threshold 3, corroborated).
-func defaultGroup(t testenv.T) configs.Group {
+// defaultGroup is a configs.Group of engine e with the shipped defaults
+// (poll 500ms, timeout 400ms, failure threshold 2, recovery threshold 3,
+// corroborated).
+func defaultGroup(t testenv.T, e testenv.Engine) configs.Group {
 	pw := filepath.Join(t.TempDir(), "admin.pw")
 	if err := os.WriteFile(pw, []byte(testenv.AdminPassword+"\n"), 0o600); err != nil {
 		t.Fatalf("write password file: %v", err)
 	}
 	return configs.Group{
-		Name: "e2e", Engine: configs.EngineMariaDB,
+		Name: "e2e", Engine: string(e), // testenv's engine names are the config's
 		PollInterval: 500 * time.Millisecond, ProbeTimeout: 400 * time.Millisecond,
 		FailureThreshold: 2, RecoveryThreshold: 3, Detection: configs.DetectionCorroborated,
 		Credentials: configs.Credentials{Admin: configs.Account{User: testenv.AdminUser, PasswordFile: pw}},
 	}
 }
 
-// newLiveGroup starts n MariaDB sites (site0 primary, made writable
+// newLiveGroup starts n sites of engine e (site0 primary, made writable
 // through mysqlctl: sites start read-only) with a proxy in front of each for
 // the daemon's probes.
-func newLiveGroup(t testenv.T, n int) *liveGroup {
+func newLiveGroup(t testenv.T, e testenv.Engine, n int) *liveGroup {
 	t.Helper()
-	lg := &liveGroup{topo: testenv.StartTopology(t, n, testenv.TopologyOptions{}), group: defaultGroup(t)}
+	lg := &liveGroup{topo: testenv.StartTopology(t, n, testenv.TopologyOptions{Engine: e}), group: defaultGroup(t, e)}
 	promote.Site(t, lg.topo.Sites[0])
 	for _, s := range lg.topo.Sites {
 		px := testenv.NewProxy(t, "daemon-to-"+s.Name, s.Addr())
