@@ -42,10 +42,19 @@ const (
 // hand), counts as success. After a lost session CloneFrom waits (within
 // ctx) for the server to answer again and checks
 // performance_schema.clone_status, returning ErrCloneFailed unless it says
-// Completed. The server must be fenced (read_only) first, so a live primary
-// is never wiped by mistake (ErrNotFenced). The clone plugin must be loaded
-// on both sides (else ErrNotSupported). On MariaDB it returns
-// ErrNotSupported naming the manual mariadb-backup procedure.
+// Completed. The clone plugin must be loaded on both sides (else
+// ErrNotSupported). On MariaDB it returns ErrNotSupported naming the manual
+// mariadb-backup procedure.
+//
+// The server must be fenced (read_only) first, so a live primary is never
+// wiped by mistake (ErrNotFenced), and must not replicate (ErrReplicaRunning:
+// stop and reset replication first). MySQL refuses CLONE INSTANCE while
+// super_read_only is ON (error 1290), so CloneFrom lifts super_read_only for
+// the clone only; read_only stays ON throughout, which still refuses every
+// application account. super_read_only is set again when CLONE fails, and
+// on the restarted server once the clone is verified, so the server ends
+// fenced as it was found (a server that restarts by itself comes back with
+// its own configuration, which must start it read-only).
 //
 // timeout bounds the whole call: the copy (whose session has no read
 // timeout, since CLONE answers only when it is done), the restart and the
@@ -75,6 +84,15 @@ func (i *Instance) CloneFrom(ctx context.Context, donor Donor, timeout time.Dura
 	if !st.ReadOnly {
 		return i.fail(op, "check fence", ErrNotFenced)
 	}
+	rep, err := i.replicaStatus(ctx)
+	if err != nil {
+		return i.fail(op, "read replica status", err)
+	}
+	// An applier writing while super_read_only is lifted for the copy would
+	// race CLONE on the data it replaces.
+	if rep != nil && (rep.IOThread.Running() || rep.SQLThread.Running()) {
+		return i.fail(op, "check replication", fmt.Errorf("%w: IO=%s SQL=%s", ErrReplicaRunning, rep.IOThread, rep.SQLThread))
+	}
 	q, closeSession, err := i.openLong(ctx)
 	if err != nil {
 		return i.fail(op, "open session", err)
@@ -86,19 +104,71 @@ func (i *Instance) CloneFrom(ctx context.Context, donor Donor, timeout time.Dura
 		}
 		return i.fail(op, "set donor list", err)
 	}
+	lifted := false
+	// CLONE INSTANCE on a super_read_only recipient fails with error 1290.
+	if st.SuperReadOnly && i.d.cloneUnfence != "" {
+		if err := q.exec(ctx, i.d.cloneUnfence); err != nil {
+			return i.fail(op, "lift super_read_only", err)
+		}
+		lifted = true
+		i.log.Info("mysqlctl: super_read_only lifted for CLONE, read_only stays on", "addr", i.addr)
+	}
 	err = q.exec(ctx, stmts[1])
 	switch {
 	case err == nil:
 		// Only CLONE ... DATA DIRECTORY returns normally; still verify.
 	case errNumber(err) == errCloneRestartFails:
 		i.log.Warn("mysqlctl: clone completed, mysqld must be started by hand", "addr", i.addr, "donor_host", donor.Host)
+		// The server may still run until it is restarted by hand: fenced, not
+		// left with only read_only. It may also be gone already.
+		if lifted {
+			if ferr := i.restoreFence(ctx); ferr != nil {
+				i.log.Warn("mysqlctl: could not set super_read_only again after the clone (the server may be down for its restart)",
+					"addr", i.addr, "err", ferr)
+			}
+		}
 		return nil
 	case sessionLost(err):
 		i.log.Info("mysqlctl: clone session ended, waiting for restart", "addr", i.addr)
 	default:
-		return i.fail(op, "clone instance", err, donor.Password)
+		cerr := i.fail(op, "clone instance", err, donor.Password)
+		// A failed CLONE leaves the server as it was: fenced again, not with
+		// super_read_only off.
+		if lifted {
+			if ferr := i.restoreFence(ctx); ferr != nil {
+				return errors.Join(cerr, i.fail(op, "restore super_read_only", ferr))
+			}
+		}
+		return cerr
 	}
-	return i.verifyClone(ctx)
+	if err := i.verifyClone(ctx); err != nil {
+		// A clone the restarted server reports failed left its old data: fenced
+		// as it was found, whatever its configuration says.
+		if errors.Is(err, ErrCloneFailed) {
+			if ferr := i.restoreFence(ctx); ferr != nil {
+				return errors.Join(err, i.fail(op, "restore super_read_only", ferr))
+			}
+		}
+		return err
+	}
+	// The restarted server's own configuration decides its read-only state:
+	// one that starts writable must not come out of a reclone as a primary.
+	if err := i.fence(ctx); err != nil {
+		return i.fail(op, "fence the cloned server", err)
+	}
+	return nil
+}
+
+// cloneFenceRestore bounds setting super_read_only again after CLONE, even
+// when CloneFrom's own timeout has passed.
+const cloneFenceRestore = 10 * time.Second
+
+// restoreFence sets the fence again after CLONE, within cloneFenceRestore
+// of now whatever is left of ctx.
+func (i *Instance) restoreFence(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cloneFenceRestore)
+	defer cancel()
+	return i.fence(ctx)
 }
 
 // verifyClone polls clone_status until it reports Completed or Failed.

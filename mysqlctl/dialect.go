@@ -81,6 +81,9 @@ type dialect struct {
 	// clone is nil when the flavor cannot clone (MariaDB).
 	clone            func(d Donor) ([]string, error)
 	cloneStatusQuery string
+	// cloneUnfence lifts what refuses CLONE INSTANCE on a fenced server
+	// (MySQL super_read_only) while read_only stays on.
+	cloneUnfence     string
 	cloneUnsupported string // why clone is unsupported, naming the manual procedure
 }
 
@@ -290,6 +293,7 @@ func mysqlDialect(f Flavor) dialect {
 			}, nil
 		},
 		cloneStatusQuery: "SELECT STATE AS state, ERROR_NO AS error_no, ERROR_MESSAGE AS error_message FROM performance_schema.clone_status",
+		cloneUnfence:     "SET GLOBAL super_read_only = OFF",
 	}
 }
 

@@ -560,39 +560,69 @@ func TestCloneFromSQL(t *testing.T) {
 		return func(ctx context.Context, i *Instance) error { return i.CloneFrom(ctx, d, time.Hour) }
 	}
 	const cloneStatus = "SELECT STATE AS state, ERROR_NO AS error_no, ERROR_MESSAGE AS error_message FROM performance_schema.clone_status"
-	cloneStmts := []string{mysqlReadOnly, "SET GLOBAL clone_valid_donor_list = '10.0.0.1:3306'",
+	const list = "SET GLOBAL clone_valid_donor_list = '10.0.0.1:3306'"
+	cloneStmts := []string{mysqlReadOnly, "SHOW REPLICA STATUS", list, "SET GLOBAL super_read_only = OFF",
 		"CLONE INSTANCE FROM 'clone'@'10.0.0.1':3306 IDENTIFIED BY 'clone-pw' REQUIRE SSL"}
+	// refence is what sets super_read_only again, read back.
+	refence := []string{"SET GLOBAL super_read_only = ON", mysqlReadOnly}
+	halfFenced := table("read_only", "super_read_only").row("1", "0").ok()
 	runSQLCases(t, []sqlCase{
-		{name: "mysql 3707 is success", flavor: mysql80, run: clone(donor),
+		{name: "mysql 3707 is success, fenced again", flavor: mysql80, run: clone(donor),
 			setup: func(db *fakeDB) {
 				db.on(mysqlReadOnly, mysqlFenced).on("CLONE INSTANCE", fails(serverErr(3707, "Restart server failed (mysqld is not managed by supervisor process).")))
 			},
-			want: cloneStmts},
-		{name: "mysql session lost, restarted, completed", flavor: mysql80, run: clone(donor),
+			want: slices.Concat(cloneStmts, refence)},
+		{name: "mysql 3707 with the server already gone is success", flavor: mysql80, run: clone(donor),
+			setup: func(db *fakeDB) {
+				db.on(mysqlReadOnly, mysqlFenced).on("CLONE INSTANCE", fails(serverErr(3707, "Restart server failed (mysqld is not managed by supervisor process).")))
+				db.on("SET GLOBAL super_read_only = ON", fails(mysql.ErrInvalidConn))
+			},
+			want: slices.Concat(cloneStmts, refence[:1])},
+		{name: "mysql session lost, restarted, completed, fenced", flavor: mysql80, run: clone(donor),
 			setup: func(db *fakeDB) {
 				db.on(mysqlReadOnly, mysqlFenced).on("CLONE INSTANCE", fails(mysql.ErrInvalidConn)).
 					on(cloneStatus, fails(errors.New("dial tcp: connection refused")),
 						table("state", "error_no", "error_message").row("In Progress", "0", "").ok(),
 						table("state", "error_no", "error_message").row("Completed", "0", "").ok())
 			},
-			want: append(slices.Clone(cloneStmts), cloneStatus, cloneStatus, cloneStatus)},
-		{name: "mysql session lost, clone failed", flavor: mysql80, run: clone(donor),
+			want: slices.Concat(cloneStmts, []string{cloneStatus, cloneStatus, cloneStatus}, refence)},
+		{name: "mysql session lost, clone failed, fenced again", flavor: mysql80, run: clone(donor),
 			setup: func(db *fakeDB) {
 				db.on(mysqlReadOnly, mysqlFenced).on("CLONE INSTANCE", fails(mysql.ErrInvalidConn)).
 					on(cloneStatus, table("state", "error_no", "error_message").row("Failed", "3862", "Clone Donor Error").ok())
 			},
-			want:    append(slices.Clone(cloneStmts), cloneStatus),
+			want:    slices.Concat(cloneStmts, []string{cloneStatus}, refence),
 			wantErr: ErrCloneFailed},
+		{name: "mysql CLONE refused: super_read_only set again", flavor: mysql80, run: clone(donor),
+			setup: func(db *fakeDB) {
+				db.on(mysqlReadOnly, mysqlFenced).on("CLONE INSTANCE", fails(serverErr(3869, "Clone system configuration: donor unreachable")))
+			},
+			want:    slices.Concat(cloneStmts, refence),
+			wantErr: errAny},
+		{name: "mysql read_only without super_read_only: nothing to lift", flavor: mysql80, run: clone(donor),
+			setup: func(db *fakeDB) {
+				db.on(mysqlReadOnly, halfFenced).on("CLONE INSTANCE", fails(mysql.ErrInvalidConn)).
+					on(cloneStatus, table("state", "error_no", "error_message").row("Completed", "0", "").ok())
+			},
+			// The fence is read back after the restart: the fake still answers half-fenced.
+			want:    slices.Concat([]string{mysqlReadOnly, "SHOW REPLICA STATUS", list, cloneStmts[4], cloneStatus}, refence),
+			wantErr: ErrFenceNotInEffect},
 		{name: "mysql no plugin", flavor: mysql80, run: clone(Donor{Host: "10.0.0.1", Port: 3310, User: "clone", Password: "pw"}),
 			setup: func(db *fakeDB) {
 				db.on(mysqlReadOnly, mysqlFenced).on("SET GLOBAL clone_valid_donor_list", fails(serverErr(1193, "Unknown system variable 'clone_valid_donor_list'")))
 			},
-			want:    []string{mysqlReadOnly, "SET GLOBAL clone_valid_donor_list = '10.0.0.1:3310'"},
+			want:    []string{mysqlReadOnly, "SHOW REPLICA STATUS", "SET GLOBAL clone_valid_donor_list = '10.0.0.1:3310'"},
 			wantErr: ErrNotSupported},
 		{name: "mysql writable recipient refused", flavor: mysql80, run: clone(donor),
 			setup:   func(db *fakeDB) { db.on(mysqlReadOnly, mysqlWritable) },
 			want:    []string{mysqlReadOnly},
 			wantErr: ErrNotFenced},
+		{name: "mysql replicating recipient refused", flavor: mysql80, run: clone(donor),
+			setup: func(db *fakeDB) {
+				db.on(mysqlReadOnly, mysqlFenced).on("SHOW REPLICA STATUS", mysqlReplica("No", "Yes", "", "0", ""))
+			},
+			want:    []string{mysqlReadOnly, "SHOW REPLICA STATUS"},
+			wantErr: ErrReplicaRunning},
 		{name: "mariadb not supported", flavor: mariadb, run: clone(donor), wantErr: ErrNotSupported},
 	})
 }
