@@ -66,7 +66,10 @@
 //     accounts' sessions), PROCESS (see every session), SELECT ON
 //     performance_schema.*, and CLONE_ADMIN and BACKUP_ADMIN for CloneFrom
 //     (recipient and donor). super_read_only also blocks this account,
-//     which only changes variables and replication, never data. It cannot
+//     which only changes variables and replication, never data (CloneFrom
+//     alone lifts super_read_only, for the copy only: MySQL refuses CLONE
+//     INSTANCE under it; read_only stays on and the fence is set again
+//     afterwards). It cannot
 //     kill a SYSTEM_USER account's session; KillClientConnections leaves
 //     those (super_read_only stops them).
 //   - MariaDB: READ_ONLY ADMIN (required to change read_only; it also lets

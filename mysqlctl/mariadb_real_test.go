@@ -7,13 +7,13 @@ import (
 	"github.com/failoverd/failoverd/test/testenv"
 )
 
-// mariadbFactory starts MariaDB servers with test/testenv.
+// mariadbFactory starts MariaDB 10.11 servers with test/testenv.
 func mariadbFactory() serverFactory {
 	return serverFactory{
+		engine: testenv.MariaDB,
 		flavor: gtid.MariaDB,
 		start: func(t *testing.T, name string) *realServer {
-			m := testenv.StartMariaDB(t, testenv.ServerOptions{Name: name})
-			return &realServer{name: name, host: m.Host, port: m.Port, restart: m.Restart}
+			return newRealServer(testenv.StartMariaDB(t, testenv.ServerOptions{Name: name}))
 		},
 		raw: rawSQL{
 			executed:       "SELECT @@GLOBAL.gtid_binlog_state",

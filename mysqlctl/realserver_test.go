@@ -1,17 +1,19 @@
 package mysqlctl
 
-// Real-server tests shared by both flavors: runSuite takes a serverFactory
-// (MariaDB from test/testenv in mariadb_real_test.go, MySQL from
-// FAILOVERD_TEST_MYSQL_BASEDIR in mysql_real_test.go). Servers listen on
-// 127.0.0.1 only.
+// Real-server tests shared by both engines: runSuite takes a serverFactory
+// (MariaDB 10.11 in mariadb_real_test.go, MySQL 9.7 in mysql_real_test.go,
+// both started by test/testenv). Servers listen on 127.0.0.1 only.
 
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -28,10 +30,16 @@ type realServer struct {
 	name string
 	host string
 	port int
-	// restart starts the server again on the same datadir (stopping it first
-	// if it still runs).
-	restart func(ctx context.Context) error
+	srv  *testenv.Server
 }
+
+func newRealServer(m *testenv.Server) *realServer {
+	return &realServer{name: m.Name, host: m.Host, port: m.Port, srv: m}
+}
+
+// restart starts the server again on the same datadir (stopping it first
+// if it still runs).
+func (s *realServer) restart(ctx context.Context) error { return s.srv.Restart(ctx) }
 
 func (s *realServer) addr() string { return fmt.Sprintf("%s:%d", s.host, s.port) }
 
@@ -53,6 +61,7 @@ type rawSQL struct {
 
 // serverFactory starts servers of one flavor.
 type serverFactory struct {
+	engine testenv.Engine
 	flavor gtid.Flavor
 	// replTLS: replication must use TLS (MySQL's caching_sha2_password).
 	replTLS bool
@@ -68,6 +77,13 @@ const errReadOnly = 1290 // ER_OPTION_PREVENTS_STATEMENT: --read-only / --super-
 type suite struct{ f serverFactory }
 
 func runSuite(t *testing.T, f serverFactory) {
+	engines, err := testenv.Engines()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(engines, f.engine) {
+		t.Skipf("SKIP %s real-server tests: %s=%s does not select %s", f.engine, testenv.EngineEnv, os.Getenv(testenv.EngineEnv), f.engine)
+	}
 	s := suite{f}
 	t.Run("OpenDetectsFlavorAndHidesPassword", s.testOpen)
 	t.Run("StatusPrimaryAndReplica", s.testStatus)
@@ -79,6 +95,7 @@ func runSuite(t *testing.T, f serverFactory) {
 	t.Run("ManualFailoverThreeSites", s.testFailover)
 	t.Run("IdempotentReplicationControl", s.testIdempotency)
 	t.Run("CloneFrom", s.testClone)
+	t.Run("TaggedGTIDs", s.testTaggedGTIDs)
 }
 
 func ctxFor(t *testing.T, d time.Duration) context.Context {
@@ -230,6 +247,32 @@ func (s suite) waitReplicated(t *testing.T, replica, primary *sql.DB) {
 		got := s.executed(t, replica)
 		return got.Contains(want), fmt.Sprintf("replica has %s, primary %s", got, want)
 	})
+}
+
+// lockTable holds LOCK TABLES app.t READ in a session of db until the
+// returned release runs (at the latest at t's cleanup): the applier waits for
+// the table while reads go on. A locking read (SELECT ... FOR UPDATE) is no
+// option: MySQL refuses it on a super_read_only replica (error 1290). The
+// session is closed, never returned to the pool holding the lock.
+func lockTable(t *testing.T, db *sql.DB) (release func()) {
+	t.Helper()
+	conn, err := db.Conn(ctxFor(t, 30*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var once sync.Once
+	release = func() {
+		once.Do(func() {
+			_, _ = conn.ExecContext(context.Background(), "UNLOCK TABLES")
+			_ = conn.Raw(func(any) error { return driver.ErrBadConn }) // discard the session
+			_ = conn.Close()
+		})
+	}
+	t.Cleanup(release)
+	if _, err := conn.ExecContext(ctxFor(t, 30*time.Second), "LOCK TABLES app.t READ"); err != nil {
+		t.Fatalf("LOCK TABLES app.t READ: %v", err)
+	}
+	return release
 }
 
 func countRows(t *testing.T, db *sql.DB) int {
@@ -550,21 +593,12 @@ func (s suite) testDrain(t *testing.T) {
 	})
 
 	t.Run("BlockedApplierTimesOutThenCatchesUp", func(t *testing.T) {
-		// A row lock held on the replica stops the applier inside a transaction.
-		lockConn, err := rdb.Conn(ctxFor(t, 30*time.Second))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer lockConn.Close()
+		// A table lock held on the replica stops the applier.
+		unlock := lockTable(t, rdb)
 		ctx := ctxFor(t, 120*time.Second)
-		for _, q := range []string{"BEGIN", "SELECT v FROM app.t WHERE id = 1 FOR UPDATE"} {
-			if _, err := lockConn.ExecContext(ctx, q); err != nil {
-				t.Fatalf("%s: %v", q, err)
-			}
-		}
 		mustExec(t, pApp, "UPDATE t SET v = 42 WHERE id = 1")
 		target := waitRetrieved()
-		err = ir.WaitRelayDrained(ctx, gtid.Set{}, 2*time.Second)
+		err := ir.WaitRelayDrained(ctx, gtid.Set{}, 2*time.Second)
 		if !errors.Is(err, ErrDrainTimeout) {
 			t.Fatalf("WaitRelayDrained with a blocked applier = %v; want ErrDrainTimeout", err)
 		}
@@ -572,9 +606,7 @@ func (s suite) testDrain(t *testing.T) {
 		var drainErr error
 		wg.Go(func() { drainErr = ir.WaitRelayDrained(ctx, target, 60*time.Second) })
 		time.Sleep(time.Second) // the drain is waiting while the applier is blocked
-		if _, err := lockConn.ExecContext(ctx, "ROLLBACK"); err != nil {
-			t.Fatal(err)
-		}
+		unlock()
 		wg.Wait()
 		if drainErr != nil {
 			t.Fatalf("WaitRelayDrained after the lock was released: %v", drainErr)
@@ -643,17 +675,8 @@ func (s suite) testStopReplicaIO(t *testing.T) {
 	}
 
 	t.Run("DrainAppliesExactlyTheFrozenSet", func(t *testing.T) {
-		// A row lock on the replica holds the applier inside a transaction.
-		lockConn, err := rdb.Conn(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer lockConn.Close()
-		for _, q := range []string{"BEGIN", "SELECT v FROM app.t WHERE id = 1 FOR UPDATE"} {
-			if _, err := lockConn.ExecContext(ctx, q); err != nil {
-				t.Fatalf("%s: %v", q, err)
-			}
-		}
+		// A table lock on the replica holds the applier.
+		unlock := lockTable(t, rdb)
 		mustExec(t, pApp, "UPDATE t SET v = 1 WHERE id = 1")
 		insert(10, 15)
 		retrievedAll()
@@ -676,9 +699,7 @@ func (s suite) testStopReplicaIO(t *testing.T) {
 		var drainErr error
 		wg.Go(func() { drainErr = ir.WaitRelayDrained(ctx, final, 60*time.Second) })
 		time.Sleep(time.Second) // two heartbeat periods: ample time for a running IO thread to fetch the later writes
-		if _, err := lockConn.ExecContext(ctx, "ROLLBACK"); err != nil {
-			t.Fatal(err)
-		}
+		unlock()
 		wg.Wait()
 		if drainErr != nil {
 			t.Fatalf("WaitRelayDrained: %v", drainErr)
@@ -716,8 +737,9 @@ func (s suite) testStopReplicaIO(t *testing.T) {
 		if err := ir.WaitRelayDrained(ctx, rep.Retrieved, 30*time.Second); err != nil {
 			t.Fatalf("WaitRelayDrained: %v", err)
 		}
-		if n := countRows(t, rdb); n != 18 {
-			t.Fatalf("replica has %d rows after the drain, want 18 (the relay log was discarded?)", n)
+		// The primary wrote nothing since retrievedAll: the replica must have all of it.
+		if n, want := countRows(t, rdb), countRows(t, pdb); n != want {
+			t.Fatalf("replica has %d rows after the drain, the primary %d (the relay log was discarded?)", n, want)
 		}
 		restartIO()
 	})
@@ -783,6 +805,10 @@ func (s suite) testSemiSync(t *testing.T) {
 		}
 		ok := sp.SemiSync.PrimaryEnabled && !sp.SemiSync.ReplicaEnabled && sp.SemiSync.PrimaryActive &&
 			sr.SemiSync.ReplicaEnabled && !sr.SemiSync.PrimaryEnabled && sr.SemiSync.ReplicaActive
+		// SetSemiSync restarted the IO thread: MySQL reports the replica side
+		// active while the thread still says Connecting, and the reads below
+		// must not race its connection.
+		ok = ok && sr.Replica != nil && sr.Replica.IOThread == ThreadYes
 		return ok, fmt.Sprintf("primary %+v replica %+v", sp.SemiSync, sr.SemiSync)
 	})
 	// The poller's one-request Status reads the same semi-sync state.
@@ -920,22 +946,152 @@ func (s suite) testClone(t *testing.T) {
 	}
 	srv := s.startN(t, 2)
 	donor, recipient := srv[0], srv[1]
-	mustExec(t, app(t, donor), "CREATE TABLE t (id INT PRIMARY KEY, v INT NOT NULL)", "INSERT INTO t VALUES (1, 7)")
-	inst := s.open(t, recipient)
-	d := Donor{Host: donor.host, Port: donor.port, User: testenv.AdminUser, Password: testenv.AdminPassword}
+	s.openPrimary(t, donor)
+	ddb := admin(t, donor)
+	mustExec(t, app(t, donor), "CREATE TABLE t (id INT PRIMARY KEY, v INT NOT NULL)", "INSERT INTO t VALUES (1, 7)", "INSERT INTO t VALUES (2, 8)")
+	// The recipient has a history of its own, which the clone must replace.
+	inst := s.openPrimary(t, recipient)
+	mustExec(t, app(t, recipient), "CREATE TABLE own (id INT PRIMARY KEY)", "INSERT INTO own VALUES (1)")
+	d := Donor{Host: donor.host, Port: donor.port, User: testenv.AdminUser, Password: testenv.AdminPassword, TLS: s.f.replTLS}
 	if err := inst.CloneFrom(ctxFor(t, 30*time.Second), d, 30*time.Second); !errors.Is(err, ErrNotFenced) {
 		t.Fatalf("CloneFrom on a writable server = %v; want ErrNotFenced", err)
+	}
+	if n := queryString(t, admin(t, recipient), "SELECT COUNT(*) FROM app.own"); n != "1" {
+		t.Fatalf("the refused clone touched the recipient: %s rows in app.own", n)
+	}
+	s.replicate(t, inst, admin(t, recipient), donor) // fences the recipient
+	if err := inst.CloneFrom(ctxFor(t, 30*time.Second), d, 30*time.Second); !errors.Is(err, ErrReplicaRunning) {
+		t.Fatalf("CloneFrom on a replicating server = %v; want ErrReplicaRunning", err)
+	}
+	if err := inst.ResetReplicaAll(ctxFor(t, 30*time.Second)); err != nil {
+		t.Fatal(err)
 	}
 	if err := inst.Fence(ctxFor(t, 30*time.Second)); err != nil {
 		t.Fatal(err)
 	}
+	want := s.executed(t, ddb)
 	if err := inst.CloneFrom(ctxFor(t, 300*time.Second), d, 240*time.Second); err != nil {
 		t.Fatalf("CloneFrom: %v", err)
 	}
+	// testenv's mysqld has no supervisor: CLONE cannot restart it (3707).
 	if err := recipient.restart(ctxFor(t, 120*time.Second)); err != nil {
 		t.Fatal(err)
 	}
-	if v := queryString(t, admin(t, recipient), "SELECT v FROM app.t WHERE id = 1"); v != "7" {
-		t.Fatalf("cloned row v = %q, want 7", v)
+	rdb := admin(t, recipient)
+	if v := queryString(t, rdb, "SELECT GROUP_CONCAT(v ORDER BY id) FROM app.t"); v != "7,8" {
+		t.Fatalf("cloned rows v = %q, want 7,8", v)
 	}
+	if n := queryString(t, rdb, "SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = 'app' AND TABLE_NAME = 'own'"); n != "0" {
+		t.Fatalf("the recipient's own table survived the clone")
+	}
+	ir := s.open(t, recipient)
+	st, err := ir.Status(ctxFor(t, 30*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !st.Executed.Equal(want) || !st.Fenced() || st.Replica != nil {
+		t.Fatalf("cloned recipient: executed %s (donor %s), fenced %t, replica %+v", st.Executed, want, st.Fenced(), st.Replica)
+	}
+	// The copy replicates from its donor with GTID auto-positioning.
+	s.replicate(t, ir, rdb, donor)
+	mustExec(t, app(t, donor), "INSERT INTO t VALUES (3, 9)")
+	s.waitReplicated(t, rdb, ddb)
+	if n := countRows(t, rdb); n != 3 {
+		t.Fatalf("the cloned recipient has %d rows after replicating, want 3", n)
+	}
+}
+
+// testTaggedGTIDs: tagged GTIDs written by a real MySQL server
+// (gtid_next='AUTOMATIC:tag', 8.4+) flow through Status, the retrieved set,
+// the drain's wait position and package gtid's comparisons, and a tagged
+// errant transaction on a replica is found errant.
+func (s suite) testTaggedGTIDs(t *testing.T) {
+	if s.f.flavor != gtid.MySQL {
+		t.Skip("SKIP tagged GTIDs: a MySQL 8.4+ feature; MariaDB's domain-server-seq GTIDs have no tags")
+	}
+	p, r, ip, ir, pdb, rdb := s.pair(t)
+	ctx := ctxFor(t, 120*time.Second)
+	// tagged runs stmts in one session of db under gtid_next='AUTOMATIC:tag'.
+	tagged := func(db *sql.DB, tag string, stmts ...string) {
+		t.Helper()
+		conn, err := db.Conn(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		for _, q := range slices.Concat([]string{"SET gtid_next = 'AUTOMATIC:" + tag + "'"}, stmts, []string{"SET gtid_next = 'AUTOMATIC'"}) {
+			if _, err := conn.ExecContext(ctx, q); err != nil {
+				t.Fatalf("%s: %v", q, err)
+			}
+		}
+	}
+	status := func(inst *Instance) Status {
+		t.Helper()
+		st, err := inst.Status(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+
+	// The applier is stopped, so the replica first holds the tagged
+	// transactions in its relay log only and the drain waits for a tagged set.
+	mustExec(t, rdb, s.f.raw.stopSQLThread)
+	tagged(pdb, "Failover_A", "INSERT INTO app.t VALUES (70, 0)", "INSERT INTO app.t VALUES (71, 0)")
+	tagged(pdb, "failover_b", "UPDATE app.t SET v = 1 WHERE id = 70")
+	mustExec(t, app(t, p), "INSERT INTO t VALUES (72, 0)") // untagged again
+	stP := status(ip)
+	wantTagged := gtid.MustParse(gtid.MySQL, stP.ServerUUID+":failover_a:1-2:failover_b:1")
+	if !stP.Executed.Contains(wantTagged) || !stP.Executed.Equal(s.executed(t, pdb)) {
+		t.Fatalf("primary Executed %s (raw %q): want it to hold %s and equal the server's %s", stP.Executed, stP.ExecutedRaw, wantTagged, s.executed(t, pdb))
+	}
+	t.Logf("primary gtid_executed with tags: %q", stP.ExecutedRaw)
+	waitFor(t, 30*time.Second, "tagged transactions retrieved", func() (bool, string) {
+		st := status(ir)
+		return st.Replica != nil && st.Replica.Retrieved.Contains(stP.Executed), st.Replica.RetrievedRaw
+	})
+	if st := status(ir); st.Executed.Contains(wantTagged) {
+		t.Fatalf("replica executed %s with its applier stopped", st.Executed)
+	}
+	if err := ir.WaitRelayDrained(ctx, stP.Executed, 30*time.Second); err != nil {
+		t.Fatalf("WaitRelayDrained to a tagged set: %v", err)
+	}
+	stR := status(ir)
+	if !stR.Executed.Covers(stP.Executed) || !stR.Replica.Retrieved.Contains(wantTagged) {
+		t.Fatalf("replica executed %s, retrieved %s; want the primary's %s", stR.Executed, stR.Replica.Retrieved, stP.Executed)
+	}
+	if v := queryString(t, rdb, "SELECT v FROM app.t WHERE id = 70"); v != "1" {
+		t.Fatalf("replica row 70 v = %s, want 1", v)
+	}
+	// Replicated tagged transactions carry the primary's UUID: not errant.
+	errant := func(replica, primary Status) gtid.Set {
+		t.Helper()
+		own, err := primary.Executed.Uncovered(replica.Executed).OriginatedBy(replica.ServerUUID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return own
+	}
+	if e := errant(stR, stP); !e.IsEmpty() || gtid.DivergentCount(stR.Executed, stP.Executed) != 0 {
+		t.Fatalf("a replica holding only replicated tagged transactions looks errant: %s", e)
+	}
+
+	// A tagged write on the replica is an errant transaction.
+	mustExec(t, rdb, s.f.raw.adminWriteOn...)
+	tagged(rdb, "errant_x", "INSERT INTO app.t VALUES (90, 0)")
+	mustExec(t, rdb, s.f.raw.adminWriteOff...)
+	stR, stP = status(ir), status(ip)
+	want := gtid.MustParse(gtid.MySQL, stR.ServerUUID+":errant_x:1")
+	if e := errant(stR, stP); !e.Equal(want) {
+		t.Fatalf("errant transactions of the replica = %s, want %s (replica %s, primary %s)", e, want, stR.Executed, stP.Executed)
+	}
+	if n := gtid.DivergentCount(stR.Executed, stP.Executed); n != 1 || stP.Executed.Covers(stR.Executed) {
+		t.Fatalf("DivergentCount = %d, primary covers the replica: %t; want 1, false", n, stP.Executed.Covers(stR.Executed))
+	}
+	if !stR.Executed.Equal(s.executed(t, rdb)) {
+		t.Fatalf("replica Executed %s, server says %s", stR.Executed, s.executed(t, rdb))
+	}
+	// The poller's one-request status reads the same tagged sets.
+	s.checkStatusOnly(t, r, stR)
+	s.checkStatusOnly(t, p, stP)
 }
