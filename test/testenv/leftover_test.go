@@ -28,7 +28,8 @@ type leftoverReport struct {
 }
 
 // TestHelperProcessLeftovers is not a test on its own: run by
-// TestNothingSurvives in a child process, it starts MariaDB and Redis,
+// TestNothingSurvives in a child process, it starts a server of every
+// selected engine and Redis,
 // SIGSTOPs one, reports pids and dirs, then dies. Without the env var it
 // returns at once.
 func TestHelperProcessLeftovers(t *testing.T) {
@@ -36,12 +37,23 @@ func TestHelperProcessLeftovers(t *testing.T) {
 	if mode == "" {
 		return
 	}
-	m := StartMariaDB(t, ServerOptions{Name: "doomed"})
-	r := StartRedis(t, RedisOptions{Name: "doomed"})
-	rep := leftoverReport{
-		Pids: []int{m.current().pid(), r.current().pid()},
-		Dirs: []string{m.dir, r.dir},
+	engines, err := Engines()
+	if err != nil {
+		t.Fatal(err)
 	}
+	var rep leftoverReport
+	var m *Server // the first server: paused in "panic" mode
+	for _, e := range engines {
+		s := StartServer(t, ServerOptions{Engine: e, Name: "doomed"})
+		if m == nil {
+			m = s
+		}
+		rep.Pids = append(rep.Pids, s.current().pid())
+		rep.Dirs = append(rep.Dirs, s.dir)
+	}
+	r := StartRedis(t, RedisOptions{Name: "doomed"})
+	rep.Pids = append(rep.Pids, r.current().pid())
+	rep.Dirs = append(rep.Dirs, r.dir)
 	// A stopped process ignores everything but SIGKILL and SIGCONT.
 	var paused interface{ Pause() error } = m
 	if mode == "crash" {
@@ -97,7 +109,11 @@ func TestNothingSurvives(t *testing.T) {
 			if err := json.Unmarshal(b, &rep); err != nil {
 				t.Fatalf("helper report: %v", err)
 			}
-			if len(rep.Pids) != 2 || len(rep.Dirs) != 2 {
+			engines, err := Engines()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := len(engines) + 1; len(rep.Pids) != want || len(rep.Dirs) != want { // a server per engine and Redis
 				t.Fatalf("helper report incomplete: %+v", rep)
 			}
 			deadline := time.Now().Add(10 * time.Second)

@@ -10,7 +10,11 @@ import (
 // second part: a planned switchover under load, then Missing on both sites;
 // finally Missing must report a deliberately deleted acknowledged row.
 func TestWriteLoadFollowsWritableSiteAndLosesNothing(t *testing.T) {
-	tp := StartTopology(t, 2, TopologyOptions{})
+	ForEachEngine(t, testWriteLoadFollowsWritableSiteAndLosesNothing)
+}
+
+func testWriteLoadFollowsWritableSiteAndLosesNothing(t *testing.T, e Engine) {
+	tp := StartTopology(t, 2, TopologyOptions{Engine: e})
 	oldP, newP := tp.Sites[0], tp.Sites[1]
 	writableForTestenvTest(t, oldP)
 	// The replica first: the load must find the writable site by itself.
@@ -21,9 +25,9 @@ func TestWriteLoadFollowsWritableSiteAndLosesNothing(t *testing.T) {
 	}
 
 	// Switchover: fence the primary, let the replica catch up, promote it.
-	oldP.Exec(t, "SET GLOBAL read_only = ON")
-	newP.WaitGTID(t, oldP.QueryString(t, "SELECT @@gtid_binlog_pos"), 10*time.Second)
-	newP.Exec(t, "STOP SLAVE")
+	readOnlyForTestenvTest(t, oldP)
+	newP.WaitGTID(t, oldP.GTIDExecuted(t), 10*time.Second)
+	newP.Exec(t, "STOP REPLICA")
 	writableForTestenvTest(t, newP)
 	n := len(wl.Acked())
 	wl.WaitForAcks(t, n+50, 20*time.Second)
