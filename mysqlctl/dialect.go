@@ -70,6 +70,11 @@ type dialect struct {
 	ioThreadsQuery string
 
 	changeSource func(src Source) (string, error)
+	// applierStateQuery, when set, returns one row: applied (the executed
+	// set) and busy_workers (applier workers not waiting for the
+	// coordinator); WaitRelayDrained reads it when the relay log looks
+	// exhausted. Without it Gtid_Slave_Pos is the applied position.
+	applierStateQuery string
 	// waitPosition turns a GTID set into waitQuery's argument.
 	waitPosition func(set gtid.Set) string
 	// waitQuery returns one column "result"; waitResult interprets it.
@@ -261,6 +266,11 @@ func mysqlDialect(f Flavor) dialect {
 			}
 			return s, nil
 		},
+		// An idle worker waits "for an event from Coordinator"; any other
+		// state (applying, waiting for a lock or a commit) is work in progress.
+		applierStateQuery: "SELECT @@GLOBAL.gtid_executed AS applied, (SELECT COUNT(*) FROM performance_schema.threads " +
+			"WHERE NAME IN ('thread/sql/replica_worker', 'thread/sql/slave_worker') " +
+			"AND COALESCE(PROCESSLIST_STATE, '') NOT LIKE 'Waiting for an event from Coordinator%') AS busy_workers",
 		waitPosition: gtid.Set.String,
 		waitQuery: func(set string, timeout time.Duration) (string, error) {
 			q, err := quote(set)

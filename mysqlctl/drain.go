@@ -27,6 +27,10 @@ import (
 //     Gtid_Slave_Pos already covers the position, else it returns
 //     ErrApplierStopped. To freeze the retrieved set before a drain use
 //     StopReplicaIO, which keeps the applier running.
+//   - Relay log exhausted short of the retrieved set (IO thread stopped,
+//     applier idle with nothing more to read, seen twice with nothing
+//     applied in between; on MySQL every applier worker idle too): an
+//     *IncompleteError naming the transactions never fully received.
 //   - Not drained within timeout: ErrDrainTimeout.
 //
 // ctx bounds the whole call; if it ends first the error wraps ctx.Err().
@@ -74,8 +78,12 @@ func (i *Instance) WaitRelayDrained(ctx context.Context, target gtid.Set, timeou
 		// A source that died mid-transaction leaves its GTID retrieved but
 		// the transaction unapplicable: seen exhausted twice with nothing
 		// applied in between, the wait is over.
-		if rep.RelayExhausted() {
-			if exhaustedAt != "" && exhaustedAt == rep.GTIDSlavePos+"|"+rep.SQLState {
+		exhausted, applied, err := i.relayExhausted(ctx, rep)
+		if err != nil {
+			return i.fail(op, "read applier state", err)
+		}
+		if exhausted {
+			if exhaustedAt != "" && exhaustedAt == applied+"|"+rep.SQLState {
 				st, err := i.Status(ctx)
 				if err != nil {
 					return i.fail(op, "read executed set", err)
@@ -85,7 +93,7 @@ func (i *Instance) WaitRelayDrained(ctx context.Context, target gtid.Set, timeou
 					return &IncompleteError{Missing: missing}
 				}
 			}
-			exhaustedAt = rep.GTIDSlavePos + "|" + rep.SQLState
+			exhaustedAt = applied + "|" + rep.SQLState
 		} else {
 			exhaustedAt = ""
 		}
@@ -95,7 +103,7 @@ func (i *Instance) WaitRelayDrained(ctx context.Context, target gtid.Set, timeou
 			return i.fail(op, "wait", fmt.Errorf("%w after %v: SQL thread %s, waiting for %q", ErrDrainTimeout, timeout, rep.SQLThread, pos))
 		}
 		slice := drainSlice
-		if rep.RelayExhausted() {
+		if exhausted {
 			// Confirming an exhausted relay log needs a second look soon.
 			slice = drainSlice / 5
 		}
@@ -120,6 +128,42 @@ func (i *Instance) WaitRelayDrained(ctx context.Context, target gtid.Set, timeou
 			return nil
 		}
 	}
+}
+
+// relayExhausted reports whether nothing more can be applied (see
+// ReplicaStatus.RelayExhausted) and what has been applied, the key that
+// tells two exhausted looks with progress in between apart: MariaDB's
+// Gtid_Slave_Pos, MySQL's @@gtid_executed. On MySQL the state of the
+// coordinator is not enough: with a multi-threaded applier it says "read
+// all relay log" as soon as it has handed the last transaction to a worker,
+// which may still apply it for seconds (a big transaction, a lock wait), so
+// every worker must be idle too.
+func (i *Instance) relayExhausted(ctx context.Context, rep *ReplicaStatus) (exhausted bool, applied string, err error) {
+	if !rep.RelayExhausted() {
+		return false, "", nil
+	}
+	if i.d.applierStateQuery == "" {
+		return true, rep.GTIDSlavePos, nil
+	}
+	rs, err := i.q.query(ctx, i.d.applierStateQuery)
+	if err != nil {
+		return false, "", err
+	}
+	if len(rs.rows) != 1 {
+		return false, "", fmt.Errorf("expected 1 row, got %d", len(rs.rows))
+	}
+	r := rs.row(0)
+	busy, err := strconv.Atoi(r.str("busy_workers"))
+	if err != nil {
+		return false, "", fmt.Errorf("busy_workers %q: %w", r.str("busy_workers"), err)
+	}
+	// A worker still applying a fully received transaction is slow, not
+	// short of events: calling its GTID incomplete would let the failover
+	// reset the relay log under an acknowledged write.
+	if busy > 0 {
+		return false, "", nil
+	}
+	return true, r.str("applied"), nil
 }
 
 // mariadbWaitPosition returns the MASTER_GTID_WAIT position for set: one

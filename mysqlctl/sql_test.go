@@ -741,3 +741,107 @@ func TestStatusOneRoundTrip(t *testing.T) {
 		})
 	}
 }
+
+// A relay log seen exhausted twice with nothing applied in between ends the
+// drain with an IncompleteError naming what can never be applied; on MySQL
+// only when every applier worker is idle: a worker still applying a fully
+// received transaction (the coordinator already says "read all relay log")
+// is slow, and the drain keeps waiting.
+func TestDrainExhaustedRelayLog(t *testing.T) {
+	const (
+		readAll     = "Replica has read all relay log; waiting for more updates"
+		mysqlState  = "SELECT @@GLOBAL.gtid_executed AS applied"
+		mysqlWait10 = "SELECT WAIT_FOR_EXECUTED_GTID_SET('" + uuidA + ":1-10', 1) AS result"
+	)
+	mysqlRep := table("Channel_Name", "Replica_IO_Running", "Replica_SQL_Running", "Retrieved_Gtid_Set", "Replica_SQL_Running_State", "Last_SQL_Errno").
+		row("", "No", "Yes", uuidA+":1-10", readAll, "0").ok()
+	mysqlVars := func(db *fakeDB) {
+		db.on("SELECT @@GLOBAL.version", table("version", "version_comment", "gtid_executed").row(mysql80.Version, mysql80.VersionComment, uuidA+":1-9").ok())
+	}
+	applier := func(busy string) fakeResponse {
+		return table("applied", "busy_workers").row(uuidA+":1-9", busy).ok()
+	}
+	t.Run("mysql workers idle: incomplete", func(t *testing.T) {
+		inst, db, clock := newFake(mysql80)
+		db.before = func(stmt string) {
+			if strings.HasPrefix(stmt, "SELECT WAIT") {
+				clock.advance(time.Second)
+			}
+		}
+		db.on("SHOW REPLICA STATUS", mysqlRep).on(mysqlState, applier("0")).on("SELECT WAIT", waitResult("1"))
+		mysqlVars(db)
+		err := inst.WaitRelayDrained(context.Background(), gtid.Set{}, 30*time.Second)
+		var inc *IncompleteError
+		if !errors.As(err, &inc) || !inc.Missing.Equal(gtid.MustParse(gtid.MySQL, uuidA+":10")) {
+			t.Fatalf("WaitRelayDrained = %v; want an IncompleteError missing %s:10", err, uuidA)
+		}
+		want := []string{"SHOW REPLICA STATUS", mysqlState, mysqlWait10, "SHOW REPLICA STATUS", mysqlState}
+		if got := db.stmts[:5]; !slices.Equal(prefixes(got, want), want) {
+			t.Fatalf("statements %q, want them to start with %q", db.stmts, want)
+		}
+	})
+	t.Run("mysql worker busy: still waiting, then drained", func(t *testing.T) {
+		inst, db, clock := newFake(mysql80)
+		db.before = func(stmt string) {
+			if strings.HasPrefix(stmt, "SELECT WAIT") {
+				clock.advance(time.Second)
+			}
+		}
+		db.on("SHOW REPLICA STATUS", mysqlRep).on(mysqlState, applier("1")).on("SELECT WAIT", waitResult("1"), waitResult("1"), waitResult("1"), waitResult("0"))
+		mysqlVars(db)
+		if err := inst.WaitRelayDrained(context.Background(), gtid.Set{}, 30*time.Second); err != nil {
+			t.Fatalf("WaitRelayDrained with a busy worker = %v; want drained once the worker is done", err)
+		}
+		if n := strings.Count(strings.Join(db.stmts, "\n"), "SELECT @@GLOBAL.version"); n != 0 {
+			t.Fatalf("the executed set was read for an incompleteness check %d times while a worker was busy", n)
+		}
+	})
+	t.Run("mysql workers idle but something applied in between: not yet", func(t *testing.T) {
+		inst, db, clock := newFake(mysql80)
+		db.before = func(stmt string) {
+			if strings.HasPrefix(stmt, "SELECT WAIT") {
+				clock.advance(time.Second)
+			}
+		}
+		db.on("SHOW REPLICA STATUS", mysqlRep).
+			on(mysqlState, table("applied", "busy_workers").row(uuidA+":1-8", "0").ok(), applier("0"), applier("0")).
+			on("SELECT WAIT", waitResult("1"))
+		mysqlVars(db)
+		err := inst.WaitRelayDrained(context.Background(), gtid.Set{}, 30*time.Second)
+		if !errors.Is(err, ErrIncompleteTransaction) || strings.Count(strings.Join(db.stmts, "\n"), mysqlState) != 3 {
+			t.Fatalf("WaitRelayDrained = %v after %q; want incomplete on the third look", err, db.stmts)
+		}
+	})
+	t.Run("mariadb: Gtid_Slave_Pos unchanged: incomplete", func(t *testing.T) {
+		inst, db, clock := newFake(mariadb)
+		db.before = func(stmt string) {
+			if strings.HasPrefix(stmt, "SELECT MASTER_GTID_WAIT") {
+				clock.advance(time.Second)
+			}
+		}
+		db.on("SHOW ALL SLAVES STATUS", table("Connection_name", "Slave_IO_Running", "Slave_SQL_Running", "Gtid_IO_Pos", "Gtid_Slave_Pos", "Slave_SQL_Running_State", "Last_SQL_Errno").
+			row("", "No", "Yes", "0-1-17", "0-1-16", "Slave has read all relay log; waiting for more updates", "0").ok()).
+			on("SELECT MASTER_GTID_WAIT", waitResult("-1")).
+			on("SELECT @@GLOBAL.version", table("version", "version_comment", "gtid_binlog_state", "gtid_current_pos").row(mariadb.Version, mariadb.VersionComment, "0-1-16", "0-1-16").ok())
+		err := inst.WaitRelayDrained(context.Background(), gtid.Set{}, 30*time.Second)
+		var inc *IncompleteError
+		if !errors.As(err, &inc) || !inc.Missing.Equal(gtid.MustParse(gtid.MariaDB, "0-1-17..17")) {
+			t.Fatalf("WaitRelayDrained = %v; want an IncompleteError missing 0-1-17..17", err)
+		}
+		if strings.Contains(strings.Join(db.stmts, "\n"), "busy_workers") {
+			t.Fatalf("MariaDB read MySQL's applier workers: %q", db.stmts)
+		}
+	})
+}
+
+// prefixes returns got[i] cut to len(want[i]) (statements compared by prefix).
+func prefixes(got, want []string) []string {
+	out := make([]string, len(got))
+	for i, g := range got {
+		if i < len(want) && len(g) > len(want[i]) {
+			g = g[:len(want[i])]
+		}
+		out[i] = g
+	}
+	return out
+}
