@@ -758,16 +758,21 @@ func TestDrainExhaustedRelayLog(t *testing.T) {
 	mysqlVars := func(db *fakeDB) {
 		db.on("SELECT @@GLOBAL.version", table("version", "version_comment", "gtid_executed").row(mysql80.Version, mysql80.VersionComment, uuidA+":1-9").ok())
 	}
+	// newWaitingFake is newFake where every wait takes a second.
+	newWaitingFake := func(f Flavor) (*Instance, *fakeDB) {
+		inst, db, clock := newFake(f)
+		db.before = func(stmt string) {
+			if strings.HasPrefix(stmt, "SELECT WAIT") || strings.HasPrefix(stmt, "SELECT MASTER_GTID_WAIT") {
+				clock.advance(time.Second)
+			}
+		}
+		return inst, db
+	}
 	applier := func(busy string) fakeResponse {
 		return table("applied", "busy_workers").row(uuidA+":1-9", busy).ok()
 	}
 	t.Run("mysql workers idle: incomplete", func(t *testing.T) {
-		inst, db, clock := newFake(mysql80)
-		db.before = func(stmt string) {
-			if strings.HasPrefix(stmt, "SELECT WAIT") {
-				clock.advance(time.Second)
-			}
-		}
+		inst, db := newWaitingFake(mysql80)
 		db.on("SHOW REPLICA STATUS", mysqlRep).on(mysqlState, applier("0")).on("SELECT WAIT", waitResult("1"))
 		mysqlVars(db)
 		err := inst.WaitRelayDrained(context.Background(), gtid.Set{}, 30*time.Second)
@@ -781,12 +786,7 @@ func TestDrainExhaustedRelayLog(t *testing.T) {
 		}
 	})
 	t.Run("mysql worker busy: still waiting, then drained", func(t *testing.T) {
-		inst, db, clock := newFake(mysql80)
-		db.before = func(stmt string) {
-			if strings.HasPrefix(stmt, "SELECT WAIT") {
-				clock.advance(time.Second)
-			}
-		}
+		inst, db := newWaitingFake(mysql80)
 		db.on("SHOW REPLICA STATUS", mysqlRep).on(mysqlState, applier("1")).on("SELECT WAIT", waitResult("1"), waitResult("1"), waitResult("1"), waitResult("0"))
 		mysqlVars(db)
 		if err := inst.WaitRelayDrained(context.Background(), gtid.Set{}, 30*time.Second); err != nil {
@@ -797,12 +797,7 @@ func TestDrainExhaustedRelayLog(t *testing.T) {
 		}
 	})
 	t.Run("mysql workers idle but something applied in between: not yet", func(t *testing.T) {
-		inst, db, clock := newFake(mysql80)
-		db.before = func(stmt string) {
-			if strings.HasPrefix(stmt, "SELECT WAIT") {
-				clock.advance(time.Second)
-			}
-		}
+		inst, db := newWaitingFake(mysql80)
 		db.on("SHOW REPLICA STATUS", mysqlRep).
 			on(mysqlState, table("applied", "busy_workers").row(uuidA+":1-8", "0").ok(), applier("0"), applier("0")).
 			on("SELECT WAIT", waitResult("1"))
@@ -813,12 +808,7 @@ func TestDrainExhaustedRelayLog(t *testing.T) {
 		}
 	})
 	t.Run("mariadb: Gtid_Slave_Pos unchanged: incomplete", func(t *testing.T) {
-		inst, db, clock := newFake(mariadb)
-		db.before = func(stmt string) {
-			if strings.HasPrefix(stmt, "SELECT MASTER_GTID_WAIT") {
-				clock.advance(time.Second)
-			}
-		}
+		inst, db := newWaitingFake(mariadb)
 		db.on("SHOW ALL SLAVES STATUS", table("Connection_name", "Slave_IO_Running", "Slave_SQL_Running", "Gtid_IO_Pos", "Gtid_Slave_Pos", "Slave_SQL_Running_State", "Last_SQL_Errno").
 			row("", "No", "Yes", "0-1-17", "0-1-16", "Slave has read all relay log; waiting for more updates", "0").ok()).
 			on("SELECT MASTER_GTID_WAIT", waitResult("-1")).
