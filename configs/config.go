@@ -157,6 +157,12 @@ type Cluster struct {
 	InCluster bool `yaml:"inCluster"`
 }
 
+// Rejoin policies (Group.Rejoin).
+const (
+	RejoinManual                = "manual"
+	RejoinRecloneUnacknowledged = "reclone-unacknowledged"
+)
+
 // Engine flavors.
 const (
 	EngineMySQL   = "mysql"
@@ -259,8 +265,17 @@ type Group struct {
 	// Sidecar configures the self-fencing sidecars beside each MySQL.
 	Sidecar SidecarPolicy `yaml:"sidecar"`
 	// Reclone configures how a site is re-seeded from the primary when a
-	// human asks (POST /v1/groups/{g}/reclone).
+	// human asks (POST /v1/groups/{g}/reclone), or the rejoin policy does.
 	Reclone Reclone `yaml:"reclone"`
+	// Rejoin is what happens to an old primary that comes back holding
+	// transactions the new primary lacks: "manual" (default: it is marked
+	// diverged and a human decides) or "reclone-unacknowledged" (it is
+	// re-seeded from the primary without a human when those transactions
+	// are provably unacknowledged: its trailing writes under semi-sync
+	// AFTER_SYNC with no fallback, received by no site; needs fencing
+	// semisync or semisync+sidecar, and reclone.command on MariaDB). The
+	// discarded transactions are logged and kept in the history.
+	Rejoin string `yaml:"rejoin" default:"manual"`
 	// RoutingReconcileInterval is how often the routing and cache followers
 	// (Service selector, node taints, DNSEndpoint, cache roles) are
 	// re-checked against the active site and repaired when they drifted

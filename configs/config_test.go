@@ -157,6 +157,16 @@ func TestInvalidConfigsNameTheField(t *testing.T) {
 			group(m)["fencing"] = "sidecar"
 			delete(siteN(m, 0), "sidecar")
 		}, "groups[0].sites[0].sidecar.address", "fencing: sidecar"},
+		{"unknown rejoin policy", func(m map[string]any) { group(m)["rejoin"] = "always" }, "groups[0].rejoin", "manual, reclone-unacknowledged"},
+		{"rejoin by reclone without semi-sync fencing", func(m map[string]any) {
+			group(m)["rejoin"] = "reclone-unacknowledged"
+			group(m)["fencing"] = "sidecar"
+		}, "groups[0].rejoin", "needs fencing semisync or semisync+sidecar"},
+		{"rejoin by reclone on MariaDB without reclone.command", func(m map[string]any) {
+			group(m)["rejoin"] = "reclone-unacknowledged"
+			group(m)["fencing"] = "semisync"
+			group(m)["engine"] = "mariadb"
+		}, "groups[0].rejoin", "needs reclone.command"},
 		{"sidecar check interval too slow", func(m map[string]any) {
 			group(m)["sidecar"] = map[string]any{"leaseTimeout": "4s", "checkInterval": "3s"}
 		}, "groups[0].sidecar.checkInterval", "half of leaseTimeout"},
@@ -373,6 +383,23 @@ func TestReadSecretEmptyFile(t *testing.T) {
 	}
 	if _, err := ReadSecret(f); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("empty secret: want ErrInvalid, got %v", err)
+	}
+}
+
+func TestRejoinByRecloneWithSemiSync(t *testing.T) {
+	m := base()
+	group(m)["engine"] = "mysql"
+	group(m)["fencing"] = "semisync"
+	group(m)["rejoin"] = "reclone-unacknowledged"
+	cfg, err := parseMap(t, m, secrets(t))
+	if err != nil {
+		t.Fatalf("rejoin reclone-unacknowledged with fencing semisync on MySQL: %v", err)
+	}
+	if got := cfg.Groups[0].Rejoin; got != RejoinRecloneUnacknowledged {
+		t.Fatalf("rejoin %q", got)
+	}
+	if cfg, err := parseMap(t, base(), secrets(t)); err != nil || cfg.Groups[0].Rejoin != RejoinManual {
+		t.Fatalf("default rejoin: %v %v", cfg, err)
 	}
 }
 

@@ -418,6 +418,17 @@ func (v *validator) group(path string, g Group) {
 		v.add(path+".reclone.command", "the first element must be the program to run (absolute path or a name on PATH)")
 	}
 	v.oneOf(path+".onDrainTimeout", g.OnDrainTimeout, "abort", "promote")
+	v.oneOf(path+".rejoin", g.Rejoin, RejoinManual, RejoinRecloneUnacknowledged)
+	if g.Rejoin == RejoinRecloneUnacknowledged {
+		// Prevents discarding transactions no proof shows unacknowledged.
+		if f := g.FencingMode(); f != FencingSemiSync && f != FencingSemiSyncSidecar {
+			v.add(path+".rejoin", "%q needs fencing semisync or semisync+sidecar (semi-sync is what proves the discarded transactions unacknowledged), not %q; set fencing, or use rejoin: manual", g.Rejoin, f)
+		}
+		// Prevents a site recloned by policy waiting forever for a copy method.
+		if g.Engine == EngineMariaDB && len(g.Reclone.Command) == 0 {
+			v.add(path+".rejoin", "%q on MariaDB needs reclone.command (MariaDB has no CLONE; see deploy/reclone/mariadb-backup.sh), or use rejoin: manual", g.Rejoin)
+		}
+	}
 	v.positive(path+".maxCandidateLag", g.MaxCandidateLag)
 	v.account(path+".credentials.admin", g.Credentials.Admin)
 	v.account(path+".credentials.replication", g.Credentials.Replication)

@@ -261,6 +261,7 @@ func policyOf(gc configs.Group) sitepair.Policy {
 		PromotionSettle: max(sitepair.DefaultPromotionSettle, 2*(time.Duration(gc.RecoveryThreshold+1)*gc.PollInterval+gc.ProbeTimeout)),
 		// With AFTER_COMMIT, MySQL shows other sessions commits no replica has.
 		SemiSyncAfterSync: gc.Engine != configs.EngineMariaDB,
+		Rejoin:            sitepair.RejoinPolicy(gc.Rejoin),
 	}
 }
 

@@ -203,7 +203,7 @@ func (g *group) carryOut(ctx context.Context, d sitepair.Decision) {
 	actx, cancel := context.WithTimeout(ctx, g.actionTimeout)
 	defer cancel()
 	g.fireBefore(d)
-	err := g.act(actx, d)
+	err := g.act(actx, ctx, d)
 	g.fireAfter(d, err, changed)
 	g.mu.Lock()
 	g.lastErr = err
@@ -231,9 +231,12 @@ func (g *group) carryOut(ctx context.Context, d sitepair.Decision) {
 	}
 }
 
-// act carries out one decision.
-func (g *group) act(ctx context.Context, d sitepair.Decision) error {
+// act carries out one decision within ctx; term is the leadership term's
+// context, for work that outlives the action (a reclone's copy).
+func (g *group) act(ctx, term context.Context, d sitepair.Decision) error {
 	switch d.Action {
+	case sitepair.RecloneSite:
+		return g.recloneByPolicy(ctx, term, d)
 	case sitepair.AdoptPrimary, sitepair.MarkDiverged, sitepair.ClearDiverged, sitepair.HaltFailover:
 		return g.commit(ctx, d, "", "")
 	case sitepair.RevokeEpoch:

@@ -74,27 +74,74 @@ func (g *group) startReclone(ctx context.Context, req request, obs sitepair.Obse
 	if err := g.audited(ctx, next, entry); err != nil {
 		return err
 	}
-	g.mu.Lock()
-	g.reclones[req.target] = true
-	g.mu.Unlock()
 	g.log.Warn("reclone.started", "site", req.target, "donor", r.Donor, "by", req.by)
+	g.runReclone(ctx, req.target, r.Donor)
+	return nil
+}
+
+// runReclone copies donor onto site in the background (the site is already
+// recorded as recloning) and hands the outcome to the group's loop; term is
+// the leadership term's context, so losing it stops the copy.
+func (g *group) runReclone(term context.Context, site, donor string) {
+	g.mu.Lock()
+	g.reclones[site] = true
+	g.mu.Unlock()
 	go func() {
 		failed := ""
-		if err := g.reclone(ctx, req.target, r.Donor); err != nil {
+		if err := g.reclone(term, site, donor); err != nil {
 			failed = err.Error()
 		}
 		select {
-		case g.recloned <- recloneResult{site: req.target, failed: failed}:
+		case g.recloned <- recloneResult{site: site, failed: failed}:
 			// Still "running" until the loop recorded the outcome: a round
 			// in between must not take it for an interrupted reclone.
-		case <-ctx.Done():
+		case <-term.Done():
 			// The next leader finds it unfinished and records it interrupted.
 			g.mu.Lock()
-			delete(g.reclones, req.target)
+			delete(g.reclones, site)
 			g.mu.Unlock()
 		}
 	}()
+}
+
+// recloneByPolicy records and starts the reclone the rejoin policy decided
+// (sitepair.ReasonRecloneUnacknowledgedTail). What the site throws away is
+// written to the history and the log before anything touches it.
+func (g *group) recloneByPolicy(ctx, term context.Context, d sitepair.Decision) error {
+	if len(d.Diverged) != 1 {
+		return fmt.Errorf("reclone by policy: want one site, got %d", len(d.Diverged))
+	}
+	x := d.Diverged[0]
+	if why := g.recloneUnavailable(); why != "" {
+		// Prevents a site with no copy method waiting forever as "recloning":
+		// a human decides, as without the policy.
+		g.log.Error("reclone.unavailable", "site", x.Site, "err", why)
+		md := d
+		md.Action, md.Reason = sitepair.MarkDiverged, sitepair.ReasonMarkDiverged
+		return g.commit(ctx, md, "", "")
+	}
+	now := g.now()
+	entry := store.AuditEntry{At: now, Action: kindReclone, Site: x.Site, By: sitepair.RecloneByPolicy,
+		Result: fmt.Sprintf("%s: discarding %d unacknowledged %s of the old primary: %s", store.AuditAccepted, x.Count, plural(x.Count), x.Set)}
+	g.mu.Lock()
+	next := sitepair.Apply(g.state, d, now)
+	g.mu.Unlock()
+	// Persisted first: a restarted daemon must keep a half-copied site out
+	// of every decision.
+	if err := g.audited(ctx, next, entry); err != nil {
+		return err
+	}
+	g.log.Warn("reclone.started", "site", x.Site, "donor", d.Target, "by", sitepair.RecloneByPolicy,
+		"discarded", x.Set.String(), "discarded_count", x.Count)
+	g.runReclone(term, x.Site, d.Target)
 	return nil
+}
+
+func plural(n uint64) string {
+	if n == 1 {
+		return "transaction"
+	}
+	return "transactions"
 }
 
 // recloneUnavailable says why this group cannot reclone ("" if it can).

@@ -237,6 +237,7 @@ var reasonClass = map[sitepair.Reason]string{
 	sitepair.ReasonRejoin:                      status.ClassActing,
 	sitepair.ReasonMarkDiverged:                status.ClassActing,
 	sitepair.ReasonDivergenceRepaired:          status.ClassActing,
+	sitepair.ReasonRecloneUnacknowledgedTail:   status.ClassActing,
 	sitepair.ReasonReassertPrimary:             status.ClassActing,
 	sitepair.ReasonFailoverRevoke:              status.ClassActing,
 	sitepair.ReasonFenceWritableDuringFailover: status.ClassActing,

@@ -24,6 +24,7 @@ func toPersisted(st store.GroupState, flavor gtid.Flavor) (sitepair.Persisted, e
 	if lf := st.LastFailover; lf != nil {
 		p.LastFailoverAt = lf.At
 		p.LastFailoverTarget = lf.To
+		p.LastFailoverFrom = lf.From
 		set, err := gtid.Parse(flavor, lf.PromotionGTID)
 		if err != nil {
 			return p, fmt.Errorf("group %s: stored promotion GTID: %w", st.Group, err)

@@ -41,6 +41,10 @@ func Apply(st Persisted, d Decision, now time.Time) Persisted {
 		next.InFlight = nil
 		next.LastFailoverAt = now
 		next.LastFailoverTarget = d.Target
+		next.LastFailoverFrom = ""
+		if st.InFlight != nil {
+			next.LastFailoverFrom = st.InFlight.From
+		}
 		next.PromotionGTID = d.PromotionGTID
 		// The history says what the promotion rested on, and who vouched
 		// for it when a human did.
@@ -72,6 +76,15 @@ func Apply(st Persisted, d Decision, now time.Time) Persisted {
 		for _, x := range d.Diverged {
 			next.Diverged[x.Site] = x.Set
 			next.DivergedCount[x.Site] = x.Count
+		}
+	case RecloneSite:
+		// Recorded before the copy starts: a restarted daemon keeps the
+		// half-copied site out of every decision (as for a human's reclone).
+		if next.Recloning == nil {
+			next.Recloning = map[string]Reclone{}
+		}
+		for _, x := range d.Diverged {
+			next.Recloning[x.Site] = Reclone{Donor: st.ActiveSite, Epoch: st.Epoch, At: now, By: RecloneByPolicy}
 		}
 	case ClearDiverged:
 		for _, site := range d.Repaired {

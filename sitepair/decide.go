@@ -1119,6 +1119,11 @@ func (v *view) healthy() Decision {
 			rejoin = append(rejoin, s.Name)
 			continue
 		}
+		// An old primary whose extra transactions no client can have seen
+		// committed is re-seeded instead of waiting for a human (opt-in).
+		if tail, ok := v.unacknowledgedTail(s, v.sites[pi]); ok {
+			return v.recloneTail(s, v.sites[pi], tail)
+		}
 		extra := v.sites[pi].Executed.Uncovered(s.Executed)
 		div = append(div, Divergence{Site: s.Name, Set: extra, Count: gtid.DivergentCount(s.Executed, v.sites[pi].Executed)})
 	}

@@ -50,6 +50,13 @@ const (
 	// site's history is now contained in the primary's (a human repaired
 	// or re-seeded it): it is no longer diverged and may rejoin.
 	ReasonDivergenceRepaired Reason = "divergence-repaired"
+	// ReasonRecloneUnacknowledgedTail (RecloneSite): with rejoin policy
+	// reclone-unacknowledged, the old primary came back holding only
+	// transactions it wrote after everything the new primary has from it,
+	// under semi-sync AFTER_SYNC without fallback, and no site received
+	// any of them: no client saw them committed, so it is re-seeded from
+	// the primary, and what it throws away is recorded.
+	ReasonRecloneUnacknowledgedTail Reason = "reclone-unacknowledged-tail"
 
 	// ReasonWaitingForProbes (None): some site has no debounced state yet.
 	ReasonWaitingForProbes Reason = "waiting-for-probes"
@@ -208,6 +215,7 @@ var reasonAction = map[Reason]Action{
 	ReasonRejoin:                     Rejoin,
 	ReasonMarkDiverged:               MarkDiverged,
 	ReasonDivergenceRepaired:         ClearDiverged,
+	ReasonRecloneUnacknowledgedTail:  RecloneSite,
 
 	ReasonWaitingForProbes:   None,
 	ReasonPrimaryDebouncing:  None,

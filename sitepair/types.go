@@ -201,6 +201,9 @@ type Persisted struct {
 	// LastFailoverTarget is the site promoted by the last failover or
 	// switchover ("" if never).
 	LastFailoverTarget string
+	// LastFailoverFrom is the old primary of the last failover or
+	// switchover ("" if never, or not recorded).
+	LastFailoverFrom string
 	// PromotionGTID is the target's GTID set when it was promoted.
 	PromotionGTID gtid.Set
 	// LastFailoverProof is the fence proof the last failover's promotion
@@ -341,6 +344,12 @@ type Policy struct {
 	// before the switchover is abandoned and the source made writable
 	// again; 0 = CatchUpTimeout.
 	MaxLagWait time.Duration
+	// Rejoin says what happens to an old primary that comes back holding
+	// transactions the new primary lacks: "" or RejoinManual marks it
+	// diverged for a human; RejoinRecloneUnacknowledged reclones it from
+	// the primary when those transactions are provably unacknowledged (see
+	// UnacknowledgedTail).
+	Rejoin RejoinPolicy
 	// PromotionSettle is how long after a promotion the new primary may
 	// still be seen read-only (its writable probes are being debounced)
 	// before the no-primary rules apply to it; 0 = DefaultPromotionSettle.
@@ -429,7 +438,7 @@ func (p Policy) Validate() error {
 	if p.EscalationCount < 1 {
 		return fmt.Errorf("escalation count %d must be at least 1: %w", p.EscalationCount, ErrInvalidPolicy)
 	}
-	return nil
+	return p.validateRejoin()
 }
 
 // Action is what a decision asks the daemon to do.
@@ -463,6 +472,10 @@ const (
 	// MarkDiverged: record every Diverged entry in Persisted.Diverged (and
 	// its Count in Persisted.DivergedCount).
 	MarkDiverged Action = "mark-diverged"
+	// RecloneSite records that Target's data is to be replaced by a copy
+	// of the active site (Diverged names it and what it throws away) and
+	// starts the copy; see ReasonRecloneUnacknowledgedTail.
+	RecloneSite Action = "reclone-site"
 	// ClearDiverged: drop the Persisted.Diverged entry of every site in
 	// Repaired (its history is now contained in the primary's).
 	ClearDiverged Action = "clear-diverged"

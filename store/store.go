@@ -140,8 +140,10 @@ type Reclone struct {
 	Failed string `json:"failed,omitempty"`
 }
 
-// AuditAccepted is AuditEntry.Result for a request that was carried out;
-// a refused one says "refused: " and why.
+// AuditAccepted is AuditEntry.Result for a request that was carried out
+// (followed by ": " and what it did where that matters, e.g. the
+// transactions a policy reclone discards); a refused one says "refused: "
+// and why.
 const AuditAccepted = "accepted"
 
 // MaxAudit bounds GroupState.Audit: the oldest entries are dropped.
@@ -158,7 +160,8 @@ type AuditEntry struct {
 	Site string `json:"site,omitempty"`
 	// By names who asked, as the API identified them.
 	By string `json:"by,omitempty"`
-	// Result is AuditAccepted or "refused: " and the reason.
+	// Result is AuditAccepted (maybe followed by ": " and what was done) or
+	// "refused: " and the reason.
 	Result string `json:"result"`
 }
 
