@@ -70,10 +70,10 @@ type dialect struct {
 	ioThreadsQuery string
 
 	changeSource func(src Source) (string, error)
-	// applierStateQuery, when set, returns one row: applied (the executed
-	// set) and busy_workers (applier workers not waiting for the
-	// coordinator); WaitRelayDrained reads it when the relay log looks
-	// exhausted. Without it Gtid_Slave_Pos is the applied position.
+	// applierStateQuery returns one row: applied (what the applier has
+	// executed) and busy_workers (applier workers of a multi-threaded
+	// applier that are not idle); WaitRelayDrained reads it when the relay
+	// log looks exhausted.
 	applierStateQuery string
 	// waitPosition turns a GTID set into waitQuery's argument.
 	waitPosition func(set gtid.Set) string
@@ -384,6 +384,10 @@ func mariadbDialect(Flavor) dialect {
 			}
 			return s, nil
 		},
+		// Parallel replication (slave_parallel_threads > 0): an idle worker
+		// waits "for work from SQL thread"; any other state is work in progress.
+		applierStateQuery: "SELECT @@GLOBAL.gtid_slave_pos AS applied, (SELECT COUNT(*) FROM information_schema.PROCESSLIST " +
+			"WHERE COMMAND = 'Slave_worker' AND COALESCE(STATE, '') NOT LIKE 'Waiting for work from SQL thread%') AS busy_workers",
 		waitPosition: mariadbWaitPosition,
 		waitQuery: func(pos string, timeout time.Duration) (string, error) {
 			q, err := quote(pos)

@@ -29,7 +29,7 @@ import (
 //     StopReplicaIO, which keeps the applier running.
 //   - Relay log exhausted short of the retrieved set (IO thread stopped,
 //     applier idle with nothing more to read, seen twice with nothing
-//     applied in between; on MySQL every applier worker idle too): an
+//     applied in between, every worker of a multi-threaded applier idle): an
 //     *IncompleteError naming the transactions never fully received.
 //   - Not drained within timeout: ErrDrainTimeout.
 //
@@ -133,17 +133,15 @@ func (i *Instance) WaitRelayDrained(ctx context.Context, target gtid.Set, timeou
 // relayExhausted reports whether nothing more can be applied (see
 // ReplicaStatus.RelayExhausted) and what has been applied, the key that
 // tells two exhausted looks with progress in between apart: MariaDB's
-// Gtid_Slave_Pos, MySQL's @@gtid_executed. On MySQL the state of the
-// coordinator is not enough: with a multi-threaded applier it says "read
-// all relay log" as soon as it has handed the last transaction to a worker,
-// which may still apply it for seconds (a big transaction, a lock wait), so
-// every worker must be idle too.
+// @@gtid_slave_pos, MySQL's @@gtid_executed. The state of the SQL thread is
+// not enough: a multi-threaded applier (MySQL's replica workers, the
+// default; MariaDB's parallel replication) says "read all relay log" as
+// soon as it has handed the last transaction to a worker, which may still
+// apply it for seconds (a big transaction, a lock wait), so every worker
+// must be idle too.
 func (i *Instance) relayExhausted(ctx context.Context, rep *ReplicaStatus) (exhausted bool, applied string, err error) {
 	if !rep.RelayExhausted() {
 		return false, "", nil
-	}
-	if i.d.applierStateQuery == "" {
-		return true, rep.GTIDSlavePos, nil
 	}
 	rs, err := i.q.query(ctx, i.d.applierStateQuery)
 	if err != nil {

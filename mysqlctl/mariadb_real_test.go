@@ -12,9 +12,10 @@ func mariadbFactory() serverFactory {
 	return serverFactory{
 		engine: testenv.MariaDB,
 		flavor: gtid.MariaDB,
-		start: func(t *testing.T, name string) *realServer {
-			return newRealServer(testenv.StartMariaDB(t, testenv.ServerOptions{Name: name}))
+		start: func(t *testing.T, name string, extra ...string) *realServer {
+			return newRealServer(testenv.StartMariaDB(t, testenv.ServerOptions{Name: name, ExtraArgs: extra}))
 		},
+		parallelApplier: []string{"--slave-parallel-threads=4"},
 		raw: rawSQL{
 			executed:       "SELECT @@GLOBAL.gtid_binlog_state",
 			replicaStatus:  "SHOW SLAVE STATUS",

@@ -16,9 +16,10 @@ func mysqlFactory() serverFactory {
 		flavor:  gtid.MySQL,
 		replTLS: true, // caching_sha2_password; mysqld generates its certificates at startup
 		clone:   true,
-		start: func(t *testing.T, name string) *realServer {
-			return newRealServer(testenv.StartMySQL(t, testenv.ServerOptions{Name: name}))
+		start: func(t *testing.T, name string, extra ...string) *realServer {
+			return newRealServer(testenv.StartMySQL(t, testenv.ServerOptions{Name: name, ExtraArgs: extra}))
 		},
+		parallelApplier: []string{"--replica-parallel-workers=4"}, // the default since 8.0.27, explicit here
 		raw: rawSQL{
 			executed:       "SELECT @@GLOBAL.gtid_executed",
 			replicaStatus:  "SHOW REPLICA STATUS",

@@ -67,8 +67,12 @@ type serverFactory struct {
 	replTLS bool
 	// clone: the servers have the clone plugin loaded.
 	clone bool
-	start func(t *testing.T, name string) *realServer
-	raw   rawSQL
+	// start starts a server named name with extra server flags.
+	start func(t *testing.T, name string, extra ...string) *realServer
+	// parallelApplier are the flags of a multi-threaded applier (MariaDB's
+	// parallel replication, MySQL's replica workers).
+	parallelApplier []string
+	raw             rawSQL
 }
 
 const errReadOnly = 1290 // ER_OPTION_PREVENTS_STATEMENT: --read-only / --super-read-only
@@ -91,6 +95,7 @@ func runSuite(t *testing.T, f serverFactory) {
 	t.Run("KillClientConnections", s.testKill)
 	t.Run("WaitRelayDrained", s.testDrain)
 	t.Run("StopReplicaIOFreezesRetrievedSet", s.testStopReplicaIO)
+	t.Run("SlowParallelApplierIsNotAnIncompleteTransaction", s.testSlowParallelApplier)
 	t.Run("SemiSync", s.testSemiSync)
 	t.Run("ManualFailoverThreeSites", s.testFailover)
 	t.Run("IdempotentReplicationControl", s.testIdempotency)
@@ -104,12 +109,12 @@ func ctxFor(t *testing.T, d time.Duration) context.Context {
 	return ctx
 }
 
-// startN starts n servers named <test>-<i>.
-func (s suite) startN(t *testing.T, n int) []*realServer {
+// startN starts n servers named site<i> with extra server flags.
+func (s suite) startN(t *testing.T, n int, extra ...string) []*realServer {
 	t.Helper()
 	out := make([]*realServer, n)
 	for i := range out {
-		out[i] = s.f.start(t, fmt.Sprintf("site%d", i))
+		out[i] = s.f.start(t, fmt.Sprintf("site%d", i), extra...)
 	}
 	return out
 }
@@ -284,10 +289,11 @@ func countRows(t *testing.T, db *sql.DB) int {
 	return n
 }
 
-// pair starts a primary with table app.t (ids 1-3) and a replica of it.
-func (s suite) pair(t *testing.T) (p, r *realServer, ip, ir *Instance, pdb, rdb *sql.DB) {
+// pair starts a primary with table app.t (ids 1-3) and a replica of it,
+// both with extra server flags.
+func (s suite) pair(t *testing.T, extra ...string) (p, r *realServer, ip, ir *Instance, pdb, rdb *sql.DB) {
 	t.Helper()
-	srv := s.startN(t, 2)
+	srv := s.startN(t, 2, extra...)
 	p, r = srv[0], srv[1]
 	ip, ir = s.openPrimary(t, p), s.open(t, r)
 	pdb, rdb = admin(t, p), admin(t, r)
@@ -745,33 +751,7 @@ func (s suite) testStopReplicaIO(t *testing.T) {
 	})
 
 	t.Run("SlowApplierIsNotAnIncompleteTransaction", func(t *testing.T) {
-		// The applier is held for several drain slices on a fully received
-		// transaction: slow, not incomplete. MySQL's multi-threaded applier
-		// then says "read all relay log" while its worker still applies; the
-		// drain took that for a transaction never fully received, and the
-		// failover would have reset the relay log under an acknowledged write.
-		unlock := lockTable(t, rdb)
-		insert(50, 51) // one transaction: nothing else for the coordinator to wait on
-		retrievedAll()
-		if err := ir.StopReplicaIO(ctx); err != nil {
-			t.Fatalf("StopReplicaIO: %v", err)
-		}
-		final := status().Retrieved
-		var wg sync.WaitGroup
-		var drainErr error
-		wg.Go(func() { drainErr = ir.WaitRelayDrained(ctx, final, 60*time.Second) })
-		time.Sleep(2 * time.Second)
-		t.Logf("applier held: SQL state %q", status().SQLState)
-		time.Sleep(2 * time.Second)
-		unlock()
-		wg.Wait()
-		if drainErr != nil {
-			t.Fatalf("WaitRelayDrained with an applier held 4 s: %v", drainErr)
-		}
-		if n, want := countRows(t, rdb), countRows(t, pdb); n != want {
-			t.Fatalf("replica has %d rows after the drain, the primary %d", n, want)
-		}
-		restartIO()
+		s.checkSlowApplierDrains(t, p, ir, pdb, rdb)
 	})
 
 	t.Run("BothThreadsStopped", func(t *testing.T) {
@@ -815,6 +795,60 @@ func (s suite) testStopReplicaIO(t *testing.T) {
 			t.Fatalf("StartReplicaIO on the primary = %v; want ErrNotReplica", err)
 		}
 	})
+}
+
+// checkSlowApplierDrains holds the replica's applier for several drain
+// slices on one fully received transaction, with the IO thread stopped as a
+// failover stops it: the drain must wait for it (slow), not call it
+// incomplete. A multi-threaded applier (MySQL's default, MariaDB's parallel
+// replication) then says "read all relay log" while its worker still
+// applies; the drain took that for a transaction never fully received, and
+// a failover would have reset the relay log under an acknowledged write.
+func (s suite) checkSlowApplierDrains(t *testing.T, p *realServer, ir *Instance, pdb, rdb *sql.DB) {
+	t.Helper()
+	ctx := ctxFor(t, 120*time.Second)
+	unlock := lockTable(t, rdb)
+	next := queryString(t, pdb, "SELECT MAX(id) + 1 FROM app.t")
+	mustExec(t, app(t, p), "INSERT INTO t VALUES ("+next+", 0)") // one transaction: nothing else for the applier to wait on
+	sent := s.executed(t, pdb)
+	var final gtid.Set
+	waitFor(t, 30*time.Second, "IO thread retrieved everything", func() (bool, string) {
+		st, err := ir.Status(ctx)
+		if err != nil || st.Replica == nil {
+			return false, fmt.Sprint(err)
+		}
+		final = st.Replica.Retrieved
+		return st.Replica.Retrieved.Union(st.Executed).Covers(sent), st.Replica.RetrievedRaw
+	})
+	if err := ir.StopReplicaIO(ctx); err != nil {
+		t.Fatalf("StopReplicaIO: %v", err)
+	}
+	var wg sync.WaitGroup
+	var drainErr error
+	wg.Go(func() { drainErr = ir.WaitRelayDrained(ctx, final, 60*time.Second) })
+	time.Sleep(2 * time.Second)
+	if st, err := ir.Status(ctx); err == nil && st.Replica != nil {
+		t.Logf("applier held: SQL state %q", st.Replica.SQLState)
+	}
+	time.Sleep(2 * time.Second)
+	unlock()
+	wg.Wait()
+	if drainErr != nil {
+		t.Fatalf("WaitRelayDrained with an applier held 4 s: %v", drainErr)
+	}
+	if n, want := countRows(t, rdb), countRows(t, pdb); n != want {
+		t.Fatalf("replica has %d rows after the drain, the primary %d", n, want)
+	}
+	if err := ir.StartReplicaIO(ctx); err != nil {
+		t.Fatalf("StartReplicaIO: %v", err)
+	}
+}
+
+// testSlowParallelApplier is checkSlowApplierDrains with the engine's
+// multi-threaded applier.
+func (s suite) testSlowParallelApplier(t *testing.T) {
+	p, _, _, ir, pdb, rdb := s.pair(t, s.f.parallelApplier...)
+	s.checkSlowApplierDrains(t, p, ir, pdb, rdb)
 }
 
 func (s suite) testSemiSync(t *testing.T) {
