@@ -174,7 +174,7 @@ func (e *executor) fence(ctx context.Context, site string) error {
 		if err != nil {
 			return err
 		}
-		if err := in.Fence(ctx); err != nil {
+		if err := e.setReadOnly(ctx, site, in); err != nil {
 			return err
 		}
 		// And whoever connected in between.
@@ -187,6 +187,68 @@ func (e *executor) fence(ctx context.Context, site string) error {
 	})
 	if err != nil {
 		return fmt.Errorf("fence %s: %w", site, err)
+	}
+	return nil
+}
+
+// semiSyncFenceGrace is how long a fence of a MySQL site with the semi-sync
+// primary side on may wait for the global read lock before the daemon
+// concludes that killed sessions hold it (see setReadOnly).
+const semiSyncFenceGrace = 500 * time.Millisecond
+
+// setReadOnly is in.Fence, called once the client sessions are killed.
+//
+// On MySQL a session killed while its commit waits for a semi-sync
+// acknowledgement keeps waiting (MariaDB ends the wait on KILL): with the
+// infinite timeout the semisync proof requires, a hung or cut-off primary's
+// commits wait forever, holding the commit lock that SET GLOBAL
+// super_read_only needs, so the fence would never apply and the old primary
+// would stay writable beside the new one. Their clients are gone (KILL
+// CONNECTION closed their sockets, so they can never be told the commit
+// succeeded), but only the semi-sync primary side switched off ends those
+// waits. So when the fence is still waiting after semiSyncFenceGrace, the
+// daemon kills the client sessions again and switches the primary side off;
+// the killed commits complete on this site alone (unacknowledged: they make
+// it diverged later, as MariaDB's do) and the fence applies. The fence
+// statement is pending all along: a pending global read lock blocks every
+// new writer, so no session can start a commit between the second kill and
+// the switch-off and be acknowledged by it. If the fence still fails, the
+// primary side is switched back on: a writable site never runs without it.
+func (e *executor) setReadOnly(ctx context.Context, site string, in Instance) error {
+	if e.group.Engine == configs.EngineMariaDB {
+		return in.Fence(ctx)
+	}
+	st, err := in.Status(ctx)
+	if err != nil {
+		return err
+	}
+	if !st.SemiSync.PrimaryEnabled || st.Fenced() {
+		return in.Fence(ctx)
+	}
+	done := make(chan error, 1)
+	go func() { done <- in.Fence(ctx) }()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(semiSyncFenceGrace):
+	}
+	killed, err := in.KillClientConnections(ctx)
+	if err == nil {
+		err = in.SetSemiSync(ctx, false, st.SemiSync.ReplicaEnabled)
+	}
+	if err != nil {
+		<-done // ends with ctx at the latest
+		return fmt.Errorf("release commits waiting for semi-sync acknowledgements: %w", err)
+	}
+	e.log.Warn("site.semisync_waits_released", "site", site, "killed_connections", killed,
+		"note", "the fence waited for commits of killed sessions blocked on semi-sync acknowledgements; the semi-sync primary side is switched off so they complete unacknowledged and the fence applies")
+	if err := <-done; err != nil {
+		restore, cancel := context.WithTimeout(context.WithoutCancel(ctx), stepTimeout)
+		defer cancel()
+		if rerr := in.SetSemiSync(restore, true, st.SemiSync.ReplicaEnabled); rerr != nil {
+			e.log.Error("site.semisync_restore_failed", "site", site, "err", rerr)
+		}
+		return err
 	}
 	return nil
 }
