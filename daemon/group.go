@@ -260,7 +260,11 @@ func (g *group) act(ctx, term context.Context, d sitepair.Decision) error {
 		if err := g.exec.makeWritable(ctx, d.Target); err != nil {
 			return err
 		}
-		return g.commit(ctx, d, "", "")
+		if err := g.commit(ctx, d, "", ""); err != nil {
+			return err
+		}
+		g.restartStoppedReplicas(ctx, d.Target)
+		return nil
 	case sitepair.Rejoin:
 		if err := g.exec.repoint(ctx, d.Target, d.Repoint); err != nil {
 			return err
@@ -845,5 +849,41 @@ func (g *group) submit(ctx context.Context, req request) error {
 		return err
 	case <-ctx.Done():
 		return ctx.Err()
+	}
+}
+
+// restartStoppedReplicas starts replication again, once primary is
+// re-asserted, on the read-only sites still configured to replicate from it
+// whose threads are stopped without an error: after every site went down
+// (total loss) the replicas come back with their replication stopped, since
+// servers start with skip_replica_start (docs/design.md; MySQL's my.cnf, and
+// MariaDB's skip_slave_start), and no decision would start them again (they
+// already "replicate from" the primary). Replicating from the re-asserted
+// primary, which holds every transaction they hold, is what they did before
+// the loss; the repoint re-checks containment. Best effort: a failure is
+// logged and the site stays reported as not following.
+func (g *group) restartStoppedReplicas(ctx context.Context, primary string) {
+	g.mu.Lock()
+	diverged := g.state.Diverged
+	g.mu.Unlock()
+	var stopped []string
+	for _, s := range g.obs.Observed().Sites {
+		if _, ok := diverged[s.Name]; ok || s.Name == primary || s.State != statemachine.ReadOnly {
+			continue
+		}
+		if s.ReplicatingFrom == primary && s.IOStopped && !s.ReplicationBroken {
+			stopped = append(stopped, s.Name)
+		}
+	}
+	if len(stopped) == 0 {
+		return
+	}
+	g.log.Info("reassert.restart_replicas", "sites", stopped, "source", primary)
+	if err := g.exec.repoint(ctx, primary, stopped); err != nil {
+		g.log.Warn("reassert.restart_replicas_failed", "err", err)
+		return
+	}
+	if err := g.exec.semiSync(ctx, primary, stopped); err != nil {
+		g.log.Warn("semisync.reconfigure_failed", "err", err)
 	}
 }
