@@ -177,7 +177,10 @@ func TestSwitchoverLagTimeoutRestoresTheSource(t *testing.T) {
 			t.Fatal(err)
 		}
 		g.waitFor("site1 catches up and replicates from site0 again", 30*time.Second, func() bool {
-			return g.follows(g.topo.Sites[1], g.topo.Sites[0]) && g.topo.Sites[1].QueryString(t, "SELECT COUNT(*) FROM app.blocked") == "11"
+			// Not QueryString: the table may not be applied yet.
+			var n string
+			err := g.topo.Sites[1].AdminDB(t).QueryRow("SELECT COUNT(*) FROM app.blocked").Scan(&n)
+			return g.follows(g.topo.Sites[1], g.topo.Sites[0]) && err == nil && n == "11"
 		})
 	})
 }
