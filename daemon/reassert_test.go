@@ -1,0 +1,54 @@
+package daemon
+
+import (
+	"context"
+	"log/slog"
+	"testing"
+
+	"github.com/failoverd/failoverd/configs"
+	"github.com/failoverd/failoverd/gtid"
+	"github.com/failoverd/failoverd/sitepair"
+	"github.com/failoverd/failoverd/statemachine"
+	"github.com/failoverd/failoverd/store"
+)
+
+// After a total loss the replicas come back with replication stopped
+// (skip_replica_start): re-asserting the primary starts again those still
+// configured to it, and leaves alone a replica that runs, one stopped on an
+// error and a diverged one.
+func TestReassertRestartsStoppedReplicas(t *testing.T) {
+	cfg := configs.Group{Name: "g", Engine: configs.EngineMySQL,
+		Sites: []configs.Site{{Name: "a", MySQL: configs.MySQLEndpoint{Address: "10.0.0.1:3306"}}, {Name: "b"}, {Name: "c"}, {Name: "d"}, {Name: "e"}}}
+	ops := &opLog{}
+	exec := gtid.MustParse(gtid.MariaDB, "0-1-10")
+	dial := func(_ context.Context, s configs.Site) (Instance, error) {
+		return fakeInstance{site: s.Name, log: ops, executed: exec}, nil
+	}
+	ms := &memStore{states: map[string]store.GroupState{"g": {Group: "g", Epoch: 2, ActiveSite: "a",
+		Diverged: map[string]string{"e": "0-5-1"}}}}
+	g := &group{cfg: cfg, flavor: gtid.MariaDB, policy: sitepair.DefaultPolicy(), store: ms, pub: &publisher{}, now: clockAt(t0),
+		log: slog.New(slog.DiscardHandler), fenced: map[string]uint64{}, sidecars: newSidecars(cfg)}
+	g.exec = &executor{group: cfg, conns: newConnections(dial, cfg.Sites), log: g.log, secret: func() (string, error) { return "pw", nil }}
+	if err := g.load(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	g.obs = fixedObs{sitepair.Observed{Sites: []sitepair.SiteObservation{
+		{Name: "a", State: statemachine.ReadOnly, Executed: exec},
+		{Name: "b", Index: 1, State: statemachine.ReadOnly, ReplicatingFrom: "a", IOStopped: true, Executed: exec},
+		{Name: "c", Index: 2, State: statemachine.ReadOnly, ReplicatingFrom: "a", Executed: exec},
+		{Name: "d", Index: 3, State: statemachine.ReadOnly, ReplicatingFrom: "a", IOStopped: true, ReplicationBroken: true, Executed: exec},
+		{Name: "e", Index: 4, State: statemachine.ReadOnly, ReplicatingFrom: "a", IOStopped: true, Executed: exec},
+	}}}
+	d := sitepair.Decision{Action: sitepair.ReassertPrimary, Reason: sitepair.ReasonReassertPrimary, Target: "a", Epoch: 3}
+	if err := g.act(t.Context(), t.Context(), d); err != nil {
+		t.Fatal(err)
+	}
+	if !ops.has("a:writable") || !ops.has("b:repoint") {
+		t.Fatalf("ops %v: want a made writable and b repointed", ops)
+	}
+	for _, s := range []string{"c", "d", "e"} {
+		if ops.has(s + ":repoint") {
+			t.Errorf("ops %v: %s repointed", ops, s)
+		}
+	}
+}
