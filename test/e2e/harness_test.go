@@ -157,7 +157,10 @@ func newGroup(t testing.TB, o groupOptions) *group {
 	if o.lease == "" {
 		o.lease = "3s"
 	}
-	for name, content := range map[string]string{"admin.pw": testenv.AdminPassword, "repl.pw": testenv.ReplPassword, "api.token": apiToken} {
+	// daemon.pw is the documented least-privilege account's (deploy/accounts),
+	// which the daemon and the sidecars log in with; admin.pw the harness
+	// administrator's, for what an operator's tools do (a reclone hook).
+	for name, content := range map[string]string{"admin.pw": testenv.AdminPassword, "daemon.pw": testenv.DaemonPassword, "repl.pw": testenv.ReplPassword, "api.token": apiToken} {
 		if err := os.WriteFile(filepath.Join(g.dir, name), []byte(content+"\n"), 0o600); err != nil {
 			t.Fatal(err)
 		}
@@ -262,12 +265,12 @@ func newGroup(t testing.TB, o groupOptions) *group {
     credentials:
       admin:
         user: %s
-        passwordFile: admin.pw
+        passwordFile: daemon.pw
       replication:
         user: %s
         passwordFile: repl.pw
 %s    sites:
-%s`, g.listen, daemonCfg, clusters, o.engine, o.fencing, o.cooldown, o.relayDrainTimeout, testenv.AdminUser, testenv.ReplUser, o.extraConfig, sites.String())
+%s`, g.listen, daemonCfg, clusters, o.engine, o.fencing, o.cooldown, o.relayDrainTimeout, testenv.DaemonUser, testenv.ReplUser, o.extraConfig, sites.String())
 	g.config = filepath.Join(g.dir, "failoverd.yaml")
 	if err := os.WriteFile(g.config, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
@@ -390,10 +393,30 @@ func (g *group) stopDaemon() {
 			break
 		}
 	}
+	// The daemon logs in with exactly the documented grants
+	// (deploy/accounts): a refusal anywhere, even in a step that only
+	// warns, means docs/accounts.md is wrong.
+	for _, line := range strings.Split(g.logs.String(), "\n") {
+		if privilegeRefused(line) {
+			g.t.Errorf("the daemon's documented account was refused a privilege: %s", line)
+			break
+		}
+	}
 	if g.t.Failed() || os.Getenv("FAILOVERD_E2E_LOGS") == "1" {
 		g.t.Logf("failoverd output:\n%s", tail(g.logs.String(), 80))
 	}
 	g.cmd = nil
+}
+
+// privilegeRefused reports whether a log line carries a server's refusal of
+// a privilege or a login (errors 1044, 1045, 1142, 1227, 1370).
+func privilegeRefused(line string) bool {
+	for _, code := range []string{"Error 1044", "Error 1045", "Error 1142", "Error 1227", "Error 1370"} {
+		if strings.Contains(line, code) {
+			return true
+		}
+	}
+	return false
 }
 
 // duplicateJSONKey returns a top-level key that appears twice in line, a
