@@ -62,25 +62,6 @@ func ctxFor(t *testing.T) context.Context {
 	return ctx
 }
 
-// grantsOf returns every SHOW GRANTS line of user@host on m, joined.
-func grantsOf(t *testing.T, m *testenv.Server, user, host string) string {
-	t.Helper()
-	rows, err := m.AdminDB(t).QueryContext(ctxFor(t), "SHOW GRANTS FOR '"+user+"'@'"+host+"'")
-	if err != nil {
-		t.Fatalf("show grants for %s@%s: %v", user, host, err)
-	}
-	defer rows.Close()
-	var all []string
-	for rows.Next() {
-		var g string
-		if err := rows.Scan(&g); err != nil {
-			t.Fatal(err)
-		}
-		all = append(all, g)
-	}
-	return strings.Join(all, "\n")
-}
-
 func open(t *testing.T, m *testenv.Server) *mysqlctl.Instance {
 	t.Helper()
 	in, err := mysqlctl.Open(ctxFor(t), mysqlctl.Options{Addr: m.Addr(), User: testenv.DaemonUser, Password: testenv.DaemonPassword,
@@ -105,7 +86,7 @@ func testRealGrants(t *testing.T, e testenv.Engine) {
 	if testenv.DaemonUser != DaemonUser || testenv.ReplUser != ReplicationUser {
 		t.Fatalf("testenv's accounts %s/%s are not the documented %s/%s", testenv.DaemonUser, testenv.ReplUser, DaemonUser, ReplicationUser)
 	}
-	g := grantsOf(t, site0, DaemonUser, "%")
+	g := site0.Grants(t, DaemonUser, "%")
 	if strings.Contains(g, "ALL PRIVILEGES") || strings.Contains(g, "SUPER") || !strings.Contains(g, "TO `failoverd`@`%`") && !strings.Contains(g, "TO 'failoverd'@'%'") {
 		t.Fatalf("the daemon account on %s is not the documented one:\n%s", site0.Name, g)
 	}

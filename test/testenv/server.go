@@ -436,6 +436,31 @@ func (m *Server) QueryString(t T, query string, args ...any) string {
 	return v.String
 }
 
+// Grants returns every SHOW GRANTS line of user@host, joined by newlines;
+// t.Fatalf on error.
+func (m *Server) Grants(t T, user, host string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	rows, err := m.AdminDB(t).QueryContext(ctx, "SHOW GRANTS FOR "+sqlQuote(user)+"@"+sqlQuote(host))
+	if err != nil {
+		t.Fatalf("testenv: %s: show grants for %s@%s: %v", m.Name, user, host, err)
+	}
+	defer rows.Close()
+	var all []string
+	for rows.Next() {
+		var g string
+		if err := rows.Scan(&g); err != nil {
+			t.Fatalf("testenv: %s: show grants for %s@%s: %v", m.Name, user, host, err)
+		}
+		all = append(all, g)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatalf("testenv: %s: show grants for %s@%s: %v", m.Name, user, host, err)
+	}
+	return strings.Join(all, "\n")
+}
+
 // ReplicaStatus returns SHOW REPLICA STATUS as column → value (empty when
 // the instance is not a replica); t.Fatalf on error. MariaDB names the
 // columns the old way (Slave_IO_Running, Master_Port, ...); on MySQL every

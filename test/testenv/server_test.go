@@ -207,7 +207,7 @@ func TestAccountsAndSignals(t *testing.T) {
 		{AdminUser, "ALL PRIVILEGES ON *.*", "-", []string{"127.0.0.1", "localhost"}},
 	} {
 		for _, host := range tc.hosts {
-			g := grantsOf(t, m, tc.user, host)
+			g := m.Grants(t, tc.user, host)
 			if !strings.Contains(g, tc.want) || strings.Contains(g, tc.mustNot) {
 				t.Errorf("grants of %s@%s = %q: want %q and not %q", tc.user, host, g, tc.want, tc.mustNot)
 			}
@@ -229,25 +229,6 @@ func TestAccountsAndSignals(t *testing.T) {
 	if got := m.QueryString(t, "SELECT 42"); got != "42" {
 		t.Fatalf("after resume: %q", got)
 	}
-}
-
-// grantsOf returns every SHOW GRANTS line of user@host, joined.
-func grantsOf(t *testing.T, m *Server, user, host string) string {
-	t.Helper()
-	rows, err := m.AdminDB(t).Query("SHOW GRANTS FOR " + sqlQuote(user) + "@" + sqlQuote(host))
-	if err != nil {
-		t.Fatalf("show grants for %s@%s: %v", user, host, err)
-	}
-	defer rows.Close()
-	var all []string
-	for rows.Next() {
-		var g string
-		if err := rows.Scan(&g); err != nil {
-			t.Fatalf("scan grants: %v", err)
-		}
-		all = append(all, g)
-	}
-	return strings.Join(all, "\n")
 }
 
 // TestSemiSyncTopology checks that SemiSync sites really commit semi-synchronously.
