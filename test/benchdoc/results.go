@@ -25,8 +25,18 @@ const (
 	ChartFile   = "failover.svg"
 )
 
-// ChartFigure is the figure whose samples failover.svg plots.
+// ChartFigure is the figure whose samples failover.svg plots, one series
+// per engine.
 const ChartFigure = "rto_kill9"
+
+// DefaultEngine is the engine of a figure that names none: results files
+// written before figures carried an engine measured MariaDB only, and so
+// do the scale figures of poller/bench_test.go, which stay engine-less.
+const DefaultEngine = "mariadb"
+
+// engineOrder ranks the known engines in results.json and the README
+// (testenv.AllEngines' order); others follow, by name.
+var engineOrder = []string{"mariadb", "mysql"}
 
 // Target is what a figure must meet: Text for people, and numeric upper
 // bounds (in the figure's unit) on its p50, p90 and maximum; a nil bound
@@ -56,7 +66,10 @@ type Phase struct {
 // Figure is one measured number with its distribution over Runs runs,
 // its target and whether it met it.
 type Figure struct {
-	Name    string    `json:"name"`
+	Name string `json:"name"`
+	// Engine is the database server measured ("mariadb", "mysql"); empty
+	// means DefaultEngine (see EngineName).
+	Engine  string    `json:"engine,omitempty"`
 	Unit    string    `json:"unit"`
 	Runs    int       `json:"runs"`
 	P50     float64   `json:"p50"`
@@ -75,8 +88,28 @@ type Figure struct {
 	Quick    bool      `json:"quick,omitempty"`
 }
 
+// EngineName is f's engine, DefaultEngine when it names none.
+func (f Figure) EngineName() string {
+	if f.Engine == "" {
+		return DefaultEngine
+	}
+	return f.Engine
+}
+
+// same reports whether f and o are the same figure: one name, one engine.
+func (f Figure) same(o Figure) bool { return f.Name == o.Name && f.EngineName() == o.EngineName() }
+
+// OnEngine tags figs with engine (in place) and returns them.
+func OnEngine(engine string, figs ...Figure) []Figure {
+	for i := range figs {
+		figs[i].Engine = engine
+	}
+	return figs
+}
+
 // Results is docs/benchmarks/results.json: the machine and commit of the
-// latest update, and every figure, each replaced by its latest run.
+// latest update, and every figure, one per name and engine, each replaced
+// by its latest run.
 type Results struct {
 	Machine string    `json:"machine"`
 	Cores   int       `json:"cores"`
@@ -173,11 +206,12 @@ func PercentileOf(s []float64, q float64) float64 {
 // Quick reports whether this is a reduced run (make bench-quick).
 func Quick() bool { return os.Getenv("FAILOVERD_BENCH_QUICK") == "1" }
 
-// Merge replaces r's figures of the same names by figs (in place, keeping
-// their order) and appends the new ones.
+// Merge replaces r's figures of the same name and engine by figs (in
+// place, keeping their order) and appends the new ones. A figure without
+// an engine is DefaultEngine's: a "mariadb" figure replaces it.
 func (r *Results) Merge(figs ...Figure) {
 	for _, f := range figs {
-		if i := slices.IndexFunc(r.Figures, func(o Figure) bool { return o.Name == f.Name }); i >= 0 {
+		if i := slices.IndexFunc(r.Figures, f.same); i >= 0 {
 			r.Figures[i] = f
 		} else {
 			r.Figures = append(r.Figures, f)
@@ -193,7 +227,8 @@ var figureOrder = []string{"rto_kill9", "rpo_kill9", "rpo_kill9_semisync_off", "
 	"rto_backlog", "false_failovers"}
 
 // sortFigures orders r's figures: the known ones first, then the scale_
-// ones, then the rest, each group stable.
+// ones, then the rest, each group stable; the engines of one figure
+// together, MariaDB's first.
 func (r *Results) sortFigures() {
 	rank := func(name string) int {
 		if i := slices.Index(figureOrder, name); i >= 0 {
@@ -204,16 +239,67 @@ func (r *Results) sortFigures() {
 		}
 		return len(figureOrder) + 1
 	}
-	slices.SortStableFunc(r.Figures, func(a, b Figure) int { return rank(a.Name) - rank(b.Name) })
+	first := map[string]int{} // each unknown name's first position
+	for i, f := range r.Figures {
+		if _, ok := first[f.Name]; !ok {
+			first[f.Name] = i
+		}
+	}
+	slices.SortStableFunc(r.Figures, func(a, b Figure) int {
+		if d := rank(a.Name) - rank(b.Name); d != 0 {
+			return d
+		}
+		if d := first[a.Name] - first[b.Name]; d != 0 {
+			return d
+		}
+		return engineRank(a.EngineName()) - engineRank(b.EngineName())
+	})
 }
 
-// Figure returns the figure named name.
-func (r Results) Figure(name string) (Figure, bool) {
-	i := slices.IndexFunc(r.Figures, func(f Figure) bool { return f.Name == name })
+// engineRank is e's place in engineOrder (unknown engines last).
+func engineRank(e string) int {
+	if i := slices.Index(engineOrder, e); i >= 0 {
+		return i
+	}
+	return len(engineOrder)
+}
+
+// Figure returns the figure named name measured on engine ("" is
+// DefaultEngine).
+func (r Results) Figure(name, engine string) (Figure, bool) {
+	i := slices.IndexFunc(r.Figures, Figure{Name: name, Engine: engine}.same)
 	if i < 0 {
 		return Figure{}, false
 	}
 	return r.Figures[i], true
+}
+
+// Named returns every engine's figure named name, in r's order.
+func (r Results) Named(name string) []Figure {
+	var out []Figure
+	for _, f := range r.Figures {
+		if f.Name == name {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// Engines lists the engines r's figures measured, in the README's order.
+func (r Results) Engines() []string {
+	var out []string
+	for _, f := range r.Figures {
+		if !slices.Contains(out, f.EngineName()) {
+			out = append(out, f.EngineName())
+		}
+	}
+	slices.SortStableFunc(out, func(a, b string) int {
+		if d := engineRank(a) - engineRank(b); d != 0 {
+			return d
+		}
+		return strings.Compare(a, b)
+	})
+	return out
 }
 
 // LoadResults reads a results file; a missing file is empty results.
@@ -253,8 +339,8 @@ func WriteAll(dir string, r Results) error {
 		}
 	}
 	files := map[string]string{ResultsFile: string(b) + "\n", ReadmeFile: RenderMarkdown(r, reports...)}
-	if f, ok := r.Figure(ChartFigure); ok && len(f.Samples) > 0 {
-		files[ChartFile] = RenderChart(f)
+	if series := chartSeries(r); len(series) > 0 {
+		files[ChartFile] = RenderChart(series...)
 	}
 	for name, content := range files {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
@@ -262,6 +348,12 @@ func WriteAll(dir string, r Results) error {
 		}
 	}
 	return nil
+}
+
+// RecordEngine is Record of figs measured on engine.
+func RecordEngine(tb testing.TB, root, engine string, figs ...Figure) {
+	tb.Helper()
+	Record(tb, root, OnEngine(engine, figs...)...)
 }
 
 // Record merges figs into docs/benchmarks/results.json (root is the path
@@ -275,7 +367,7 @@ func Record(tb testing.TB, root string, figs ...Figure) {
 		if f.Target.Checked() {
 			verdict = map[bool]string{true: "PASS", false: "FAIL"}[f.Pass]
 		}
-		tb.Logf("figure %s: runs %d p50 %.0f p90 %.0f max %.0f %s; target %s: %s", f.Name, f.Runs, f.P50, f.P90, f.Max, f.Unit, f.Target.Text, verdict)
+		tb.Logf("figure %s [%s]: runs %d p50 %.0f p90 %.0f max %.0f %s; target %s: %s", f.Name, f.EngineName(), f.Runs, f.P50, f.P90, f.Max, f.Unit, f.Target.Text, verdict)
 	}
 	if !Enabled() {
 		return

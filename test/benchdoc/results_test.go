@@ -65,10 +65,10 @@ func TestMergeKeepsOtherFigures(t *testing.T) {
 	if strings.Join(got, ",") != "a,b,c" {
 		t.Fatalf("figures %v", got)
 	}
-	if b, _ := r.Figure("b"); b.P50 != 20 {
+	if b, _ := r.Figure("b", ""); b.P50 != 20 {
 		t.Errorf("b not replaced: %+v", b)
 	}
-	if a, _ := r.Figure("a"); a.P50 != 1 {
+	if a, _ := r.Figure("a", ""); a.P50 != 1 {
 		t.Errorf("a changed: %+v", a)
 	}
 }
@@ -102,9 +102,9 @@ func TestWriteAllRoundTripsAndRenders(t *testing.T) {
 	}
 	md := string(readme)
 	for _, want := range []string{
-		"| `rto_kill9` | 900 ms | 1300 ms | 1300 ms | 3 | p50 ≤ 800 ms, p90 ≤ 1.2 s | **NO** |",
-		"| `rpo_kill9` | 0 | 0 | 0 | 3 | 0 | yes |",
-		"| `rto_kill9` | fault → epoch.revoked | 500 ms | 600 ms | 600 ms |",
+		"| `rto_kill9` | mariadb | 900 ms | 1300 ms | 1300 ms | 3 | p50 ≤ 800 ms, p90 ≤ 1.2 s | **NO** |",
+		"| `rpo_kill9` | mariadb | 0 | 0 | 0 | 3 | 0 | yes |",
+		"| `rto_kill9` | mariadb | fault → epoch.revoked | 500 ms | 600 ms | 600 ms |",
 		"](failover.svg)",
 		"- `rpo_kill9` (",
 		"- [failover.md](failover.md)",
@@ -114,14 +114,7 @@ func TestWriteAllRoundTripsAndRenders(t *testing.T) {
 		}
 	}
 	svg := RenderChart(kill)
-	d := xml.NewDecoder(strings.NewReader(svg))
-	for {
-		if _, err := d.Token(); err == io.EOF {
-			break
-		} else if err != nil {
-			t.Fatalf("chart is not well-formed XML: %v\n%s", err, svg)
-		}
-	}
+	wellFormed(t, svg)
 	if !strings.Contains(svg, "p90 target") || strings.Count(svg, "<rect") < 3 {
 		t.Errorf("chart lacks the bars or the target lines:\n%s", svg)
 	}
@@ -144,6 +137,157 @@ func TestWriteAllOrdersTheFigures(t *testing.T) {
 	}
 	if strings.Join(got, ",") != "rto_kill9,rto_hung,scale_cpu_100,other" {
 		t.Fatalf("order %v", got)
+	}
+}
+
+// wellFormed fails t unless svg is well-formed XML.
+func wellFormed(t *testing.T, svg string) {
+	t.Helper()
+	d := xml.NewDecoder(strings.NewReader(svg))
+	for {
+		if _, err := d.Token(); err == io.EOF {
+			return
+		} else if err != nil {
+			t.Fatalf("chart is not well-formed XML: %v\n%s", err, svg)
+		}
+	}
+}
+
+// A figure is one per name and engine: a MySQL run adds its own figure
+// beside MariaDB's, a MariaDB run replaces an engine-less one (results
+// files from before engines were MariaDB's), and "" is MariaDB.
+func TestMergeReplacesByNameAndEngine(t *testing.T) {
+	r := Results{Figures: []Figure{{Name: "rto_kill9", P50: 1}, {Name: "scale_cpu_100", P50: 2}}}
+	r.Merge(Figure{Name: "rto_kill9", Engine: "mysql", P50: 30})
+	r.Merge(Figure{Name: "rto_kill9", Engine: "mariadb", P50: 10})
+	r.Merge(Figure{Name: "scale_cpu_100", P50: 20})
+	if len(r.Figures) != 3 {
+		t.Fatalf("figures %+v", r.Figures)
+	}
+	for _, c := range []struct {
+		name, engine string
+		p50          float64
+	}{{"rto_kill9", "mariadb", 10}, {"rto_kill9", "", 10}, {"rto_kill9", "mysql", 30}, {"scale_cpu_100", "mariadb", 20}} {
+		if f, ok := r.Figure(c.name, c.engine); !ok || f.P50 != c.p50 {
+			t.Errorf("%s on %q: %+v %v, want p50 %v", c.name, c.engine, f, ok, c.p50)
+		}
+	}
+	if got := r.Engines(); strings.Join(got, ",") != "mariadb,mysql" {
+		t.Errorf("engines %v", got)
+	}
+}
+
+// A results.json written before figures carried an engine still loads,
+// its figures are MariaDB's, and rewriting it keeps them engine-less.
+func TestLoadsResultsWithoutEngines(t *testing.T) {
+	dir := t.TempDir()
+	old := `{"machine": "m", "cores": 2, "date": "2026-11-01T10:00:00Z", "commit": "abc",
+  "figures": [
+    {"name": "rto_kill9", "unit": "ms", "runs": 2, "p50": 640, "p90": 650, "max": 650, "samples": [640, 650],
+     "target": {"text": "p50 ≤ 800 ms", "p50_max": 800}, "pass": true, "measured": "2026-11-01T10:00:00Z"},
+    {"name": "scale_cpu_100", "unit": "cores", "runs": 1, "p50": 0.04, "p90": 0.04, "max": 0.04,
+     "target": {}, "pass": true, "measured": "2026-11-01T10:00:00Z"}
+  ]}`
+	if err := os.WriteFile(filepath.Join(dir, ResultsFile), []byte(old), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r, err := LoadResults(filepath.Join(dir, ResultsFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Figures) != 2 || r.Figures[0].Engine != "" || r.Figures[0].EngineName() != "mariadb" {
+		t.Fatalf("loaded %+v", r.Figures)
+	}
+	if f, ok := r.Figure("rto_kill9", "mariadb"); !ok || f.P50 != 640 {
+		t.Fatalf("rto_kill9 on mariadb: %+v %v", f, ok)
+	}
+	if err := WriteAll(dir, r); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, ResultsFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(b), `"engine"`) {
+		t.Errorf("rewritten engine-less figures gained an engine:\n%s", b)
+	}
+	md, err := os.ReadFile(filepath.Join(dir, ReadmeFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"| `rto_kill9` | mariadb | 640 ms |", "| `scale_cpu_100` | mariadb |", "- Engines: mariadb\n"} {
+		if !strings.Contains(string(md), want) {
+			t.Errorf("README lacks %q:\n%s", want, md)
+		}
+	}
+}
+
+// Both engines' figures render side by side: one row each in the table
+// (MariaDB's first, whichever was recorded first), one phase row each,
+// one series each in the chart, and one notes line per figure.
+func TestWriteAllRendersEveryEngine(t *testing.T) {
+	dir := t.TempDir()
+	target := Target{Text: "p50 ≤ 800 ms", P50Max: Bound(800)}
+	ms := func(v ...int) []time.Duration {
+		var out []time.Duration
+		for _, x := range v {
+			out = append(out, time.Duration(x)*time.Millisecond)
+		}
+		return out
+	}
+	var r Results
+	r.Merge(OnEngine("mysql",
+		DurationFigure(ChartFigure, ms(550, 600, 700), target, "last ack → first ack").WithPhase("fault → epoch.revoked", []float64{400}),
+		CountFigure("rpo_kill9", []int{0, 0, 1}, Target{Text: "0", MaxMax: Bound(0)}, "lost"))...)
+	r.Merge(OnEngine("mariadb",
+		DurationFigure(ChartFigure, ms(640, 650, 900), target, "last ack → first ack").WithPhase("fault → epoch.revoked", []float64{450}),
+		CountFigure("rpo_kill9", []int{0, 0, 0}, Target{Text: "0", MaxMax: Bound(0)}, "lost"))...)
+	if err := WriteAll(dir, r); err != nil {
+		t.Fatal(err)
+	}
+	out, err := LoadResults(filepath.Join(dir, ResultsFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var order []string
+	for _, f := range out.Figures {
+		order = append(order, f.Name+"/"+f.Engine)
+	}
+	if strings.Join(order, ",") != "rto_kill9/mariadb,rto_kill9/mysql,rpo_kill9/mariadb,rpo_kill9/mysql" {
+		t.Fatalf("order %v", order)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, ReadmeFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	md := string(b)
+	for _, want := range []string{
+		"| figure | engine | p50 |",
+		"| `rto_kill9` | mariadb | 650 ms | 900 ms | 900 ms | 3 | p50 ≤ 800 ms | yes |\n| `rto_kill9` | mysql | 600 ms | 700 ms | 700 ms | 3 | p50 ≤ 800 ms | yes |",
+		"| `rpo_kill9` | mysql | 0 | 1 | 1 | 3 | 0 | **NO** |",
+		"| `rto_kill9` | mysql | fault → epoch.revoked | 400 ms |",
+		"(mariadb 3 runs, mysql 3 runs)](failover.svg)",
+		"- Engines: mariadb, mysql\n",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("README lacks %q:\n%s", want, md)
+		}
+	}
+	if n := strings.Count(md, "- `rto_kill9` ("); n != 1 {
+		t.Errorf("%d notes lines for rto_kill9, want 1:\n%s", n, md)
+	}
+	svg, err := os.ReadFile(filepath.Join(dir, ChartFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wellFormed(t, string(svg))
+	for _, want := range []string{"mariadb: 3 runs, p50 650 ms", "mysql: 3 runs, p50 600 ms", "p50 target"} {
+		if !strings.Contains(string(svg), want) {
+			t.Errorf("chart lacks %q:\n%s", want, svg)
+		}
+	}
+	if n := strings.Count(string(svg), "<polyline"); n != 2 {
+		t.Errorf("%d CDF lines, want one per engine", n)
 	}
 }
 

@@ -2,6 +2,8 @@
 // README.md summary and failover.svg from it, prints every figure against
 // its target and, with -check, exits 1 when a figure measured since -since
 // missed its target (or none was measured): make bench-quick's verdict.
+// Every engine's figures count alike (a figure without an engine is
+// MariaDB's); the same targets hold on each.
 //
 //	go run ./test/benchreport [-dir docs/benchmarks] [-since UNIX] [-check]
 package main
@@ -56,7 +58,7 @@ func run(w io.Writer, dir string, since time.Time, check bool) error {
 				verdict, missed = "MISSED", missed+1
 			}
 		}
-		fmt.Fprintf(w, "%-28s p50 %-14s p90 %-14s max %-14s runs %-3d target %-40s %s\n", f.Name,
+		fmt.Fprintf(w, "%-28s %-8s p50 %-14s p90 %-14s max %-14s runs %-3d target %-40s %s\n", f.Name, f.EngineName(),
 			benchdoc.FormatValue(f.P50, f.Unit), benchdoc.FormatValue(f.P90, f.Unit), benchdoc.FormatValue(f.Max, f.Unit), f.Runs, f.Target.Text, verdict)
 	}
 	switch {

@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -35,6 +36,28 @@ func TestCheckCountsOnlyFiguresSince(t *testing.T) {
 	}
 	if err := run(io.Discard, dir, time.Unix(0, 0), false); err != nil {
 		t.Fatalf("without -check: %v", err)
+	}
+}
+
+// Every engine's figures are checked: a MySQL figure that misses the
+// target MariaDB's meets fails the check, and the report names the engine.
+func TestCheckCountsEveryEngine(t *testing.T) {
+	target := benchdoc.Target{Text: "0", MaxMax: benchdoc.Bound(0)}
+	figs := benchdoc.OnEngine("mysql", benchdoc.CountFigure("rpo_kill9", []int{0, 1}, target, ""))
+	figs = append(figs, benchdoc.OnEngine("mariadb", benchdoc.CountFigure("rpo_kill9", []int{0, 0}, target, ""))...)
+	dir := writeResults(t, figs...)
+	var out strings.Builder
+	err := run(&out, dir, time.Unix(0, 0), true)
+	if !errors.Is(err, errMissed) || !strings.Contains(err.Error(), "1 of 2 figures") {
+		t.Fatalf("check: %v, want 1 of 2 figures missed", err)
+	}
+	for _, want := range []string{"rpo_kill9                    mariadb ", "rpo_kill9                    mysql   "} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("report lacks %q:\n%s", want, out.String())
+		}
+	}
+	if !strings.Contains(out.String(), "MISSED") {
+		t.Errorf("report:\n%s", out.String())
 	}
 }
 
