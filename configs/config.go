@@ -368,6 +368,19 @@ type Credentials struct {
 	Admin Account `yaml:"admin"`
 	// Replication is the account replicas use to connect to the primary.
 	Replication Account `yaml:"replication"`
+	// Sidecar, when set, is the account the sidecars use instead of Admin:
+	// it only reads status, fences, ends sessions and lifts its own fence,
+	// so it needs fewer privileges (deploy/accounts).
+	Sidecar *Account `yaml:"sidecar"`
+}
+
+// SidecarAccount is the account a sidecar logs in with: Sidecar, or Admin
+// when no sidecar account is configured.
+func (c Credentials) SidecarAccount() Account {
+	if c.Sidecar != nil {
+		return *c.Sidecar
+	}
+	return c.Admin
 }
 
 // Account is a user name plus the file holding its password.

@@ -403,6 +403,34 @@ func TestRejoinByRecloneWithSemiSync(t *testing.T) {
 	}
 }
 
+func TestSidecarAccount(t *testing.T) {
+	dir := secrets(t)
+	cfg, err := parseMap(t, base(), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := cfg.Groups[0].Credentials.SidecarAccount(); a.User != "failoverd" {
+		t.Fatalf("without credentials.sidecar the sidecars use %q, want the admin account", a.User)
+	}
+	m := base()
+	group(m)["credentials"].(map[string]any)["sidecar"] = map[string]any{"user": "failoverd_sidecar", "passwordFile": "repl.pw"}
+	cfg, err = parseMap(t, m, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := cfg.Groups[0].Credentials.SidecarAccount()
+	if a.User != "failoverd_sidecar" || a.PasswordFile != filepath.Join(dir, "repl.pw") {
+		t.Fatalf("sidecar account %+v, want failoverd_sidecar with its file resolved against the config's directory", a)
+	}
+	if pw, err := a.Password(); err != nil || pw != "secret" {
+		t.Fatalf("sidecar password %q, %v", pw, err)
+	}
+	group(m)["credentials"].(map[string]any)["sidecar"] = map[string]any{"user": "failoverd_sidecar", "passwordFile": "missing.pw"}
+	if _, err := parseMap(t, m, dir); err == nil || !strings.Contains(err.Error(), "groups[0].credentials.sidecar.passwordFile") {
+		t.Fatalf("a missing sidecar password file: %v", err)
+	}
+}
+
 func TestSemiSyncFencing(t *testing.T) {
 	m := base()
 	group(m)["fencing"] = "semisync"

@@ -53,6 +53,9 @@ func (c *Config) resolvePaths(dir string) {
 		g := &c.Groups[i]
 		abs(&g.Credentials.Admin.PasswordFile)
 		abs(&g.Credentials.Replication.PasswordFile)
+		if g.Credentials.Sidecar != nil {
+			abs(&g.Credentials.Sidecar.PasswordFile)
+		}
 		abs(&g.TLS.CAFile)
 		abs(&g.TLS.CertFile)
 		abs(&g.TLS.KeyFile)

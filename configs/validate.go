@@ -432,6 +432,9 @@ func (v *validator) group(path string, g Group) {
 	v.positive(path+".maxCandidateLag", g.MaxCandidateLag)
 	v.account(path+".credentials.admin", g.Credentials.Admin)
 	v.account(path+".credentials.replication", g.Credentials.Replication)
+	if g.Credentials.Sidecar != nil {
+		v.account(path+".credentials.sidecar", *g.Credentials.Sidecar)
+	}
 	v.tls(path+".tls", g.TLS)
 	v.positive(path+".sidecar.leaseTimeout", g.Sidecar.LeaseTimeout)
 	v.positive(path+".sidecar.checkInterval", g.Sidecar.CheckInterval)

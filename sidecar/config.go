@@ -185,9 +185,10 @@ func FromConfig(c *configs.Config, group, site string, ov Overrides) (Config, my
 	if err != nil {
 		return Config{}, mysqlctl.Options{}, fmt.Errorf("view signing key: %w", err)
 	}
-	pw, err := g.Credentials.Admin.Password()
+	acct := g.Credentials.SidecarAccount()
+	pw, err := acct.Password()
 	if err != nil {
-		return Config{}, mysqlctl.Options{}, fmt.Errorf("admin password: %w", err)
+		return Config{}, mysqlctl.Options{}, fmt.Errorf("%s password: %w", acct.User, err)
 	}
 	tlsCfg, err := poller.TLSConfig(g.TLS)
 	if err != nil {
@@ -212,7 +213,7 @@ func FromConfig(c *configs.Config, group, site string, ov Overrides) (Config, my
 		ListenAddr:    listen,
 	}
 	opts := mysqlctl.Options{
-		Addr: mysqlAddr, User: g.Credentials.Admin.User, Password: pw, TLS: tlsCfg,
+		Addr: mysqlAddr, User: acct.User, Password: pw, TLS: tlsCfg,
 		// A dial to a hung server must end within one fence.
 		DialTimeout: cfg.fenceTimeout(), MaxOpenConns: 2,
 	}

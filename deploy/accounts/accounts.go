@@ -20,12 +20,14 @@ var files embed.FS
 // The account names the SQL creates.
 const (
 	DaemonUser      = "failoverd"
+	SidecarUser     = "failoverd_sidecar"
 	ReplicationUser = "repl"
 )
 
 // The placeholder passwords the SQL carries, replaced by Statements.
 const (
 	daemonPlaceholder      = "CHANGE-ME-daemon"
+	sidecarPlaceholder     = "CHANGE-ME-sidecar"
 	replicationPlaceholder = "CHANGE-ME-replication"
 )
 
@@ -34,7 +36,7 @@ var ErrUnknownEngine = errors.New("accounts: unknown engine")
 
 // Passwords replace the CHANGE-ME placeholders.
 type Passwords struct {
-	Daemon, Replication string
+	Daemon, Sidecar, Replication string
 }
 
 // SQL returns the engine's file as written ("mysql" or "mariadb", as in a
@@ -61,7 +63,7 @@ func Statements(engine string, pw Passwords) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	for _, p := range []string{pw.Daemon, pw.Replication} {
+	for _, p := range []string{pw.Daemon, pw.Sidecar, pw.Replication} {
 		if p == "" || strings.ContainsAny(p, `'\`) {
 			return nil, fmt.Errorf("accounts: a password is empty or holds a quote or backslash")
 		}
@@ -72,7 +74,8 @@ func Statements(engine string, pw Passwords) ([]string, error) {
 			code.WriteString(line)
 		}
 	}
-	r := strings.NewReplacer("'"+daemonPlaceholder+"'", "'"+pw.Daemon+"'", "'"+replicationPlaceholder+"'", "'"+pw.Replication+"'")
+	r := strings.NewReplacer("'"+daemonPlaceholder+"'", "'"+pw.Daemon+"'", "'"+sidecarPlaceholder+"'", "'"+pw.Sidecar+"'",
+		"'"+replicationPlaceholder+"'", "'"+pw.Replication+"'")
 	var out []string
 	for _, s := range strings.Split(r.Replace(code.String()), ";") {
 		if s = strings.Join(strings.Fields(s), " "); s != "" {

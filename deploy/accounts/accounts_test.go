@@ -15,7 +15,7 @@ import (
 	"github.com/failoverd/failoverd/test/testenv"
 )
 
-var testPasswords = Passwords{Daemon: "daemon-pw-1", Replication: "repl-pw-1"}
+var testPasswords = Passwords{Daemon: "daemon-pw-1", Sidecar: "sidecar-pw-1", Replication: "repl-pw-1"}
 
 func TestStatementsReplacePlaceholders(t *testing.T) {
 	for _, engine := range []string{"mysql", "mariadb"} {
@@ -24,7 +24,7 @@ func TestStatementsReplacePlaceholders(t *testing.T) {
 			t.Fatal(err)
 		}
 		all := strings.Join(stmts, "\n")
-		for _, want := range []string{"CREATE USER 'failoverd'@'%' IDENTIFIED BY 'daemon-pw-1'", "CREATE USER 'repl'@'%' IDENTIFIED BY 'repl-pw-1'", "GRANT REPLICATION SLAVE ON *.* TO 'repl'@'%'"} {
+		for _, want := range []string{"CREATE USER 'failoverd'@'%' IDENTIFIED BY 'daemon-pw-1'", "CREATE USER 'repl'@'%' IDENTIFIED BY 'repl-pw-1'", "CREATE USER 'failoverd_sidecar'@'%' IDENTIFIED BY 'sidecar-pw-1'", "GRANT REPLICATION SLAVE ON *.* TO 'repl'@'%'"} {
 			if !strings.Contains(all, want) {
 				t.Errorf("%s: no statement %q in\n%s", engine, want, all)
 			}
@@ -39,7 +39,7 @@ func TestStatementsReplacePlaceholders(t *testing.T) {
 	if _, err := Statements("postgres", testPasswords); !errors.Is(err, ErrUnknownEngine) {
 		t.Errorf("unknown engine: %v", err)
 	}
-	if _, err := Statements("mysql", Passwords{Daemon: "it's", Replication: "x"}); err == nil {
+	if _, err := Statements("mysql", Passwords{Daemon: "it's", Sidecar: "y", Replication: "x"}); err == nil {
 		t.Error("a quote in a password was accepted")
 	}
 }
@@ -64,10 +64,15 @@ func ctxFor(t *testing.T) context.Context {
 
 func open(t *testing.T, m *testenv.Server) *mysqlctl.Instance {
 	t.Helper()
-	in, err := mysqlctl.Open(ctxFor(t), mysqlctl.Options{Addr: m.Addr(), User: testenv.DaemonUser, Password: testenv.DaemonPassword,
+	return openAs(t, m, testenv.DaemonUser, testenv.DaemonPassword)
+}
+
+func openAs(t *testing.T, m *testenv.Server, user, password string) *mysqlctl.Instance {
+	t.Helper()
+	in, err := mysqlctl.Open(ctxFor(t), mysqlctl.Options{Addr: m.Addr(), User: user, Password: password,
 		Logger: slog.New(slog.NewTextHandler(t.Output(), nil))})
 	if err != nil {
-		t.Fatalf("open %s as %s: %v", m.Name, DaemonUser, err)
+		t.Fatalf("open %s as %s: %v", m.Name, user, err)
 	}
 	t.Cleanup(func() { _ = in.Close() })
 	return in
@@ -166,5 +171,42 @@ func testRealGrants(t *testing.T, e testenv.Engine) {
 	}
 	if !st0.Executed.Covers(st1.Executed) {
 		t.Fatalf("site0's executed set %s does not cover site1's %s", st0.Executed, st1.Executed)
+	}
+
+	// The sidecar's account does what a sidecar does, on the primary (fence,
+	// end the sessions, lift its own fence at boot) and on a replica
+	// (status), and nothing more: replication is not its business.
+	sc1, sc0 := openAs(t, site1, testenv.SidecarUser, testenv.SidecarPassword), openAs(t, site0, testenv.SidecarUser, testenv.SidecarPassword)
+	conn1, err := site1.AppDB(t).Conn(ctxFor(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn1.Close()
+	if _, err := conn1.ExecContext(ctxFor(t), "SELECT 1"); err != nil {
+		t.Fatal(err)
+	}
+	sidecarMust := func(what string, err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatalf("%s as the documented sidecar account: %v", what, err)
+		}
+	}
+	sidecarMust("fence site1", sc1.Fence(ctxFor(t)))
+	n, err = sc1.KillClientConnections(ctxFor(t))
+	sidecarMust("kill site1's application sessions", err)
+	if n == 0 {
+		t.Fatal("the sidecar's fence killed no session; the application held one")
+	}
+	sidecarMust("lift site1's fence", sc1.Promote(ctxFor(t)))
+	if _, err := site1.AppDB(t).ExecContext(ctxFor(t), "INSERT INTO g VALUES (4)"); err != nil {
+		t.Fatalf("application write after the sidecar lifted its fence: %v", err)
+	}
+	st, err := sc0.Status(ctxFor(t))
+	sidecarMust("status of replica site0", err)
+	if st.Replica == nil || st.Replica.SourcePort != site1.Port {
+		t.Fatalf("site0's status as the sidecar account shows no replication from site1: %+v", st.Replica)
+	}
+	if err := sc0.StopReplica(ctxFor(t)); !errors.As(err, &me) || (me.Number != 1227 && me.Number != 1142) {
+		t.Fatalf("the sidecar account stopping replication: %v, want access denied", err)
 	}
 }

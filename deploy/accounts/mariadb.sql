@@ -17,6 +17,12 @@
 CREATE USER 'failoverd'@'%' IDENTIFIED BY 'CHANGE-ME-daemon';
 GRANT READ_ONLY ADMIN, REPLICATION SLAVE ADMIN, REPLICATION MASTER ADMIN, REPLICA MONITOR, BINLOG MONITOR, RELOAD, CONNECTION ADMIN, PROCESS ON *.* TO 'failoverd'@'%';
 
+-- The sidecar beside each MariaDB (credentials.sidecar; optional, the
+-- sidecars use credentials.admin without it): it reads status, fences, ends
+-- the application's sessions and lifts its own fence at boot, nothing else.
+CREATE USER 'failoverd_sidecar'@'%' IDENTIFIED BY 'CHANGE-ME-sidecar';
+GRANT READ_ONLY ADMIN, REPLICA MONITOR, CONNECTION ADMIN, PROCESS ON *.* TO 'failoverd_sidecar'@'%';
+
 -- Replicas connect to their source with this account (credentials.replication).
 CREATE USER 'repl'@'%' IDENTIFIED BY 'CHANGE-ME-replication';
 GRANT REPLICATION SLAVE ON *.* TO 'repl'@'%';

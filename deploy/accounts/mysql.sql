@@ -20,6 +20,14 @@ GRANT SYSTEM_VARIABLES_ADMIN, REPLICATION_SLAVE_ADMIN, CONNECTION_ADMIN, CLONE_A
 GRANT RELOAD, REPLICATION CLIENT, PROCESS ON *.* TO 'failoverd'@'%';
 GRANT SELECT ON performance_schema.* TO 'failoverd'@'%';
 
+-- The sidecar beside each MySQL (credentials.sidecar; optional, the sidecars
+-- use credentials.admin without it): it reads status, fences, ends the
+-- application's sessions and lifts its own fence at boot, nothing else.
+CREATE USER 'failoverd_sidecar'@'%' IDENTIFIED BY 'CHANGE-ME-sidecar';
+GRANT SYSTEM_VARIABLES_ADMIN, CONNECTION_ADMIN ON *.* TO 'failoverd_sidecar'@'%';
+GRANT REPLICATION CLIENT, PROCESS ON *.* TO 'failoverd_sidecar'@'%';
+GRANT SELECT ON performance_schema.* TO 'failoverd_sidecar'@'%';
+
 -- Replicas connect to their source with this account
 -- (credentials.replication). With caching_sha2_password (the default) the
 -- link uses TLS (tls.enabled) or fetches the source's RSA key.

@@ -92,6 +92,13 @@ func (g *group) startSidecars() {
 				_ = p.cmd.Process.Kill()
 				<-p.exited
 			}
+			// The sidecar logs in with the documented sidecar account.
+			for line := range strings.SplitSeq(p.logs.String(), "\n") {
+				if privilegeRefused(line) {
+					g.t.Errorf("sidecar %d's documented account was refused a privilege: %s", i, line)
+					break
+				}
+			}
 			if g.t.Failed() {
 				g.t.Logf("sidecar %d output:\n%s", i, tail(p.logs.String(), 40))
 			}

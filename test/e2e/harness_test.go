@@ -157,10 +157,12 @@ func newGroup(t testing.TB, o groupOptions) *group {
 	if o.lease == "" {
 		o.lease = "3s"
 	}
-	// daemon.pw is the documented least-privilege account's (deploy/accounts),
-	// which the daemon and the sidecars log in with; admin.pw the harness
-	// administrator's, for what an operator's tools do (a reclone hook).
-	for name, content := range map[string]string{"admin.pw": testenv.AdminPassword, "daemon.pw": testenv.DaemonPassword, "repl.pw": testenv.ReplPassword, "api.token": apiToken} {
+	// daemon.pw and sidecar.pw are the documented least-privilege accounts'
+	// (deploy/accounts), which the daemon and the sidecars log in with;
+	// admin.pw the harness administrator's, for what an operator's tools do
+	// (a reclone hook).
+	for name, content := range map[string]string{"admin.pw": testenv.AdminPassword, "daemon.pw": testenv.DaemonPassword,
+		"sidecar.pw": testenv.SidecarPassword, "repl.pw": testenv.ReplPassword, "api.token": apiToken} {
 		if err := os.WriteFile(filepath.Join(g.dir, name), []byte(content+"\n"), 0o600); err != nil {
 			t.Fatal(err)
 		}
@@ -269,8 +271,11 @@ func newGroup(t testing.TB, o groupOptions) *group {
       replication:
         user: %s
         passwordFile: repl.pw
+      sidecar:
+        user: %s
+        passwordFile: sidecar.pw
 %s    sites:
-%s`, g.listen, daemonCfg, clusters, o.engine, o.fencing, o.cooldown, o.relayDrainTimeout, testenv.DaemonUser, testenv.ReplUser, o.extraConfig, sites.String())
+%s`, g.listen, daemonCfg, clusters, o.engine, o.fencing, o.cooldown, o.relayDrainTimeout, testenv.DaemonUser, testenv.ReplUser, testenv.SidecarUser, o.extraConfig, sites.String())
 	g.config = filepath.Join(g.dir, "failoverd.yaml")
 	if err := os.WriteFile(g.config, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)

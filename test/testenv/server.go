@@ -32,6 +32,9 @@ const (
 	// deploy/accounts grants (the daemon's and the sidecar's
 	// credentials.admin in the e2e suite).
 	DaemonUser, DaemonPassword = accounts.DaemonUser, "failoverd-daemon-pw"
+	// SidecarUser is the documented sidecar account (credentials.sidecar
+	// in the e2e suite): status, fence, kill sessions, lift its own fence.
+	SidecarUser, SidecarPassword = accounts.SidecarUser, "failoverd-sidecar-pw"
 	// ReplUser is the documented replication account (REPLICATION SLAVE only).
 	ReplUser, ReplPassword = accounts.ReplicationUser, "repl-pw"
 	// AppUser holds SELECT,INSERT,UPDATE,DELETE,CREATE,DROP,INDEX,ALTER ON app.* only:

@@ -36,7 +36,7 @@ func accountSQL(e Engine) ([]string, error) {
 			fmt.Sprintf("GRANT SELECT, INSERT, UPDATE, DELETE, CREATE, DROP, INDEX, ALTER ON `%s`.* TO %s@%s", AppDatabase, sqlQuote(AppUser), sqlQuote(host)),
 		)
 	}
-	documented, err := accounts.Statements(string(e), accounts.Passwords{Daemon: DaemonPassword, Replication: ReplPassword})
+	documented, err := accounts.Statements(string(e), accounts.Passwords{Daemon: DaemonPassword, Sidecar: SidecarPassword, Replication: ReplPassword})
 	if err != nil {
 		return nil, err
 	}
