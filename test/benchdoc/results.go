@@ -368,6 +368,9 @@ func Record(tb testing.TB, root string, figs ...Figure) {
 			verdict = map[bool]string{true: "PASS", false: "FAIL"}[f.Pass]
 		}
 		tb.Logf("figure %s [%s]: runs %d p50 %.0f p90 %.0f max %.0f %s; target %s: %s", f.Name, f.EngineName(), f.Runs, f.P50, f.P90, f.Max, f.Unit, f.Target.Text, verdict)
+		for _, p := range f.Phases {
+			tb.Logf("figure %s [%s]: phase %s: p50 %.0f p90 %.0f max %.0f %s", f.Name, f.EngineName(), p.Name, p.P50, p.P90, p.Max, f.Unit)
+		}
 	}
 	if !Enabled() {
 		return
