@@ -17,11 +17,14 @@ import (
 )
 
 // The figures of docs/benchmarks/results.json measured on real servers
-// (issue 18). Every harness runs a 3-site MariaDB group (semi-sync on, the
-// real failoverd binary, default timings: pollInterval 500ms, probeTimeout
-// 400ms, failureThreshold 2, corroborated detection) and records its
-// figures with benchdoc.Record when FAILOVERD_BENCH_WRITE=1. `make bench`
-// and `make bench-quick` run them; by hand:
+// (issue 18). Every harness runs once per engine FAILOVERD_TEST_ENGINE
+// selects (testenv.ForEachEngineB: BenchmarkX/mariadb, BenchmarkX/mysql;
+// both by default), each time on 3-site groups of that engine (semi-sync
+// on, the real failoverd binary, default timings: pollInterval 500ms,
+// probeTimeout 400ms, failureThreshold 2, corroborated detection), and
+// records its figures tagged with the engine (benchdoc.RecordEngine) when
+// FAILOVERD_BENCH_WRITE=1, with the same targets on both engines (issue
+// 25). `make bench` and `make bench-quick` run them; by hand:
 //
 //	FAILOVERD_BENCH_WRITE=1 FAILOVERD_BENCH_RUNS=5 go test -run '^$' -bench 'BenchmarkRTOKill9' -benchtime 1x -timeout 60m ./test/e2e/
 //
@@ -31,10 +34,6 @@ import (
 // FAILOVERD_BENCH_BACKLOG (default 10000).
 
 // benchRuns is FAILOVERD_BENCH_RUNS, default 20.
-// benchEngine is the engine every benchmark of this package measures:
-// MariaDB for now (per-engine figures in results.json are a later item).
-const benchEngine = testenv.MariaDB
-
 func benchRuns() int { return envInt("FAILOVERD_BENCH_RUNS", 20) }
 
 func envInt(name string, def int) int {
@@ -112,20 +111,24 @@ type killRun struct {
 	lost     int           // acknowledged writes missing on the new primary
 }
 
-// BenchmarkRTOKill9 records rto_kill9 and rpo_kill9: SIGKILL of the
-// primary's mysqld under a write load, on a fresh group each run.
+// BenchmarkRTOKill9 records rto_kill9 and rpo_kill9 per engine: SIGKILL
+// of the primary's mysqld under a write load, on a fresh group each run.
 func BenchmarkRTOKill9(b *testing.B) {
 	if testing.Short() {
 		b.Skip("starts real servers")
 	}
-	runs := runEach(b, benchRuns(), func(b *testing.B) killRun { return kill9Once(b, true) })
+	testenv.ForEachEngineB(b, rtoKill9)
+}
+
+func rtoKill9(b *testing.B, e testenv.Engine) {
+	runs := runEach(b, benchRuns(), func(b *testing.B) killRun { return kill9Once(b, e, true) })
 	var gap, writable, revoked, promoted []time.Duration
 	var lost []int
 	for _, r := range runs {
 		gap, writable, revoked, promoted = append(gap, r.gap), append(writable, r.writable), append(revoked, r.revoked), append(promoted, r.promoted)
 		lost = append(lost, r.lost)
 	}
-	benchdoc.Record(b, "../..",
+	benchdoc.RecordEngine(b, "../..", e.String(),
 		benchdoc.DurationFigure("rto_kill9", gap, benchdoc.Target{Text: "p50 ≤ 800 ms, p90 ≤ 1.2 s", P50Max: benchdoc.Bound(800), P90Max: benchdoc.Bound(1200)},
 			`client-observed failover time after SIGKILL of the primary's mysqld: a write load
 (2 workers, app account, 5 ms pause, 2 s timeout, on any error it moves to the next site)
@@ -146,26 +149,30 @@ absent from the new primary's app.load after the load stopped (semi-sync on).`))
 // rto_kill9 run with semi-sync switched off on every server (both sides,
 // the replicas' IO threads restarted so it takes effect), so the primary
 // acknowledges a commit before any replica received it. Reported, no
-// target: how much an asynchronous group loses to a crash.
+// target: how much an asynchronous group loses to a crash. Per engine.
 func BenchmarkRPOKill9SemiSyncOff(b *testing.B) {
 	if testing.Short() {
 		b.Skip("starts real servers")
 	}
-	runs := runEach(b, benchRuns(), func(b *testing.B) killRun { return kill9Once(b, false) })
+	testenv.ForEachEngineB(b, rpoKill9SemiSyncOff)
+}
+
+func rpoKill9SemiSyncOff(b *testing.B, e testenv.Engine) {
+	runs := runEach(b, benchRuns(), func(b *testing.B) killRun { return kill9Once(b, e, false) })
 	var lost []int
 	var gap []time.Duration
 	for _, r := range runs {
 		lost, gap = append(lost, r.lost), append(gap, r.gap)
 	}
 	b.Logf("semi-sync off: client gap p50 %v max %v", benchdoc.Percentile(gap, 0.5), benchdoc.Percentile(gap, 1))
-	benchdoc.Record(b, "../..",
+	benchdoc.RecordEngine(b, "../..", e.String(),
 		benchdoc.CountFigure("rpo_kill9_semisync_off", lost, benchdoc.Target{Text: "reported (semi-sync off)"},
-			`acknowledged writes lost per SIGKILL of the primary with semi-sync off on every
-server (rpl_semi_sync_master_enabled and rpl_semi_sync_slave_enabled OFF, the replicas' IO
-threads restarted, checked before the kill: asynchronous replication): the rto_kill9 run
-otherwise (fresh 3-site group, fencing confirmed, write load of 2 workers, kill at a random
-0-500 ms phase after 50 acks); ids the write load saw acknowledged and absent from the new
-primary's app.load after the load stopped.`))
+			fmt.Sprintf(`acknowledged writes lost per SIGKILL of the primary with semi-sync off on every
+server (%s and %s OFF, the replicas' IO threads restarted, checked before the kill:
+asynchronous replication): the rto_kill9 run otherwise (fresh 3-site group, fencing
+confirmed, write load of 2 workers, kill at a random 0-500 ms phase after 50 acks); ids the
+write load saw acknowledged and absent from the new primary's app.load after the load
+stopped.`, semiSyncSourceVar(e, "enabled"), semiSyncReplicaVar(e, "enabled"))))
 }
 
 // semiSyncOff switches semi-sync off on every site of g, both sides, and
@@ -200,8 +207,8 @@ func semiSyncOff(b *testing.B, g *group) {
 	}
 }
 
-func kill9Once(b *testing.B, semiSync bool) killRun {
-	g := newGroup(b, groupOptions{engine: benchEngine, sites: 3})
+func kill9Once(b *testing.B, e testenv.Engine, semiSync bool) killRun {
+	g := newGroup(b, groupOptions{engine: e, sites: 3})
 	if !semiSync {
 		semiSyncOff(b, g)
 	}
@@ -232,13 +239,17 @@ func kill9Once(b *testing.B, semiSync bool) killRun {
 
 // BenchmarkSwitchoverUnavailability records switchover_unavailability:
 // FAILOVERD_BENCH_RUNS planned switchovers in a row under load
-// (switchoversUnderLoad).
+// (switchoversUnderLoad), per engine.
 func BenchmarkSwitchoverUnavailability(b *testing.B) {
 	if testing.Short() {
 		b.Skip("starts real servers")
 	}
-	gaps := switchoversUnderLoad(b, benchEngine, benchRuns())
-	benchdoc.Record(b, "../..", benchdoc.DurationFigure("switchover_unavailability", gaps,
+	testenv.ForEachEngineB(b, switchoverUnavailability)
+}
+
+func switchoverUnavailability(b *testing.B, e testenv.Engine) {
+	gaps := switchoversUnderLoad(b, e, benchRuns())
+	benchdoc.RecordEngine(b, "../..", e.String(), benchdoc.DurationFigure("switchover_unavailability", gaps,
 		benchdoc.Target{Text: "p50 ≤ 300 ms", P50Max: benchdoc.Bound(300)},
 		`client-observed write unavailability of a planned switchover (POST
 /v1/groups/orders/switchover?force=true) under a write load of 4 workers: the last write
@@ -274,6 +285,7 @@ func BenchmarkRTOIsolationSidecar(b *testing.B) {
 // groupOptions' default, which lostCases[2] and [3] keep.
 const sidecarLease = 3 * time.Second
 
+// lostFigures records the figures of one lost-primary case, per engine.
 func lostFigures(b *testing.B, name string, c lostCase) {
 	if testing.Short() {
 		b.Skip("starts real servers")
@@ -281,7 +293,11 @@ func lostFigures(b *testing.B, name string, c lostCase) {
 	if c.opts.sidecars && c.opts.lease != "" {
 		b.Fatalf("%s: the sidecar figures' target assumes the default lease %v, not %s", c.name, sidecarLease, c.opts.lease)
 	}
-	runs := runEach(b, benchRuns(), func(b *testing.B) lostRun { return lostOnce(b, c) })
+	testenv.ForEachEngineB(b, func(b *testing.B, e testenv.Engine) { lostEngineFigures(b, e, name, c) })
+}
+
+func lostEngineFigures(b *testing.B, e testenv.Engine, name string, c lostCase) {
+	runs := runEach(b, benchRuns(), func(b *testing.B) lostRun { return lostOnce(b, c, e) })
 	var writable, gap, revoked, promoted []time.Duration
 	var lost, overlap []int
 	for _, r := range runs {
@@ -305,7 +321,7 @@ func lostFigures(b *testing.B, name string, c lostCase) {
 leaseTimeout %v, checkInterval 300ms; the daemon promotes on the sidecar-fenced proof, the
 old primary's sidecar reporting it fenced or SIGKILLed its mysqld, or on the lease-expired
 proof, leaseTimeout + 1 s after the last renewal the old primary's sidecar could have had;
-semi-sync stays on with MariaDB's default 10 s timeout and is not part of the proof)`, sidecarLease)
+semi-sync stays on with the engine's default 10 s timeout and is not part of the proof)`, sidecarLease)
 	} else {
 		// The target is relative to detection, which the daemon's own log
 		// times: the revoke is its first step once it decided the primary lost.
@@ -313,9 +329,9 @@ semi-sync stays on with MariaDB's default 10 s timeout and is not part of the pr
 		target = benchdoc.Target{
 			Text:   fmt.Sprintf("p50 ≤ detection + 1 s = %.0f ms (detection: fault → epoch.revoked, p50 of these runs)", detection+1000),
 			P50Max: benchdoc.Bound(detection + 1000)}
-		how = "fencing semisync (rpl_semi_sync_master_timeout infinite)"
+		how = fmt.Sprintf("fencing semisync (%s infinite)", semiSyncSourceVar(e, "timeout"))
 	}
-	benchdoc.Record(b, "../..",
+	benchdoc.RecordEngine(b, "../..", e.String(),
 		benchdoc.DurationFigure("rto_"+name, writable, target,
 			fmt.Sprintf(`failover time after %s, %s: fault → a replica answers read_only=0 (10 ms poll).
 Detection needs the replicas' heartbeat silence, so it is the daemon's epoch.revoked time
@@ -333,18 +349,22 @@ server. Fresh 3-site group per run, fault at a random 0-500 ms phase after 50 ac
 
 // BenchmarkFalseFailovers records false_failovers: short blips of every
 // link of the primary and longer daemon↔primary partitions, none of which
-// may start a failover.
+// may start a failover. Per engine.
 func BenchmarkFalseFailovers(b *testing.B) {
 	if testing.Short() {
 		b.Skip("starts real servers")
 	}
+	testenv.ForEachEngineB(b, falseFailovers)
+}
+
+func falseFailovers(b *testing.B, e testenv.Engine) {
 	blips, partitions := envInt("FAILOVERD_BENCH_BLIPS", 100), envInt("FAILOVERD_BENCH_PARTITIONS", 20)
 	blipMax := 450 * time.Millisecond
 	if d, err := time.ParseDuration(os.Getenv("FAILOVERD_BENCH_BLIP_MAX")); err == nil && d > 50*time.Millisecond {
 		blipMax = d
 	}
 	const blipMin, partition = 50 * time.Millisecond, 3 * time.Second
-	g := newGroup(b, groupOptions{engine: benchEngine, sites: 3, isolatable: true})
+	g := newGroup(b, groupOptions{engine: e, sites: 3, isolatable: true})
 	g.startDaemon()
 	g.waitHealthy("site0", 30*time.Second)
 	load := testenv.StartWriteLoad(b, testenv.AppDSNs(g.topo.Sites...), testenv.WriteLoadOptions{Workers: 2})
@@ -391,7 +411,7 @@ func BenchmarkFalseFailovers(b *testing.B) {
 		total += c
 	}
 	b.Logf("false failovers: %d blips and partitions, %d failovers started, primary moved %v, %d acknowledged writes missing on site0", len(counts), total, moved, lost)
-	benchdoc.Record(b, "../..", benchdoc.CountFigure("false_failovers", counts, benchdoc.Target{Text: "0", MaxMax: benchdoc.Bound(0)},
+	benchdoc.RecordEngine(b, "../..", e.String(), benchdoc.CountFigure("false_failovers", counts, benchdoc.Target{Text: "0", MaxMax: benchdoc.Bound(0)},
 		fmt.Sprintf(`failovers started (the daemon's epoch.revoked log lines) per fault that must not
 fail over, on one 3-site group under a write load: %d blips cutting every link of the primary
 (daemon's and replicas' fault proxies refuse and drop connections) for %v-%v each, shorter
@@ -413,19 +433,23 @@ type backlogRun struct {
 // FAILOVERD_BENCH_BACKLOG (default 10,000) small transactions they cannot
 // apply yet (a global read lock blocks their appliers), then the primary
 // is SIGKILLed and the locks released at once, so the promotion waits for
-// the relay drain of the whole backlog.
+// the relay drain of the whole backlog. Per engine.
 func BenchmarkRTOBacklog(b *testing.B) {
 	if testing.Short() {
 		b.Skip("starts real servers")
 	}
+	testenv.ForEachEngineB(b, rtoBacklog)
+}
+
+func rtoBacklog(b *testing.B, e testenv.Engine) {
 	n := envInt("FAILOVERD_BENCH_BACKLOG", 10000)
-	runs := runEach(b, benchRuns(), func(b *testing.B) backlogRun { return backlogOnce(b, n) })
+	runs := runEach(b, benchRuns(), func(b *testing.B) backlogRun { return backlogOnce(b, e, n) })
 	var writable, applied, other []time.Duration
 	for _, r := range runs {
 		writable, applied, other = append(writable, r.writable), append(applied, r.applied), append(other, r.other)
 	}
 	apply := benchdoc.PercentileOf(benchdoc.Millis64(applied), 0.5)
-	benchdoc.Record(b, "../..", benchdoc.DurationFigure("rto_backlog", writable, benchdoc.Target{
+	benchdoc.RecordEngine(b, "../..", e.String(), benchdoc.DurationFigure("rto_backlog", writable, benchdoc.Target{
 		Text:   fmt.Sprintf("p50 ≤ backlog apply time + 1 s = %.0f ms (apply: p50 of these runs)", apply+1000),
 		P50Max: benchdoc.Bound(apply + 1000)},
 		fmt.Sprintf(`failover time with a relay backlog: both replicas received %d single-row
@@ -439,8 +463,8 @@ per run (fencing confirmed, relayDrainTimeout 20s).`, n)).
 		WithPhase("fault → backlog applied on the other replica", benchdoc.Millis64(other)))
 }
 
-func backlogOnce(b *testing.B, n int) backlogRun {
-	g := newGroup(b, groupOptions{engine: benchEngine, sites: 3})
+func backlogOnce(b *testing.B, e testenv.Engine, n int) backlogRun {
+	g := newGroup(b, groupOptions{engine: e, sites: 3})
 	g.startDaemon()
 	g.waitHealthy("site0", 30*time.Second)
 	primary := g.topo.Sites[0]
@@ -476,10 +500,9 @@ func backlogOnce(b *testing.B, n int) backlogRun {
 	if err := <-errs; err != nil {
 		b.Fatal(err)
 	}
-	pos := primary.GTIDExecuted(b)
 	g.waitFor("the replicas received the backlog", 60*time.Second, func() bool {
 		for _, r := range g.topo.Sites[1:] {
-			if r.ReplicaStatus(b)["Gtid_IO_Pos"] != pos {
+			if !g.received(r, primary) {
 				return false
 			}
 		}

@@ -10,9 +10,11 @@ import (
 	"time"
 
 	"github.com/failoverd/failoverd/test/benchdoc"
+	"github.com/failoverd/failoverd/test/testenv"
 )
 
-// lostCase is one way of losing the primary with one fencing mode.
+// lostCase is one way of losing the primary with one fencing mode; its
+// options name no engine (lostOnce runs it on the one it is given).
 type lostCase struct {
 	name string
 	hang bool // SIGSTOP; otherwise every link black-holed
@@ -20,10 +22,10 @@ type lostCase struct {
 }
 
 var lostCases = []lostCase{
-	{"hung (SIGSTOP), fencing semisync", true, groupOptions{engine: benchEngine, fencing: "semisync", semiSyncTimeoutMs: infiniteSemiSync}},
-	{"isolated (links black-holed), fencing semisync", false, groupOptions{engine: benchEngine, fencing: "semisync", semiSyncTimeoutMs: infiniteSemiSync}},
-	{"hung (SIGSTOP), fencing sidecar", true, groupOptions{engine: benchEngine, fencing: "sidecar", sidecars: true}},
-	{"isolated (links black-holed), fencing sidecar", false, groupOptions{engine: benchEngine, fencing: "sidecar", sidecars: true}},
+	{"hung (SIGSTOP), fencing semisync", true, groupOptions{fencing: "semisync", semiSyncTimeoutMs: infiniteSemiSync}},
+	{"isolated (links black-holed), fencing semisync", false, groupOptions{fencing: "semisync", semiSyncTimeoutMs: infiniteSemiSync}},
+	{"hung (SIGSTOP), fencing sidecar", true, groupOptions{fencing: "sidecar", sidecars: true}},
+	{"isolated (links black-holed), fencing sidecar", false, groupOptions{fencing: "sidecar", sidecars: true}},
 }
 
 // lostRun is what one run measured.
@@ -38,8 +40,10 @@ type lostRun struct {
 
 // BenchmarkLostPrimary measures the failover of a hung or isolated primary
 // (issue 12's acceptance cases) with each fencing mode that can do it, on
-// three real MariaDB sites under write load, with the real binaries. Run
-// with FAILOVERD_BENCH_WRITE=1 to rewrite docs/benchmarks/lost-primary.md:
+// three real sites of every selected engine under write load
+// (BenchmarkLostPrimary/mariadb, /mysql), with the real binaries. Run with
+// FAILOVERD_BENCH_WRITE=1 to rewrite docs/benchmarks/lost-primary.md, one
+// row per case and engine that ran:
 //
 //	FAILOVERD_BENCH_WRITE=1 go test -run '^$' -bench BenchmarkLostPrimary -benchtime 1x -timeout 60m ./test/e2e/
 func BenchmarkLostPrimary(b *testing.B) {
@@ -51,32 +55,32 @@ func BenchmarkLostPrimary(b *testing.B) {
 		runs = n
 	}
 	load := benchdoc.LoadAverage()
-	results := make([][]lostRun, len(lostCases))
-	for range b.N {
+	var rows strings.Builder
+	testenv.ForEachEngineB(b, func(b *testing.B, e testenv.Engine) {
+		results := make([][]lostRun, len(lostCases))
 		for ci, c := range lostCases {
 			for i := range runs {
-				ok := b.Run(fmt.Sprintf("case%d/run%d", ci, i), func(b *testing.B) { results[ci] = append(results[ci], lostOnce(b, c)) })
+				ok := b.Run(fmt.Sprintf("case%d/run%d", ci, i), func(b *testing.B) { results[ci] = append(results[ci], lostOnce(b, c, e)) })
 				if !ok {
 					b.Fatalf("%s run %d failed", c.name, i)
 				}
 			}
 		}
-	}
-	var rows strings.Builder
-	for ci, c := range lostCases {
-		var w, g, rv []time.Duration
-		lost, overlap := 0, 0
-		for _, r := range results[ci] {
-			w, g, rv = append(w, r.writable), append(g, r.gap), append(rv, r.revoked)
-			lost += r.lost
-			overlap += r.overlap
+		for ci, c := range lostCases {
+			var w, g, rv []time.Duration
+			lost, overlap := 0, 0
+			for _, r := range results[ci] {
+				w, g, rv = append(w, r.writable), append(g, r.gap), append(rv, r.revoked)
+				lost += r.lost
+				overlap += r.overlap
+			}
+			ws, gs, rs := benchdoc.Distribution(w), benchdoc.Distribution(g), benchdoc.Distribution(rv)
+			b.Logf("%s, %s: fault → writable p50 %v max %v; client gap p50 %v max %v; lost %d; overlap %d", e, c.name, ws.P50, ws.Max, gs.P50, gs.Max, lost, overlap)
+			fmt.Fprintf(&rows, "| %s | %s | %d | %d ms | %d ms | %d ms | %d ms | %d ms | %d | %d |\n", c.name, e, len(results[ci]),
+				rs.P50.Milliseconds(), ws.P50.Milliseconds(), ws.Max.Milliseconds(), gs.P50.Milliseconds(), gs.Max.Milliseconds(), lost, overlap)
 		}
-		ws, gs, rs := benchdoc.Distribution(w), benchdoc.Distribution(g), benchdoc.Distribution(rv)
-		b.Logf("%s: fault → writable p50 %v max %v; client gap p50 %v max %v; lost %d; overlap %d", c.name, ws.P50, ws.Max, gs.P50, gs.Max, lost, overlap)
-		fmt.Fprintf(&rows, "| %s | %d | %d ms | %d ms | %d ms | %d ms | %d ms | %d | %d |\n", c.name, len(results[ci]),
-			rs.P50.Milliseconds(), ws.P50.Milliseconds(), ws.Max.Milliseconds(), gs.P50.Milliseconds(), gs.Max.Milliseconds(), lost, overlap)
-	}
-	if !benchdoc.Enabled() {
+	})
+	if b.Failed() || !benchdoc.Enabled() {
 		return
 	}
 	benchdoc.Write(b, "../..", "lost-primary.md", fmt.Sprintf(`# Failover of a hung or isolated primary
@@ -86,11 +90,13 @@ func BenchmarkLostPrimary(b *testing.B) {
 
 ## Setup
 
-- 3 MariaDB 10.11 sites on 127.0.0.1 (test/testenv, semi-sync on), the real
-  failoverd binary (and one `+"`failoverd sidecar`"+` per site for the sidecar
-  mode): pollInterval 500ms, probeTimeout 400ms, failureThreshold 2,
-  detection corroborated; semisync mode with rpl_semi_sync_master_timeout
-  4294967295 on every server and the primary side on the primary only;
+- 3 sites on 127.0.0.1 per engine (MariaDB 10.11, MySQL 9.7; test/testenv,
+  semi-sync on), the real failoverd binary (and one `+"`failoverd sidecar`"+`
+  per site for the sidecar mode): pollInterval 500ms, probeTimeout 400ms,
+  failureThreshold 2, detection corroborated; semisync mode with the
+  semi-sync source timeout (rpl_semi_sync_master_timeout on MariaDB,
+  rpl_semi_sync_source_timeout on MySQL) 4294967295 on every server and the
+  primary side on the primary only;
   sidecar mode with leaseTimeout 3s, checkInterval 300ms.
 - A write load of 2 workers (2 s client timeout) logs every acknowledged
   write with the server that acknowledged it.
@@ -108,11 +114,11 @@ func BenchmarkLostPrimary(b *testing.B) {
 
 ## Results
 
-| case | runs | fault → revoke p50 | fault → writable p50 | max | client gap p50 | max | lost | overlap |
-|---|--:|--:|--:|--:|--:|--:|--:|--:|
+| case | engine | runs | fault → revoke p50 | fault → writable p50 | max | client gap p50 | max | lost | overlap |
+|---|---|--:|--:|--:|--:|--:|--:|--:|--:|
 %s
 Targets (issue 12): semisync within detection + 1 s, sidecar within
-leaseTimeout + 2 s (5 s here). Detection of a hung or isolated primary needs
+leaseTimeout + 2 s (5 s here), on both engines. Detection of a hung or isolated primary needs
 the replicas' heartbeat silence: "fault → revoke" is the daemon's
 epoch.revoked log line, its detection and first step; semisync lands
 shortly after it (the revoke detaches the replicas at once; failoverd KILLs
@@ -123,11 +129,13 @@ The client gap is longer than "fault → writable" by the write load's own 2 s
 timeout on the hung server.
 
 Reproduce: `+"`FAILOVERD_BENCH_WRITE=1 go test -run '^$' -bench BenchmarkLostPrimary -benchtime 1x -timeout 60m ./test/e2e/`"+`
+(FAILOVERD_TEST_ENGINE=mariadb or mysql for one engine only)
 `, benchdoc.MachineInfo(), load, rows.String()))
 }
 
-// lostOnce runs one case on a fresh group.
-func lostOnce(b *testing.B, c lostCase) lostRun {
+// lostOnce runs one case on a fresh group of engine e.
+func lostOnce(b *testing.B, c lostCase, e testenv.Engine) lostRun {
+	c.opts.engine = e
 	g, load := startUnderLoad(b, c.opts, c.hang)
 	time.Sleep(time.Duration(rand.Int64N(int64(500 * time.Millisecond))))
 	start := time.Now()
