@@ -293,10 +293,11 @@ func TestEtcdRestartAllMidFailoverResumes(t *testing.T) {
 }
 
 // BenchmarkSiteLoss measures the loss of a whole site with the etcd control
-// plane: the leader daemon, its etcd member and the MariaDB primary of the
+// plane: the leader daemon, its etcd member and the database primary of the
 // same site SIGKILLed at once, until a surviving site accepts writes (a new
-// leader elected elsewhere, then the failover). Run it with
-// FAILOVERD_BENCH_WRITE=1 to rewrite docs/benchmarks/site-loss.md:
+// leader elected elsewhere, then the failover), on every selected engine
+// (BenchmarkSiteLoss/mariadb, /mysql). Run it with FAILOVERD_BENCH_WRITE=1
+// to rewrite docs/benchmarks/site-loss.md, one row per engine that ran:
 //
 //	FAILOVERD_BENCH_WRITE=1 go test -run '^$' -bench BenchmarkSiteLoss -benchtime 1x ./test/e2e/
 func BenchmarkSiteLoss(b *testing.B) {
@@ -305,14 +306,11 @@ func BenchmarkSiteLoss(b *testing.B) {
 	}
 	const runs = 5
 	load := benchdoc.LoadAverage()
-	var lat []time.Duration
-	for range b.N {
-		lat = append(lat, benchdoc.Runs(b, runs, func(tb testing.TB) time.Duration { return siteLoss(tb, testenv.MariaDB) })...)
-	}
-	st := benchdoc.Distribution(lat)
-	b.ReportMetric(float64(st.P50)/float64(time.Millisecond), "p50-ms")
-	b.Logf("site loss → writable over %d runs: min %v p50 %v max %v", len(lat), st.Min, st.P50, st.Max)
-	if !benchdoc.Enabled() {
+	var rep engineReport
+	testenv.ForEachEngineB(b, func(b *testing.B, e testenv.Engine) {
+		rep.add(b, e, "site loss → writable", benchdoc.Runs(b, runs, func(tb testing.TB) time.Duration { return siteLoss(tb, e) }))
+	})
+	if b.Failed() || !benchdoc.Enabled() {
 		return
 	}
 	benchdoc.Write(b, "../..", "site-loss.md", fmt.Sprintf(`# Site loss with the etcd control plane: site lost → a surviving site writable
@@ -322,27 +320,26 @@ func BenchmarkSiteLoss(b *testing.B) {
 
 ## Setup
 
-- 3 MariaDB 10.11 sites (semi-sync on), a 3-member etcd 3.7 cluster (one
-  member per site) and 3 failoverd daemons, each talking to its own site's
-  member, all on 127.0.0.1; a write load of 2 workers.
+- 3 database sites per engine (MariaDB 10.11, MySQL 9.7; semi-sync on), a
+  3-member etcd 3.7 cluster (one member per site) and 3 failoverd daemons,
+  each talking to its own site's member, all on 127.0.0.1; a write load of
+  2 workers.
 - Election in etcd with leaseDuration (session TTL) 2s, retryPeriod 300ms;
   pollInterval 500ms, probeTimeout 400ms, fencing confirmed.
 - Each run: a fresh group led by site0's daemon; SIGKILL site0's daemon, its
-  etcd member and its mariadbd at once; measure until site1 or site2 answers
-  read_only=0 (polled every 20ms). Every run also checks that no
+  etcd member and its database server at once; measure until site1 or
+  site2 answers read_only=0 (polled every 20ms). Every run also checks that no
   acknowledged write is missing on the new primary.
 - The time is the old leader's session expiring (up to the 2s TTL after its
   last renewal), a daemon elsewhere winning the election and re-reading the
   state, then the failover itself (see failover.md).
 
-## Results (%d runs)
+## Results (%d runs per engine)
 
-| min | p50 | max | mean |
-|----:|----:|----:|-----:|
-| %d ms | %d ms | %d ms | %d ms |
-
-Raw (ms): %s
-
-Reproduce: `+"`FAILOVERD_BENCH_WRITE=1 go test -run '^$' -bench BenchmarkSiteLoss -benchtime 1x ./test/e2e/`"+`
-`, benchdoc.MachineInfo(), load, len(lat), st.Min.Milliseconds(), st.P50.Milliseconds(), st.Max.Milliseconds(), st.Mean.Milliseconds(), benchdoc.Millis(lat)))
+| engine | runs | min | p50 | p90 | max | mean |
+|---|--:|--:|--:|--:|--:|--:|
+%s
+%sReproduce: `+"`FAILOVERD_BENCH_WRITE=1 go test -run '^$' -bench BenchmarkSiteLoss -benchtime 1x ./test/e2e/`"+`
+(FAILOVERD_TEST_ENGINE=mariadb or mysql for one engine only)
+`, benchdoc.MachineInfo(), load, runs, rep.rows.String(), rep.raw.String()))
 }
