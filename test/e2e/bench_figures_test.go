@@ -164,7 +164,7 @@ func rpoKill9SemiSyncOff(b *testing.B, e testenv.Engine) {
 	for _, r := range runs {
 		lost, gap = append(lost, r.lost), append(gap, r.gap)
 	}
-	b.Logf("semi-sync off: client gap p50 %v max %v", benchdoc.Percentile(gap, 0.5), benchdoc.Percentile(gap, 1))
+	b.Logf("%s, semi-sync off: client gap p50 %v max %v", e, benchdoc.Percentile(gap, 0.5), benchdoc.Percentile(gap, 1))
 	benchdoc.RecordEngine(b, "../..", e.String(),
 		benchdoc.CountFigure("rpo_kill9_semisync_off", lost, benchdoc.Target{Text: "reported (semi-sync off)"},
 			fmt.Sprintf(`acknowledged writes lost per SIGKILL of the primary with semi-sync off on every
