@@ -64,6 +64,10 @@ type dialect struct {
 	// primary settings the semi-sync fence proof depends on.
 	semiTimeoutVars, semiWaitNoReplicaVars, semiWaitPointVars []string
 
+	// workerErrorQuery returns the newest failed applier worker's error
+	// (column message); "" when Last_SQL_Error already carries it.
+	workerErrorQuery string
+
 	processListQuery string
 	// ioThreadsQuery lists the replication receiver threads' ids (column
 	// id); "" when StopReplicaIO need not kill them first.
@@ -244,6 +248,8 @@ func mysqlDialect(f Flavor) dialect {
 		semiTimeoutVars: timeoutVars, semiWaitNoReplicaVars: waitNoReplicaVars, semiWaitPointVars: waitPointVars,
 
 		processListQuery: "SHOW PROCESSLIST",
+		workerErrorQuery: "SELECT LAST_ERROR_MESSAGE AS message FROM performance_schema.replication_applier_status_by_worker " +
+			"WHERE LAST_ERROR_NUMBER <> 0 ORDER BY LAST_ERROR_TIMESTAMP DESC LIMIT 1",
 
 		changeSource: func(src Source) (string, error) {
 			host, user, password, port, err := sourceLiterals(src)

@@ -151,7 +151,8 @@ func open(ctx context.Context, opts Options) (*Instance, error) {
 	}
 	inst.flavor, inst.d = f, newDialect(f)
 	if opts.StatusOnly {
-		inst.q = statusOnlyQuerier{db: pool.db, allowed: map[string]bool{inst.d.batchStatusQuery: true, inst.d.semiStatusQuery: inst.d.semiStatusQuery != "", inst.d.replicaStatusQuery: true}}
+		inst.q = statusOnlyQuerier{db: pool.db, allowed: map[string]bool{inst.d.batchStatusQuery: true, inst.d.semiStatusQuery: inst.d.semiStatusQuery != "",
+			inst.d.replicaStatusQuery: true, inst.d.workerErrorQuery: inst.d.workerErrorQuery != ""}}
 		inst.openLong = func(context.Context) (querier, func() error, error) {
 			return nil, nil, fmt.Errorf("%w: a status-only instance opens no other session", ErrInvalidArgument)
 		}

@@ -633,6 +633,21 @@ func (s suite) testDrain(t *testing.T) {
 		if !errors.Is(err, ErrReplicationError) {
 			t.Fatalf("WaitRelayDrained with a failed applier = %v; want ErrReplicationError", err)
 		}
+		// The cause, not MySQL's multi-threaded coordinator's "error(s) in
+		// the worker(s)": status and alerts must say what to repair. MySQL
+		// fails on the duplicate key; MariaDB's strict GTID mode first
+		// refuses the primary's transaction as out of order (error 1950).
+		cause := "Duplicate entry"
+		if s.f.flavor == gtid.MariaDB {
+			cause = "out-of-order sequence number"
+		}
+		if !strings.Contains(err.Error(), cause) {
+			t.Errorf("the drain's error does not name the cause (%q): %v", cause, err)
+		}
+		st, err := ir.Status(ctxFor(t, 10*time.Second))
+		if err != nil || st.Replica == nil || !strings.Contains(st.Replica.LastSQLError, cause) {
+			t.Errorf("Status after the failed applier: %+v, %v; want its error to name the cause (%q)", st.Replica, err, cause)
+		}
 	})
 }
 

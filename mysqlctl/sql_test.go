@@ -3,6 +3,7 @@ package mysqlctl
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -467,6 +468,30 @@ func TestWaitRelayDrainedSQL(t *testing.T) {
 				db.on("SHOW REPLICA STATUS", mysqlReplica("Yes", "No", uuidA+":1-10", "1062", "Duplicate entry"))
 			},
 			want:    []string{"SHOW REPLICA STATUS"},
+			wantErr: ErrReplicationError},
+		{name: "mysql SQL error of a worker: its own message is read", flavor: mysql80,
+			run: func(ctx context.Context, i *Instance) error {
+				err := i.WaitRelayDrained(ctx, gtid.Set{}, 30*time.Second)
+				if err != nil && !strings.Contains(err.Error(), "Duplicate entry '7' for key 't.PRIMARY' (Worker 1 failed executing transaction 'x:2'") {
+					return fmt.Errorf("error names the coordinator, not the worker's cause: %w", err)
+				}
+				return err
+			},
+			setup: func(db *fakeDB) {
+				db.on("SHOW REPLICA STATUS", mysqlReplica("Yes", "No", uuidA+":1-10", "1062",
+					"Coordinator stopped because there were error(s) in the worker(s). The most recent failure being: Worker 1 failed executing transaction")).
+					on("SELECT LAST_ERROR_MESSAGE", table("message").row("Worker 1 failed executing transaction 'x:2' at source log binlog.000001, end_log_pos 601; Duplicate entry '7' for key 't.PRIMARY'").ok())
+			},
+			want: []string{"SHOW REPLICA STATUS", "SELECT LAST_ERROR_MESSAGE AS message FROM performance_schema.replication_applier_status_by_worker " +
+				"WHERE LAST_ERROR_NUMBER <> 0 ORDER BY LAST_ERROR_TIMESTAMP DESC LIMIT 1"},
+			wantErr: ErrReplicationError},
+		{name: "mysql SQL error of a worker, its table unreadable: the coordinator's message stays", flavor: mysql80, run: drain(gtid.Set{}, 30*time.Second),
+			setup: func(db *fakeDB) {
+				db.on("SHOW REPLICA STATUS", mysqlReplica("Yes", "No", uuidA+":1-10", "1062", "Coordinator stopped because there were error(s) in the worker(s).")).
+					on("SELECT LAST_ERROR_MESSAGE", fakeResponse{err: serverErr(1142, "SELECT command denied")})
+			},
+			want: []string{"SHOW REPLICA STATUS", "SELECT LAST_ERROR_MESSAGE AS message FROM performance_schema.replication_applier_status_by_worker " +
+				"WHERE LAST_ERROR_NUMBER <> 0 ORDER BY LAST_ERROR_TIMESTAMP DESC LIMIT 1"},
 			wantErr: ErrReplicationError},
 		{name: "mysql SQL error appears while waiting", flavor: mysql80, run: drain(gtid.Set{}, 30*time.Second),
 			setup: func(db *fakeDB) {

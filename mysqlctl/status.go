@@ -160,6 +160,39 @@ func (i *Instance) Status(ctx context.Context) (Status, error) {
 	return st, nil
 }
 
+// coordinatorStopped begins MySQL's Last_SQL_Error when a worker of the
+// multi-threaded applier failed: the cause ("Duplicate entry …") is only in
+// performance_schema.replication_applier_status_by_worker.
+const coordinatorStopped = "Coordinator stopped because there were error(s) in the worker(s)"
+
+// withWorkerError replaces a multi-threaded applier's coordinator message
+// by the failed worker's own, so status, alerts and a refused drain name the
+// cause. Best effort: on any failure the coordinator's message stays.
+func (i *Instance) withWorkerError(ctx context.Context, rep *ReplicaStatus) {
+	if rep == nil || i.d.workerErrorQuery == "" || rep.LastSQLErrno == 0 || !strings.HasPrefix(rep.LastSQLError, coordinatorStopped) {
+		return
+	}
+	rs, err := i.q.query(ctx, i.d.workerErrorQuery)
+	if err != nil || len(rs.rows) == 0 {
+		return
+	}
+	if msg := rs.row(0).str("message"); msg != "" {
+		rep.LastSQLError = causeFirst(msg)
+	}
+}
+
+// causeFirst puts the cause of a worker's error first: MySQL writes "Worker
+// 1 failed executing transaction '…' at source log …, end_log_pos N; Could
+// not execute Write_rows event on table app.t; Duplicate entry …", and a
+// status line cut to its width must still say what to repair.
+func causeFirst(msg string) string {
+	where, cause, ok := strings.Cut(msg, "; ")
+	if !ok || !strings.HasPrefix(where, "Worker ") {
+		return msg
+	}
+	return cause + " (" + where + ")"
+}
+
 // batchStatus is Status in one request: batchStatusQuery, semiStatusQuery
 // (when the dialect has one) and replicaStatusQuery.
 func (i *Instance) batchStatus(ctx context.Context, bq batchQuerier) (Status, error) {
@@ -191,6 +224,7 @@ func (i *Instance) batchStatus(ctx context.Context, bq batchQuerier) (Status, er
 	if st.Replica, err = parseReplicaStatus(i.flavor.Engine, i.d, sets[len(sets)-1]); err != nil {
 		return Status{}, i.fail("status", "read replica status", err)
 	}
+	i.withWorkerError(ctx, st.Replica)
 	return st, nil
 }
 
@@ -227,7 +261,12 @@ func (i *Instance) replicaStatus(ctx context.Context) (*ReplicaStatus, error) {
 	if err != nil {
 		return nil, err
 	}
-	return parseReplicaStatus(i.flavor.Engine, i.d, rs)
+	rep, err := parseReplicaStatus(i.flavor.Engine, i.d, rs)
+	if err != nil {
+		return nil, err
+	}
+	i.withWorkerError(ctx, rep)
+	return rep, nil
 }
 
 // parseStatus reads the statusQuery row.
