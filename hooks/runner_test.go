@@ -51,7 +51,9 @@ func TestFireRunsOnlySubscribedHooks(t *testing.T) {
 
 func TestCommandGetsPayloadOnStdinAndEnv(t *testing.T) {
 	dir := t.TempDir()
-	s := procgrouptest.Script(t, fmt.Sprintf(`cat >%q/stdin; env | grep ^FAILOVERD_ | sort >%q/env; echo hello; echo oops >&2; printf 'no newline'`, dir, dir))
+	// A hook inherits the daemon's environment; the suite's own settings
+	// (make test exports FAILOVERD_TEST_ENGINE) are not part of the payload.
+	s := procgrouptest.Script(t, fmt.Sprintf(`cat >%q/stdin; env | grep ^FAILOVERD_ | grep -v ^FAILOVERD_TEST_ | sort >%q/env; echo hello; echo oops >&2; printf 'no newline'`, dir, dir))
 	r, c, results := testRunner(t, configs.Hook{Name: "cmd", Events: configs.HookEvents(), Command: []string{s}})
 	r.Fire(promoted)
 	res := next(t, results)
@@ -343,6 +345,9 @@ func TestHooksRunInOrderPerHookAndIndependently(t *testing.T) {
 			t.Fatalf("result %+v, want fast's %s OK", res, want)
 		}
 	}
+	// slow's run is recorded once its request arrived: fast may finish both
+	// events before slow's goroutine got that far on a busy machine.
+	<-slow.entered
 	rs := r.Results()
 	if len(rs) != 2 || rs[0].Hook != "fast" || rs[1].Hook != "slow" {
 		t.Fatalf("Results = %+v, want fast then slow (sorted by name)", rs)
