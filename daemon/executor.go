@@ -170,7 +170,7 @@ func (e *executor) fence(ctx context.Context, site string) error {
 		// Sessions first: setting read_only waits for commits in flight, and
 		// a commit waiting for a semi-sync acknowledgement nobody will send
 		// would block the fence forever. A killed session never gets its OK.
-		before, err := in.KillClientConnections(ctx)
+		before, err := e.killForFence(ctx, site, in)
 		if err != nil {
 			return err
 		}
@@ -178,7 +178,7 @@ func (e *executor) fence(ctx context.Context, site string) error {
 			return err
 		}
 		// And whoever connected in between.
-		after, err := in.KillClientConnections(ctx)
+		after, err := e.killForFence(ctx, site, in)
 		if err != nil {
 			return err
 		}
@@ -189,6 +189,18 @@ func (e *executor) fence(ctx context.Context, site string) error {
 		return fmt.Errorf("fence %s: %w", site, err)
 	}
 	return nil
+}
+
+// killForFence ends site's client sessions for a fence. Sessions the
+// server would not let the daemon's account kill (a SYSTEM_USER account's,
+// MySQL) do not fail it: super_read_only stops them writing.
+func (e *executor) killForFence(ctx context.Context, site string, in Instance) (int, error) {
+	n, err := in.KillClientConnections(ctx)
+	if errors.Is(err, mysqlctl.ErrSessionsNotKilled) {
+		e.log.Warn("site.sessions_not_killed", "site", site, "err", err)
+		return n, nil
+	}
+	return n, err
 }
 
 // semiSyncFenceGrace is how long a fence of a MySQL site with the semi-sync
@@ -232,6 +244,9 @@ func (e *executor) setReadOnly(ctx context.Context, site string, in Instance) er
 		return err
 	case <-time.After(semiSyncFenceGrace):
 	}
+	// Prevents acknowledging a commit on a deposed primary: a session the
+	// daemon could not kill (a SYSTEM_USER account's) keeps its client, and
+	// switching semi-sync off would tell it its waiting commit succeeded.
 	killed, err := in.KillClientConnections(ctx)
 	if err == nil {
 		err = in.SetSemiSync(ctx, false, st.SemiSync.ReplicaEnabled)

@@ -21,6 +21,9 @@ type stuckFenceSite struct {
 	Instance  // operations a test does not expect panic
 	failAfter error
 	stuck     bool // the fence waits (else it applies at once)
+	// spared: KillClientConnections leaves a session it may not kill
+	// (mysqlctl.ErrSessionsNotKilled), as a SYSTEM_USER account's.
+	spared bool
 
 	mu      sync.Mutex
 	ops     []string
@@ -53,6 +56,9 @@ func (f *stuckFenceSite) Status(context.Context) (mysqlctl.Status, error) {
 
 func (f *stuckFenceSite) KillClientConnections(context.Context) (int, error) {
 	f.note("kill")
+	if f.spared {
+		return 1, fmt.Errorf("kill client connections: %w: 42 (root)", mysqlctl.ErrSessionsNotKilled)
+	}
 	return 1, nil
 }
 
@@ -125,6 +131,33 @@ func TestFenceFailingAfterReleaseRestoresSemiSync(t *testing.T) {
 	got := site.list()
 	if n := len(got); n < 2 || got[n-2] != "semisync(false,true)" || got[n-1] != "semisync(true,true)" {
 		t.Fatalf("ops %v: want the primary side switched off, then back on", got)
+	}
+}
+
+// A session the daemon could not kill keeps its client: switching semi-sync
+// off would tell it that its waiting commit succeeded on a deposed primary.
+// The release is refused (the fence fails and is retried) while one exists.
+func TestFenceReleaseRefusedWhileASessionCouldNotBeKilled(t *testing.T) {
+	site := newStuckFenceSite(true, nil)
+	site.spared = true
+	ctx, cancel := context.WithTimeout(t.Context(), 2*semiSyncFenceGrace)
+	defer cancel()
+	err := fenceExecutor(configs.EngineMySQL, site).fence(ctx, "site0")
+	if !errors.Is(err, mysqlctl.ErrSessionsNotKilled) {
+		t.Fatalf("fence: %v, want the release refused with ErrSessionsNotKilled (ops %v)", err, site.list())
+	}
+	if got := site.list(); slices.ContainsFunc(got, func(op string) bool { return op == "semisync(false,true)" }) {
+		t.Fatalf("semi-sync switched off with a session left alive: %v", got)
+	}
+}
+
+// A plain fence (nothing waits) goes on when a session could not be killed:
+// super_read_only stops it writing.
+func TestFenceToleratesASessionItCouldNotKill(t *testing.T) {
+	site := newStuckFenceSite(false, nil)
+	site.spared = true
+	if err := fenceExecutor(configs.EngineMySQL, site).fence(t.Context(), "site0"); err != nil {
+		t.Fatalf("fence: %v (ops %v)", err, site.list())
 	}
 }
 

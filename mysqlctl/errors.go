@@ -44,6 +44,13 @@ var (
 	ErrReplicaRunning = errors.New("mysqlctl: replication threads still running")
 	// ErrNotFenced: CloneFrom refused because the recipient is writable.
 	ErrNotFenced = errors.New("mysqlctl: server is not fenced")
+	// ErrSessionsNotKilled: KillClientConnections left a busy session (not
+	// Sleep) the server would not let this account kill (MySQL: a
+	// SYSTEM_USER account's). The count it returns is still right;
+	// super_read_only stops those sessions writing, but anything that would
+	// let a waiting commit return (switching semi-sync off) must not run
+	// while one may be committing.
+	ErrSessionsNotKilled = errors.New("mysqlctl: some sessions could not be killed")
 	// ErrCloneFailed: the server reports that the clone did not complete.
 	ErrCloneFailed = errors.New("mysqlctl: clone failed")
 	// ErrInvalidArgument: a Source, Donor or Options field is unusable.

@@ -2,7 +2,9 @@ package mysqlctl
 
 import (
 	"context"
+	"fmt"
 	"strconv"
+	"strings"
 )
 
 // processEntry is one SHOW PROCESSLIST row.
@@ -54,8 +56,10 @@ func isClientConnection(p processEntry, own *connIDs, ownUser string) bool {
 // another daemon) are killed too: after a fence every session that could
 // still write must go. A session the server refuses to let this account
 // kill (MySQL: one of an account holding SYSTEM_USER, which the documented
-// daemon account does not) is left with a warning: super_read_only stops
-// it writing anyway. It returns how many sessions it killed; sessions
+// daemon account does not) is left with a warning; when one of them was
+// executing a statement (not Sleep) the call returns the count with an
+// error wrapping ErrSessionsNotKilled: super_read_only stops such a session
+// writing, so a fence may go on, but it may be in a commit. It returns how many sessions it killed; sessions
 // that ended on their own meanwhile are not counted.
 func (i *Instance) KillClientConnections(ctx context.Context) (int, error) {
 	rs, err := i.q.query(ctx, i.d.processListQuery)
@@ -63,6 +67,7 @@ func (i *Instance) KillClientConnections(ctx context.Context) (int, error) {
 		return 0, i.fail("kill client connections", "list processes", err)
 	}
 	killed := 0
+	var spared []string
 	for n := range rs.rows {
 		r := rs.row(n)
 		id, err := strconv.ParseUint(r.str("Id"), 10, 64)
@@ -82,7 +87,12 @@ func (i *Instance) KillClientConnections(ctx context.Context) (int, error) {
 			// super_read_only already stops it writing. On MariaDB read_only is
 			// the only fence, so an unkillable session stays an error there.
 			if errNumber(err) == errKillDenied && i.d.hasSuperReadOnly {
-				i.log.Warn("mysqlctl: session not killed: it belongs to a more privileged account", "addr", i.addr, "id", id, "session_user", p.user)
+				i.log.Warn("mysqlctl: session not killed: it belongs to a more privileged account", "addr", i.addr, "id", id, "session_user", p.user, "command", p.command)
+				// An idle one cannot be committing: the fence's pending global
+				// read lock holds back any commit it starts later.
+				if p.command != "Sleep" {
+					spared = append(spared, fmt.Sprintf("%d (%s, %s)", id, p.user, p.command))
+				}
 				continue
 			}
 			return killed, i.fail("kill client connections", "kill "+strconv.FormatUint(id, 10), err)
@@ -90,5 +100,8 @@ func (i *Instance) KillClientConnections(ctx context.Context) (int, error) {
 		killed++
 	}
 	i.log.Info("mysqlctl: client connections killed", "addr", i.addr, "killed", killed)
+	if len(spared) > 0 {
+		return killed, i.fail("kill client connections", "kill", fmt.Errorf("%w: %s", ErrSessionsNotKilled, strings.Join(spared, ", ")))
+	}
 	return killed, nil
 }

@@ -439,6 +439,33 @@ func TestKillClientConnectionsError(t *testing.T) {
 	}
 }
 
+// On MySQL a session the account may not kill (a SYSTEM_USER account's,
+// error 1095) is spared and the others still killed; a busy one (not Sleep)
+// is reported with ErrSessionsNotKilled (super_read_only stops it, but a
+// semi-sync wait must not be released while it may be committing). On MariaDB, whose only fence read_only such a session
+// might write through, it stays an error (TestKillClientConnectionsError).
+func TestKillClientConnectionsSparesWhatItMayNotKillOnMySQL(t *testing.T) {
+	processes := func(rootCommand string) fakeResponse {
+		return table("Id", "User", "Command").row("2", "root", "Sleep").row("3", "root", rootCommand).row("4", "app", "Sleep").ok()
+	}
+	denied := fails(serverErr(1095, "You are not owner of thread"))
+	inst, db, _ := newFake(mysql84)
+	db.on("SHOW PROCESSLIST", processes("Query")).on("KILL CONNECTION 2", denied).on("KILL CONNECTION 3", denied)
+	killed, err := inst.KillClientConnections(context.Background())
+	if !errors.Is(err, ErrSessionsNotKilled) || killed != 1 || !strings.Contains(err.Error(), "3 (root, Query)") || strings.Contains(err.Error(), "2 (root") {
+		t.Fatalf("KillClientConnections = %d, %v; want 1 killed and ErrSessionsNotKilled naming the busy 3 only", killed, err)
+	}
+	if want := []string{"SHOW PROCESSLIST", "KILL CONNECTION 2", "KILL CONNECTION 3", "KILL CONNECTION 4"}; !slices.Equal(db.stmts, want) {
+		t.Fatalf("statements %q, want %q", db.stmts, want)
+	}
+	// Idle privileged sessions only: nothing can be committing there.
+	inst, db, _ = newFake(mysql84)
+	db.on("SHOW PROCESSLIST", processes("Sleep")).on("KILL CONNECTION 2", denied).on("KILL CONNECTION 3", denied)
+	if killed, err := inst.KillClientConnections(context.Background()); err != nil || killed != 1 {
+		t.Fatalf("KillClientConnections with idle privileged sessions = %d, %v; want 1, nil", killed, err)
+	}
+}
+
 func TestWaitRelayDrainedSQL(t *testing.T) {
 	drain := func(target gtid.Set, timeout time.Duration) func(ctx context.Context, i *Instance) error {
 		return func(ctx context.Context, i *Instance) error { return i.WaitRelayDrained(ctx, target, timeout) }

@@ -566,7 +566,9 @@ func (s *Sidecar) fence(ctx context.Context, reason string) fenceResult {
 		return fenceResult{err: err}
 	}
 	n, err := s.mysql.KillClientConnections(ctx)
-	if err != nil {
+	// A session the sidecar's account may not kill (a SYSTEM_USER
+	// account's, MySQL) is stopped by super_read_only: the fence holds.
+	if err != nil && !errors.Is(err, mysqlctl.ErrSessionsNotKilled) {
 		return fenceResult{err: err}
 	}
 	return fenceResult{killed: n}
