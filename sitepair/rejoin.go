@@ -62,7 +62,9 @@ func (p Policy) validateRejoin() error {
 //     or received any of them: a site that received one may have
 //     acknowledged it, and an unobserved one might have.
 func (v *view) unacknowledgedTail(s, p SiteObservation) (gtid.Set, bool) {
-	if v.pol.Rejoin != RejoinRecloneUnacknowledged || !v.pol.Fencing.UsesSemiSync() {
+	// Policy.Validate, checked before any decision, ties the policy to
+	// semi-sync fencing.
+	if v.pol.Rejoin != RejoinRecloneUnacknowledged {
 		return gtid.Set{}, false
 	}
 	if s.Name != v.st.LastFailoverFrom || p.Name != v.st.LastFailoverTarget || s.ServerID == "" {
@@ -95,9 +97,13 @@ func (v *view) unacknowledgedTail(s, p SiteObservation) (gtid.Set, bool) {
 // throwing away its unacknowledged tail.
 func (v *view) recloneTail(s, p SiteObservation, tail gtid.Set) Decision {
 	n := gtid.DivergentCount(s.Executed, p.Executed)
+	noun := "transactions"
+	if n == 1 {
+		noun = "transaction"
+	}
 	d := v.decision(ReasonRecloneUnacknowledgedTail,
 		"old primary %s came back with %d %s primary %s lacks that no site received (%s), unacknowledged under semi-sync AFTER_SYNC: recloning it from %s and discarding them (rejoin: %s)",
-		s.Name, n, plural(int(min(n, 2)), "transaction", "transactions"), p.Name, tail.Compact(), p.Name, RejoinRecloneUnacknowledged)
+		s.Name, n, noun, p.Name, tail.Compact(), p.Name, RejoinRecloneUnacknowledged)
 	d.Target = p.Name
 	d.Diverged = []Divergence{{Site: s.Name, Set: tail, Count: n}}
 	return d
