@@ -36,7 +36,7 @@ func (s *sidecars) known(site string) bool {
 // record stores r as received at at.
 func (s *sidecars) record(r sidecar.Report, at time.Time) {
 	o := sitepair.SidecarObservation{
-		Configured: true, LastReport: at, Epoch: r.Epoch, EpochSince: at, FencedEpoch: r.FencedEpoch, MysqldDown: !r.MySQLdUp,
+		Configured: true, LastReport: at, Epoch: r.Epoch, EpochSince: at, FencedEpoch: r.FencedEpoch, MysqldDown: r.MySQLdDown, CanKill: r.CanKill,
 	}
 	for peer, p := range r.Peers {
 		if o.Served == nil {

@@ -85,6 +85,9 @@ func TestSidecarReport(t *testing.T) {
 	if !o.Configured || !o.LastReport.Equal(now) || o.Epoch != 7 || o.MysqldDown {
 		t.Fatalf("recorded %+v", o)
 	}
+	if o.CanKill {
+		t.Fatalf("recorded canKill for a report without it: %+v", o)
+	}
 	if got, want := o.Served["a"], (sitepair.Served{At: now.Add(-1500 * time.Millisecond), Epoch: 7}); got != want {
 		t.Fatalf("served a at %v, want receipt minus age %v", got, want)
 	}
@@ -99,6 +102,26 @@ func TestSidecarReport(t *testing.T) {
 	} {
 		if code, resp := postReport(t, srv.URL, c.body, view.SignBytes(c.body, key)); code != c.want {
 			t.Errorf("%s: %d %s, want %d", name, code, resp, c.want)
+		}
+	}
+}
+
+// Issue 26 hole 1: "not up" is not "down". A hung primary's sidecar whose
+// status read timed out was recorded down, and the daemon promoted on it.
+func TestSidecarReportDownOnlyWhenProven(t *testing.T) {
+	g := newSidecars(configs.Group{Sites: []configs.Site{{Name: "a", Sidecar: &configs.Endpoint{}}}})
+	for _, c := range []struct {
+		name          string
+		r             sidecar.Report
+		down, canKill bool
+	}{
+		{name: "status read failed (hung, auth, too many connections)", r: sidecar.Report{Site: "a", Epoch: 2, MySQLdUp: false}},
+		{name: "process proven gone", r: sidecar.Report{Site: "a", Epoch: 2, MySQLdDown: true}, down: true},
+		{name: "can kill", r: sidecar.Report{Site: "a", Epoch: 2, MySQLdUp: true, CanKill: true}, canKill: true},
+	} {
+		g.record(c.r, t0)
+		if o := g.observation("a"); o.MysqldDown != c.down || o.CanKill != c.canKill {
+			t.Errorf("%s: recorded %+v, want mysqldDown=%v canKill=%v", c.name, o, c.down, c.canKill)
 		}
 	}
 }

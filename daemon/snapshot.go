@@ -276,6 +276,7 @@ var reasonClass = map[sitepair.Reason]string{
 	sitepair.ReasonUncorroborated:             status.ClassBlocked,
 	sitepair.ReasonCatchUpTimeoutBlocked:      status.ClassBlocked,
 	sitepair.ReasonTargetWritableWithoutProof: status.ClassBlocked,
+	sitepair.ReasonPublishedTargetUnreachable: status.ClassBlocked,
 
 	sitepair.ReasonEscalationHalted:       status.ClassAwaitingHuman,
 	sitepair.ReasonAwaitFenceConfirmation: status.ClassAwaitingHuman,

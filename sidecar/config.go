@@ -30,7 +30,9 @@ var (
 	// ErrMalformedView: a daemon or peer answered 200 with a body that is not
 	// a signed view.
 	ErrMalformedView = errors.New("sidecar: malformed view")
-	// ErrNoProcess: the pid file names no running process (mysqld is down).
+	// ErrNoProcess: the pid file names no running process. Not by itself
+	// a proof that mysqld is down (it may run in another pid namespace);
+	// see Killer.Gone.
 	ErrNoProcess = errors.New("sidecar: no such process")
 	// ErrNotMySQLD: the pid file names a process that is not mysqld/mariadbd.
 	ErrNotMySQLD = errors.New("sidecar: pid file names another program")

@@ -49,6 +49,10 @@ type Killer interface {
 	// Kill SIGKILLs mysqld and waits (within ctx) until it is gone; it
 	// returns the pid, or ErrNoProcess when none runs.
 	Kill(ctx context.Context) (int, error)
+	// Gone reports whether mysqld provably does not run (false when it
+	// cannot tell): only then may a failed status read be reported as
+	// "mysqld down", a proof the daemon promotes on.
+	Gone() bool
 }
 
 // Clock is the monotonic clock and timers; tests inject a fake one.

@@ -337,9 +337,16 @@ type fakeKiller struct {
 	err   error
 	kills int
 	mysql *fakeMySQL // made unreachable by a kill
+	gone  bool       // Gone's answer; a successful kill sets it
 }
 
 func (k *fakeKiller) CanKill() bool { return true }
+
+func (k *fakeKiller) Gone() bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.gone
+}
 
 func (k *fakeKiller) Kill(context.Context) (int, error) {
 	k.mu.Lock()
@@ -348,6 +355,7 @@ func (k *fakeKiller) Kill(context.Context) (int, error) {
 		return 0, k.err
 	}
 	k.kills++
+	k.gone = true
 	if k.mysql != nil {
 		k.mysql.set(func(f *fakeMySQL) { f.hang = false; f.statusErr = refusedErr() })
 	}

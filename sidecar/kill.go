@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -18,13 +19,21 @@ import (
 var DefaultMySQLDNames = []string{"mysqld", "mariadbd"}
 
 // PIDFileKiller SIGKILLs the process named by mysqld's pid file
-// (--mysqld-pid-file). SIGKILL also ends a SIGSTOPped process.
+// (--mysqld-pid-file). SIGKILL also ends a SIGSTOPped process. Use it by
+// pointer: it remembers whether it ever saw mysqld (see Gone).
 type PIDFileKiller struct {
 	// Path is the pid file mysqld writes (--pid-file).
 	Path string
 	// Names are the accepted process names (/proc/PID/comm); empty means
 	// DefaultMySQLDNames.
 	Names []string
+	// ProcDir is the proc file system; empty means /proc (tests).
+	ProcDir string
+
+	// seen: the pid file once named a live mysqld this process could
+	// signal, so mysqld runs in this pid namespace and its absence here
+	// means it runs nowhere.
+	seen atomic.Bool
 }
 
 // CanKill reports whether a kill could work now: the pid file names a
@@ -32,7 +41,7 @@ type PIDFileKiller struct {
 // false when mysqld runs in another pid namespace (another container of the
 // pod without shareProcessNamespace: true: the pid names another process or
 // none), under another user without CAP_KILL, or not at all.
-func (k PIDFileKiller) CanKill() bool {
+func (k *PIDFileKiller) CanKill() bool {
 	if k.Path == "" {
 		return false
 	}
@@ -40,22 +49,65 @@ func (k PIDFileKiller) CanKill() bool {
 	if err != nil {
 		return false
 	}
-	comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
-	if err != nil || !slices.Contains(k.names(), strings.TrimSpace(string(comm))) {
+	if !slices.Contains(k.names(), k.comm(pid)) {
 		return false
 	}
 	// Signal 0 checks that the process exists and that we may signal it.
-	return unix.Kill(pid, 0) == nil
+	if unix.Kill(pid, 0) != nil {
+		return false
+	}
+	k.seen.Store(true)
+	return true
 }
 
-func (k PIDFileKiller) names() []string {
+// Gone reports whether mysqld provably runs no more: this killer once saw
+// it in its own pid namespace (CanKill or Kill succeeded) and no process of
+// an accepted name runs there now. Without that sighting it is false: in
+// another pid namespace mysqld is invisible, not gone.
+func (k *PIDFileKiller) Gone() bool {
+	if !k.seen.Load() {
+		return false
+	}
+	entries, err := os.ReadDir(k.proc())
+	if err != nil {
+		return false
+	}
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if slices.Contains(k.names(), k.comm(pid)) {
+			return false
+		}
+	}
+	return true
+}
+
+func (k *PIDFileKiller) proc() string {
+	if k.ProcDir == "" {
+		return "/proc"
+	}
+	return k.ProcDir
+}
+
+// comm is /proc/PID/comm ("" when unreadable).
+func (k *PIDFileKiller) comm(pid int) string {
+	b, err := os.ReadFile(fmt.Sprintf("%s/%d/comm", k.proc(), pid))
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
+}
+
+func (k *PIDFileKiller) names() []string {
 	if len(k.Names) == 0 {
 		return DefaultMySQLDNames
 	}
 	return k.Names
 }
 
-func (k PIDFileKiller) pid() (int, error) {
+func (k *PIDFileKiller) pid() (int, error) {
 	b, err := os.ReadFile(k.Path)
 	if err != nil {
 		return 0, fmt.Errorf("read pid file: %w", err)
@@ -68,7 +120,7 @@ func (k PIDFileKiller) pid() (int, error) {
 }
 
 // Kill SIGKILLs the pid of the pid file and waits until it has exited.
-func (k PIDFileKiller) Kill(ctx context.Context) (int, error) {
+func (k *PIDFileKiller) Kill(ctx context.Context) (int, error) {
 	pid, err := k.pid()
 	if errors.Is(err, os.ErrNotExist) {
 		// mysqld removes its pid file on a clean shutdown.
@@ -87,7 +139,7 @@ func (k PIDFileKiller) Kill(ctx context.Context) (int, error) {
 		return pid, fmt.Errorf("kill mysqld %d: open pidfd: %w", pid, err)
 	}
 	defer unix.Close(fd)
-	comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+	comm, err := os.ReadFile(fmt.Sprintf("%s/%d/comm", k.proc(), pid))
 	if err != nil {
 		return pid, fmt.Errorf("kill mysqld %d: %w: %w", pid, ErrNoProcess, err)
 	}
@@ -96,6 +148,7 @@ func (k PIDFileKiller) Kill(ctx context.Context) (int, error) {
 	if name := strings.TrimSpace(string(comm)); !slices.Contains(k.names(), name) {
 		return pid, fmt.Errorf("kill mysqld %d: %w: %q", pid, ErrNotMySQLD, name)
 	}
+	k.seen.Store(true)
 	if err := unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0); err != nil {
 		if errors.Is(err, unix.ESRCH) {
 			return pid, fmt.Errorf("kill mysqld %d: %w", pid, ErrNoProcess)

@@ -39,11 +39,11 @@ func killCtx(t *testing.T) context.Context {
 
 func TestPIDFileKillerRefusesAnotherProgram(t *testing.T) {
 	cmd, pidFile := startSleep(t)
-	k := PIDFileKiller{Path: pidFile}
+	k := &PIDFileKiller{Path: pidFile}
 	if k.CanKill() {
 		t.Error("CanKill true for a pid file naming another program")
 	}
-	if !(PIDFileKiller{Path: pidFile, Names: []string{"sleep"}}).CanKill() {
+	if !(&PIDFileKiller{Path: pidFile, Names: []string{"sleep"}}).CanKill() {
 		t.Error("CanKill false for a running process of an accepted name")
 	}
 	if _, err := k.Kill(killCtx(t)); !errors.Is(err, ErrNotMySQLD) {
@@ -59,7 +59,7 @@ func TestPIDFileKillerKillsAStoppedProcess(t *testing.T) {
 	if err := cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
-	k := PIDFileKiller{Path: pidFile, Names: []string{"sleep"}}
+	k := &PIDFileKiller{Path: pidFile, Names: []string{"sleep"}}
 	pid, err := k.Kill(killCtx(t))
 	if err != nil || pid != cmd.Process.Pid {
 		t.Fatalf("Kill = %d, %v", pid, err)
@@ -81,7 +81,7 @@ func TestPIDFileKillerKillsAStoppedProcess(t *testing.T) {
 
 func TestPIDFileKillerWithoutAPID(t *testing.T) {
 	dir := t.TempDir()
-	missing := PIDFileKiller{Path: filepath.Join(dir, "none.pid")}
+	missing := &PIDFileKiller{Path: filepath.Join(dir, "none.pid")}
 	if missing.CanKill() {
 		t.Error("CanKill with a missing pid file")
 	}
@@ -90,10 +90,44 @@ func TestPIDFileKillerWithoutAPID(t *testing.T) {
 	}
 	garbage := filepath.Join(dir, "garbage.pid")
 	_ = os.WriteFile(garbage, []byte("mysqld\n"), 0o600)
-	if (PIDFileKiller{Path: garbage}).CanKill() || (PIDFileKiller{}).CanKill() {
+	if (&PIDFileKiller{Path: garbage}).CanKill() || (&PIDFileKiller{}).CanKill() {
 		t.Error("CanKill without a pid")
 	}
-	if _, err := (PIDFileKiller{Path: garbage}).Kill(killCtx(t)); err == nil || errors.Is(err, ErrNoProcess) {
+	if _, err := (&PIDFileKiller{Path: garbage}).Kill(killCtx(t)); err == nil || errors.Is(err, ErrNoProcess) {
 		t.Errorf("garbage pid file: %v", err)
+	}
+}
+
+// Issue 26 hole 1: "no mysqld process" proves down only once the killer has
+// seen mysqld in its own pid namespace; in another one mysqld is invisible.
+func TestPIDFileKillerGoneNeedsASighting(t *testing.T) {
+	cmd, pidFile := startSleep(t)
+	proc := t.TempDir()
+	entry := filepath.Join(proc, strconv.Itoa(cmd.Process.Pid))
+	if err := os.MkdirAll(entry, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(entry, "comm"), []byte("mysqld\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	blind := &PIDFileKiller{Path: filepath.Join(t.TempDir(), "none.pid"), ProcDir: t.TempDir()}
+	if blind.CanKill() || blind.Gone() {
+		t.Error("a killer that never saw mysqld calls it gone")
+	}
+	k := &PIDFileKiller{Path: pidFile, ProcDir: proc}
+	if k.Gone() {
+		t.Fatal("gone before any sighting")
+	}
+	if !k.CanKill() {
+		t.Fatal("CanKill false for a live process named mysqld")
+	}
+	if k.Gone() {
+		t.Fatal("gone while a mysqld process is listed")
+	}
+	if err := os.RemoveAll(entry); err != nil {
+		t.Fatal(err)
+	}
+	if !k.Gone() {
+		t.Error("not gone once no mysqld process is listed in the namespace it was seen in")
 	}
 }

@@ -189,7 +189,7 @@ func testRealHungMySQLDIsKilledThroughThePIDFile(t *testing.T, e testenv.Engine)
 	m := startSite(t, e, pidFile)
 	d := newStandInDaemon(t)
 	d.set(sign(t, 1, "east"))
-	killer := PIDFileKiller{Path: pidFile}
+	killer := &PIDFileKiller{Path: pidFile}
 	if !killer.CanKill() {
 		t.Fatalf("the server wrote no pid file at %s (or its process is not named mysqld/mariadbd)", pidFile)
 	}

@@ -18,6 +18,11 @@ type Report struct {
 	Epoch uint64 `json:"epoch"`
 	// MySQLdUp: the last status read of the local MySQL succeeded.
 	MySQLdUp bool `json:"mysqldUp"`
+	// MySQLdDown: that read failed and mysqld provably does not run (a
+	// process this sidecar saw in its pid namespace is gone). Neither up
+	// nor down is "unknown" (hung, auth error, another pid namespace): the
+	// daemon accepts only MySQLdDown as a proof.
+	MySQLdDown bool `json:"mysqldDown,omitempty"`
 	// Writable: that read found the flavor's fence not in effect
 	// (super_read_only OFF on MySQL, read_only OFF on MariaDB).
 	Writable bool `json:"writable"`
@@ -28,7 +33,8 @@ type Report struct {
 	FencedEpoch uint64 `json:"fencedEpoch"`
 	// Executed is the executed GTID set as read (empty when unknown).
 	Executed string `json:"executed"`
-	// CanKill: a mysqld pid file is configured and readable.
+	// CanKill: a mysqld pid file is configured and names a live mysqld
+	// this sidecar may SIGKILL; the daemon's lease-expired proof needs it.
 	CanKill bool `json:"canKill"`
 	// LeaseRemainingMs is L - now; negative once the lease expired.
 	LeaseRemainingMs int64 `json:"leaseRemainingMs"`

@@ -86,7 +86,11 @@ type Sidecar struct {
 // localState is the last status read of the local MySQL.
 type localState struct {
 	up, writable bool
-	executed     string
+	// down: the read failed and mysqld provably does not run (Killer.Gone,
+	// or a kill whose pidfd saw the process exit). A failed read alone is
+	// "unknown": a hung mysqld times out the same way.
+	down     bool
+	executed string
 }
 
 // served is the last view served to one peer.
@@ -373,7 +377,10 @@ func (s *Sidecar) readLocal(ctx context.Context) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err != nil {
-		s.local = localState{}
+		// A timeout, an auth error or "too many connections" is not "down":
+		// reporting it so would let the daemon promote away a hung primary
+		// that resumes writable.
+		s.local = localState{down: s.gone()}
 		return
 	}
 	s.downLogged = false
@@ -469,7 +476,7 @@ func epochOf(v *view.View) uint64 {
 type fenceResult struct {
 	already bool // the flavor's fence was already in effect
 	skipped bool // the rule no longer held once the status was read
-	down    bool // mysqld refused the connection: nothing listens
+	refused bool // mysqld refused the connection: nothing listens
 	killed  int  // client connections killed
 	err     error
 }
@@ -502,7 +509,9 @@ func (s *Sidecar) ensureFenced(ctx context.Context, reason string, epoch uint64)
 		s.local.up, s.local.writable = true, false
 		s.mu.Unlock()
 		return
-	case r.down:
+	case r.refused:
+		// Nothing listens (stopped, or starting read-only): killing a
+		// starting mysqld would only loop. Down only if proven.
 		s.noteDown(reason, r.err)
 		return
 	case r.err == nil:
@@ -522,13 +531,15 @@ func (s *Sidecar) ensureFenced(ctx context.Context, reason string, epoch uint64)
 	case err == nil:
 		s.markFenced(epoch)
 		s.mu.Lock()
-		s.local = localState{}
+		s.local = localState{down: true} // the pidfd saw it exit
 		s.mu.Unlock()
 		s.m.fences.WithLabelValues(ReasonKilledMySQLD).Inc()
 		s.log.Error("sidecar.mysqld_killed", "reason", reason, "epoch", epoch, "pid", pid, "fence_err", r.err)
-	case errors.Is(err, ErrNoProcess):
+	case errors.Is(err, ErrNoProcess) && s.gone():
 		s.noteDown(reason, errors.Join(r.err, err))
 	default:
+		// A kill that finds no process in a pid namespace that never showed
+		// mysqld proves nothing: the fence failed, mysqld may be hung.
 		s.fenceFailed(reason, epoch, r.err, err)
 	}
 }
@@ -551,7 +562,7 @@ func (s *Sidecar) fence(ctx context.Context, reason string) fenceResult {
 	case err == nil && st.Fenced():
 		return fenceResult{already: true}
 	case err != nil && refused(err):
-		return fenceResult{down: true, err: err}
+		return fenceResult{refused: true, err: err}
 	}
 	// A view adopted while the status was read (a promotion of this site)
 	// must not be undone by a decision taken on the older view.
@@ -561,7 +572,7 @@ func (s *Sidecar) fence(ctx context.Context, reason string) fenceResult {
 	// Writable, or unknown: a hung server may resume and take writes.
 	if err := s.mysql.Fence(ctx); err != nil {
 		if refused(err) {
-			return fenceResult{down: true, err: err}
+			return fenceResult{refused: true, err: err}
 		}
 		return fenceResult{err: err}
 	}
@@ -589,16 +600,23 @@ func (s *Sidecar) markFenced(epoch uint64) {
 	s.bootPending = false
 }
 
+// noteDown records a local mysqld that refused connections or has no
+// process: "down" when Killer.Gone proves it, else "unknown".
 func (s *Sidecar) noteDown(reason string, err error) {
+	down := s.gone()
 	s.mu.Lock()
-	s.local = localState{}
+	s.local = localState{down: down}
 	first := !s.downLogged
 	s.downLogged = true
 	s.mu.Unlock()
 	if first {
-		s.log.Info("sidecar.mysqld_down", "reason", reason, "err", err)
+		s.log.Info("sidecar.mysqld_down", "reason", reason, "proven", down, "err", err)
 	}
 }
+
+// gone reports whether mysqld provably does not run (never without a
+// killer that has seen it: a hung or invisible mysqld is not a down one).
+func (s *Sidecar) gone() bool { return s.killer != nil && s.killer.Gone() }
 
 func (s *Sidecar) fenceFailed(reason string, epoch uint64, fenceErr, killErr error) {
 	msg := fmt.Sprint(fenceErr, killErr)
@@ -685,6 +703,7 @@ func (s *Sidecar) Report() Report {
 		Site:             s.cfg.Site,
 		Epoch:            s.epochLocked(),
 		MySQLdUp:         s.local.up,
+		MySQLdDown:       !s.local.up && s.local.down,
 		Writable:         s.local.up && s.local.writable,
 		Fenced:           s.fenced,
 		FencedEpoch:      s.fencedEpoch,

@@ -414,7 +414,7 @@ func TestFenceTimeoutKillsMySQLDThroughThePIDFile(t *testing.T) {
 	if got := metric(t, h.s, `failoverd_sidecar_fences_total{reason="killed-mysqld"}`); got != "1" {
 		t.Errorf("fences{killed-mysqld} = %s", got)
 	}
-	if r := h.s.Report(); !r.Fenced || r.FencedEpoch != 2 || r.MySQLdUp || !r.CanKill {
+	if r := h.s.Report(); !r.Fenced || r.FencedEpoch != 2 || r.MySQLdUp || !r.MySQLdDown || !r.CanKill {
 		t.Errorf("report %+v", r)
 	}
 	// mysqld is gone (refused): no further kills.
@@ -441,32 +441,70 @@ func TestFenceFailureWithoutAKiller(t *testing.T) {
 	}
 }
 
-func TestRefusedMySQLIsDownAndNotKilled(t *testing.T) {
-	k := &fakeKiller{}
-	h := newHarness(t, func(_ *Config, o *Options) { o.Killer = k })
-	h.mysql.set(func(f *fakeMySQL) { f.statusErr = refusedErr() }) // still starting, read-only
-	h.daemon.answer(sign(t, 3, "west"))
-	h.step(t)
-	h.step(t)
-	if k.count() != 0 {
-		t.Fatal("killed a mysqld that refuses connections")
-	}
-	if r := h.s.Report(); r.MySQLdUp || r.Fenced {
-		t.Errorf("report %+v", r)
+func TestRefusedMySQLIsNotKilledAndDownOnlyWhenGone(t *testing.T) {
+	for _, gone := range []bool{false, true} {
+		t.Run(fmt.Sprintf("gone=%v", gone), func(t *testing.T) {
+			k := &fakeKiller{gone: gone}
+			h := newHarness(t, func(_ *Config, o *Options) { o.Killer = k })
+			h.mysql.set(func(f *fakeMySQL) { f.statusErr = refusedErr() }) // still starting, read-only
+			h.daemon.answer(sign(t, 3, "west"))
+			h.step(t)
+			h.step(t)
+			if k.count() != 0 {
+				t.Fatal("killed a mysqld that refuses connections")
+			}
+			// Refused alone is not proof: a proxy or a Service without
+			// endpoints refuses too. Only a vanished process is.
+			if r := h.s.Report(); r.MySQLdUp || r.Fenced || r.MySQLdDown != gone {
+				t.Errorf("report %+v, want mysqldDown=%v", r, gone)
+			}
+		})
 	}
 }
 
-func TestKillOfAVanishedMySQLD(t *testing.T) {
-	k := &fakeKiller{err: fmt.Errorf("kill: %w", ErrNoProcess)}
-	h := newHarness(t, func(c *Config, o *Options) {
-		c.FenceTimeout = 20 * time.Millisecond
-		o.Killer = k
-	})
-	h.mysql.set(func(f *fakeMySQL) { f.hang = true })
-	h.daemon.answer(sign(t, 3, "west"))
-	h.step(t)
-	if r := h.s.Report(); r.Fenced || r.MySQLdUp {
-		t.Errorf("report %+v", r)
+// Issue 26 hole 1: a kill that finds no process (no pid file, another pid
+// namespace) proved "down" and the daemon promoted away a hung primary.
+func TestKillFindingNoProcessIsNotDownUnlessGone(t *testing.T) {
+	for _, gone := range []bool{false, true} {
+		t.Run(fmt.Sprintf("gone=%v", gone), func(t *testing.T) {
+			k := &fakeKiller{err: fmt.Errorf("kill: %w", ErrNoProcess), gone: gone}
+			h := newHarness(t, func(c *Config, o *Options) {
+				c.FenceTimeout = 20 * time.Millisecond
+				o.Killer = k
+			})
+			h.mysql.set(func(f *fakeMySQL) { f.hang = true })
+			h.daemon.answer(sign(t, 3, "west"))
+			h.step(t)
+			if r := h.s.Report(); r.Fenced || r.MySQLdUp || r.MySQLdDown != gone {
+				t.Errorf("report %+v, want mysqldDown=%v", r, gone)
+			}
+		})
+	}
+}
+
+// Issue 26 hole 1: a status read that times out (hung mysqld), fails on
+// auth or hits "too many connections" is "unknown", never "down".
+func TestFailedStatusReadIsNotDown(t *testing.T) {
+	for name, set := range map[string]func(*fakeMySQL){
+		"hung":                 func(f *fakeMySQL) { f.hang = true },
+		"access denied":        func(f *fakeMySQL) { f.statusErr = errors.New("Error 1045: Access denied (fake)") },
+		"too many connections": func(f *fakeMySQL) { f.statusErr = errors.New("Error 1040: Too many connections (fake)") },
+	} {
+		t.Run(name, func(t *testing.T) {
+			for _, k := range []Killer{nil, &fakeKiller{}} {
+				h := newHarness(t, func(c *Config, o *Options) {
+					c.FenceTimeout = 20 * time.Millisecond
+					o.Killer = k
+				})
+				h.daemon.answer(sign(t, 1, "east"))
+				h.step(t)
+				h.mysql.set(set)
+				h.step(t)
+				if r := h.s.Report(); r.MySQLdUp || r.MySQLdDown {
+					t.Errorf("killer %v: report %+v, want neither up nor down", k != nil, r)
+				}
+			}
+		})
 	}
 }
 

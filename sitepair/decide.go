@@ -615,6 +615,11 @@ func (v *view) leaseDeadline() (deadline time.Time, ok bool) {
 	if !sc.Configured || sc.LastReport.IsZero() {
 		return time.Time{}, false
 	}
+	// One that cannot SIGKILL mysqld leaves a hung one writable when it
+	// resumes after the lease: expiry proves nothing there.
+	if !sc.CanKill {
+		return time.Time{}, false
+	}
 	// One silent long before the failure may be dead, not fencing:
 	// nothing says its lease loop still runs. (An isolated one goes
 	// silent when the failure starts, detection plus a report interval
@@ -740,7 +745,7 @@ func (v *view) inFlight() Decision {
 			if dl, ok := v.leaseDeadline(); ok {
 				return v.decision(ReasonAwaitLeaseExpiry, "waiting for %s's sidecar lease to expire at %s (in %v)", inf.From, dl.Format(time.RFC3339Nano), dl.Sub(v.now))
 			}
-			return v.decision(ReasonAwaitFenceConfirmation, "%s is unreachable and nothing proves its sidecar fenced it (sidecar never seen, silent before the revoke, or a peer sidecar may still hold the old view); promotion waits for a fence read-back, mysqld down or a sidecar report (if its host is lost, an operator may confirm it dead: confirm-fence)", inf.From)
+			return v.decision(ReasonAwaitFenceConfirmation, "%s is unreachable and nothing proves its sidecar fenced it (sidecar never seen, silent before the revoke, unable to SIGKILL a hung mysqld (canKill=false: no --mysqld-pid-file or another pid namespace), or a peer sidecar may still hold the old view); promotion waits for a fence read-back, mysqld down or a sidecar report (if its host is lost, an operator may confirm it dead: confirm-fence)", inf.From)
 		}
 		if v.pol.Fencing.UsesSemiSync() {
 			return v.decision(ReasonAwaitFenceConfirmation, "semi-sync fencing: %s is unreachable and its last known semi-sync settings cannot prove it stopped acknowledging writes (%s); promotion waits for a fence read-back or mysqld down (if its host is lost, an operator may confirm it dead: confirm-fence)", inf.From, v.pol.SemiSyncReady(from0(v).SemiSync))
@@ -759,6 +764,15 @@ func (v *view) inFlight() Decision {
 		var ok bool
 		if t, d, ok = v.choose(inf.From, inf.To); !ok {
 			return d
+		}
+	}
+	// A published target may have been made writable right before the
+	// daemon lost it (crash before the record): promoting another site
+	// while it is neither seen read-only nor proven fenced makes two
+	// writable (simulation seed 1013).
+	if p := inf.PublishedTo; p != "" && p != v.sites[t].Name {
+		if ps := v.sites[v.index(p)]; ps.State != statemachine.ReadOnly && ps.FencedEpoch < inf.PublishedEpoch {
+			return v.decision(ReasonPublishedTargetUnreachable, "the view naming %s at epoch %d was published and %s may have been made writable, but it is %s and not proven fenced; %s is not promoted until %s answers read-only or is fenced", p, inf.PublishedEpoch, p, ps.State, v.sites[t].Name, p)
 		}
 	}
 	if d, ok := v.caughtUp(t, from); !ok {

@@ -26,8 +26,8 @@ func TestHardeningDecisions(t *testing.T) {
 	daemonOnly := polWith(func(p *Policy) { p.Fencing = FencingConfirmed; p.Detection = "daemon-only" })
 	revokedAt := now.Add(-time.Minute)
 	long := revoked("a", "b", revokedAt)
-	seen := SidecarObservation{Configured: true, LastReport: revokedAt, Epoch: 1}
-	acked := SidecarObservation{Configured: true, LastReport: now, Epoch: 2}
+	seen := SidecarObservation{Configured: true, LastReport: revokedAt, Epoch: 1, CanKill: true}
+	acked := SidecarObservation{Configured: true, LastReport: now, Epoch: 2, CanKill: true}
 	for _, c := range []decideCase{
 		// ECONNREFUSED is proof only on consecutive probes and corroborated.
 		{name: "one refused probe is no proof", obs: group(site("a", UR, refused(1)), site("b", RO, lost("a"))), st: pending, pol: &confirmed,
@@ -43,11 +43,15 @@ func TestHardeningDecisions(t *testing.T) {
 		// The lease proof rests on sidecar reports the daemon really saw.
 		{name: "lease: sidecar never seen is no proof", obs: group(site("a", UR), site("b", RO, lost("a"))), st: long, pol: &sidecarOnly,
 			want: want{action: Alert, reason: ReasonAwaitFenceConfirmation}},
+		// Issue 26 hole 1: a sidecar that cannot SIGKILL a hung mysqld at
+		// expiry leaves it writable when it resumes: its lease proves nothing.
+		{name: "lease: the old primary's sidecar cannot kill: no lease proof", obs: group(site("a", UR, sidecar(func() SidecarObservation { s := seen; s.CanKill = false; return s }())), site("b", RO, lost("a"), sidecar(acked))), st: long, pol: &sidecarOnly,
+			want: want{action: Alert, reason: ReasonAwaitFenceConfirmation}},
 		{name: "lease: sidecar seen, peers hold the revoked epoch: lease-expired", obs: group(site("a", UR, sidecar(seen)), site("b", RO, lost("a"), sidecar(acked))), st: long, pol: &sidecarOnly,
 			want: want{action: Promote, reason: ReasonPromote, target: "b", fence: []string{"a"}, proof: ProofLeaseExpired}},
 		{name: "lease: sidecar silent long before the revoke may be dead", obs: group(site("a", UR, sidecar(SidecarObservation{Configured: true, LastReport: revokedAt.Add(-21 * time.Second), Epoch: 1})), site("b", RO, lost("a"), sidecar(acked))),
 			st: long, pol: &sidecarOnly, want: want{action: Alert, reason: ReasonAwaitFenceConfirmation}},
-		{name: "lease: sidecar silent since detection started is fine", obs: group(site("a", UR, sidecar(SidecarObservation{Configured: true, LastReport: revokedAt.Add(-12 * time.Second), Epoch: 1})), site("b", RO, lost("a"), sidecar(acked))),
+		{name: "lease: sidecar silent since detection started is fine", obs: group(site("a", UR, sidecar(SidecarObservation{Configured: true, LastReport: revokedAt.Add(-12 * time.Second), Epoch: 1, CanKill: true})), site("b", RO, lost("a"), sidecar(acked))),
 			st: long, pol: &sidecarOnly, want: want{action: Promote, reason: ReasonPromote, target: "b", fence: []string{"a"}, proof: ProofLeaseExpired}},
 		{name: "lease: a peer sidecar still holding the old epoch can renew it", obs: group(site("a", UR, sidecar(seen)), site("b", RO, lost("a"), sidecar(SidecarObservation{Configured: true, LastReport: now, Epoch: 1}))),
 			st: long, pol: &sidecarOnly, want: want{action: Alert, reason: ReasonAwaitFenceConfirmation}},
@@ -66,7 +70,7 @@ func TestHardeningDecisions(t *testing.T) {
 			want: want{action: Alert, reason: ReasonAwaitFenceConfirmation}},
 		{name: "sidecar reported it fenced at the revoked epoch", obs: group(site("a", UR, sidecar(SidecarObservation{Configured: true, LastReport: now, Epoch: 2, FencedEpoch: 2})), site("b", RO, lost("a"))),
 			st: pending, pol: &sidecarOnly, want: want{action: Promote, reason: ReasonPromote, target: "b", fence: []string{"a"}, proof: ProofSidecarFenced}},
-		{name: "sidecar fenced at an older epoch is no proof", obs: group(site("a", UR, sidecar(SidecarObservation{Configured: true, LastReport: now, Epoch: 2, FencedEpoch: 1})), site("b", RO, lost("a"))),
+		{name: "sidecar fenced at an older epoch is no proof", obs: group(site("a", UR, sidecar(SidecarObservation{Configured: true, LastReport: now, Epoch: 2, FencedEpoch: 1, CanKill: true})), site("b", RO, lost("a"))),
 			st: pending, pol: &sidecarOnly, want: want{action: None, reason: ReasonAwaitLeaseExpiry}},
 		{name: "sidecar reported mysqld down holding the revoked epoch", obs: group(site("a", UR, sidecar(SidecarObservation{Configured: true, LastReport: now, Epoch: 2, MysqldDown: true})), site("b", RO, lost("a"))),
 			st: pending, pol: &sidecarOnly, want: want{action: Promote, reason: ReasonPromote, target: "b", fence: []string{"a"}, proof: ProofSidecarFenced}},
@@ -205,8 +209,10 @@ func TestSemiSyncFencing(t *testing.T) {
 func TestPublishedViewIsOutranked(t *testing.T) {
 	st := revoked("a", "b", now.Add(-time.Hour))
 	st.InFlight.PublishedEpoch, st.InFlight.PublishedTo = 3, "b"
-	// b is gone; c is promoted: epoch 4, not 3.
-	d := Decide(group(site("a", UR, down), site("b", UR), site("c", RO, lost("a"))), st, DefaultPolicy(), now)
+	// b is gone, fenced at the published epoch before it went (an unfenced
+	// one may be writable: TestRetargetAwayFromAnUnreachablePublishedTargetWaits);
+	// c is promoted: epoch 4, not 3.
+	d := Decide(group(site("a", UR, down), site("b", UR, fencedAt(3)), site("c", RO, lost("a"))), st, DefaultPolicy(), now)
 	if d.Action != Promote || d.Target != "c" || d.Epoch != 4 {
 		t.Fatalf("decision %s epoch %d, want promote c at epoch 4", d, d.Epoch)
 	}
@@ -253,5 +259,29 @@ func TestAnsweringOldPrimaryIsFencedBeforePromotion(t *testing.T) {
 	obs := group(site("a", UR, down, exec(upto(11))), site("b", RO, lost("a")), site("c", RO, lost("a")))
 	if d := Decide(obs, revoked("a", "b", now.Add(-time.Minute)), DefaultPolicy(), now); d.Action != Promote {
 		t.Fatalf("decision %s, want the promotion of a failover from a dead primary", d)
+	}
+}
+
+// Found by the simulation (seed 1013, once a commit on an asynchronous
+// primary counted as acknowledged): the daemon published epoch 3 naming b,
+// made b writable and crashed before recording it; b was then cut off (its
+// clients still reach it) and the restarted daemon promoted c at epoch 4:
+// two writable sites. A published target that is not seen read-only may be
+// writable: another promotion waits for it.
+func TestRetargetAwayFromAnUnreachablePublishedTargetWaits(t *testing.T) {
+	published := func(to string) Persisted {
+		p := revoked("a", "b", now.Add(-time.Minute))
+		p.InFlight.PublishedEpoch, p.InFlight.PublishedTo = 3, to
+		return p
+	}
+	for _, c := range []decideCase{
+		{name: "published b unreachable: no promotion of c", obs: group(site("a", RO, fencedAt(2)), site("b", UR), site("c", RO, follows("a"))), st: published("b"),
+			want: want{action: Alert, reason: ReasonPublishedTargetUnreachable}},
+		{name: "published b read-only again: c may be promoted", obs: group(site("a", RO, fencedAt(2)), site("b", RO, broken), site("c", RO, follows("a"))), st: published("b"),
+			want: want{action: Promote, reason: ReasonPromoteRetarget, target: "c", proof: ProofFenceConfirmed, epoch: 4}},
+		{name: "published b fenced at its epoch and unreachable: c may be promoted", obs: group(site("a", RO, fencedAt(2)), site("b", UR, fencedAt(3)), site("c", RO, follows("a"))), st: published("b"),
+			want: want{action: Promote, reason: ReasonPromoteRetarget, target: "c", proof: ProofFenceConfirmed, epoch: 4}},
+	} {
+		t.Run(c.name, func(t *testing.T) { c.run(t) })
 	}
 }

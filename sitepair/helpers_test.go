@@ -107,7 +107,7 @@ func revoked(from, to string, revokedAt time.Time) Persisted {
 func leased(obs Observed, lastReport time.Time) Observed {
 	out := Observed{Sites: slices.Clone(obs.Sites), ServingSince: obs.ServingSince}
 	for i := range out.Sites {
-		out.Sites[i].Sidecar = SidecarObservation{Configured: true, LastReport: lastReport, Epoch: 2}
+		out.Sites[i].Sidecar = SidecarObservation{Configured: true, LastReport: lastReport, Epoch: 2, CanKill: true}
 		if out.Sites[i].Name == "a" {
 			out.Sites[i].Sidecar.Epoch = 1
 		}

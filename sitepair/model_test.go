@@ -222,7 +222,7 @@ func modelObserved(buf []SiteObservation, names []string, states []statemachine.
 		if !ex.revokedAt.IsZero() {
 			// Every sidecar reported at the revoke; the old primary's went
 			// silent then, the others hold the revoked epoch.
-			s.Sidecar = SidecarObservation{Configured: true, LastReport: ex.revokedAt, Epoch: epoch}
+			s.Sidecar = SidecarObservation{Configured: true, LastReport: ex.revokedAt, Epoch: epoch, CanKill: true}
 			if name == primary {
 				s.Sidecar.Epoch = epoch - 1
 			}

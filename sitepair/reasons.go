@@ -167,6 +167,10 @@ const (
 	// ReasonTargetWritableWithoutProof (Alert): the in-flight target is
 	// already writable but no fence proof holds for the old primary.
 	ReasonTargetWritableWithoutProof Reason = "target-writable-without-proof"
+	// ReasonPublishedTargetUnreachable (Alert): a view naming a target was
+	// published (the target may have been made writable) and that target
+	// is unreachable and not proven fenced: no other site is promoted.
+	ReasonPublishedTargetUnreachable Reason = "published-target-unreachable"
 	// ReasonPromote (Promote): phase 2 with a fence proof.
 	ReasonPromote Reason = "promote"
 	// ReasonPromoteRetarget (Promote): phase 2, the in-flight target is no
@@ -253,6 +257,7 @@ var reasonAction = map[Reason]Action{
 	ReasonResumeCatchUp:               Rejoin,
 	ReasonSemiSyncUnsafe:              Alert,
 	ReasonTargetWritableWithoutProof:  Alert,
+	ReasonPublishedTargetUnreachable:  Alert,
 	ReasonPromote:                     Promote,
 	ReasonPromoteRetarget:             Promote,
 	ReasonPromoteResume:               Promote,

@@ -116,8 +116,12 @@ type SidecarObservation struct {
 	// FencedEpoch is the epoch under which the sidecar last fenced its
 	// MySQL (read back) or killed it; 0 = never.
 	FencedEpoch uint64
-	// MysqldDown: the latest report said the local mysqld is down.
+	// MysqldDown: the latest report said the local mysqld provably does
+	// not run (its process is gone); a failed status read is not down.
 	MysqldDown bool
+	// CanKill: the latest report said the sidecar can SIGKILL mysqld, so
+	// a hung one is killed when its lease runs out (lease-expired needs it).
+	CanKill bool
 	// Served is, per peer site, the last view this sidecar served that
 	// peer: until then the peer could renew its lease through it.
 	Served map[string]Served

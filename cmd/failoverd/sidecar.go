@@ -83,7 +83,7 @@ replication runs.`,
 			}
 			opts := sidecar.Options{MySQL: local, Logger: log, HTTPClient: hc}
 			if f := c.v.GetString("mysqld-pid-file"); f != "" {
-				opts.Killer = sidecar.PIDFileKiller{Path: f}
+				opts.Killer = &sidecar.PIDFileKiller{Path: f}
 			}
 			s, err := sidecar.New(scfg, opts)
 			if err != nil {

@@ -120,7 +120,11 @@ type Setup struct {
 	SemiSyncFencing bool
 	// Sidecars: a sidecar beside every site, fencing sidecar (or
 	// semisync+sidecar with SemiSyncFencing).
-	Sidecars         bool
+	Sidecars bool
+	// BlindSidecars: the sidecars cannot see mysqld's process (no pid
+	// file, or another pid namespace): they cannot SIGKILL a hung mysqld,
+	// their kills find no process, and they can never prove it down.
+	BlindSidecars    bool
 	FailureThreshold int
 	CooldownSteps    int
 	EscalationCount  int
@@ -145,6 +149,9 @@ func setupFor(seed uint64, sidecars bool) Setup {
 		s.DROnly = s.Sites - 1
 	}
 	s.Sidecars = sidecars
+	if sidecars {
+		s.BlindSidecars = rand.New(rand.NewPCG(seed, 0xb1d)).IntN(3) == 0
+	}
 	return s
 }
 

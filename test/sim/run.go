@@ -32,7 +32,7 @@ var humanNeeded = []sitepair.Reason{
 	sitepair.ReasonIncomparableCandidates, sitepair.ReasonCandidateLacksTransactions,
 	sitepair.ReasonCatchUpTimeoutBlocked, sitepair.ReasonNoPrimaryTargetIneligible,
 	sitepair.ReasonNoPrimaryTargetBehind, sitepair.ReasonNoPrimaryNoActiveSite,
-	sitepair.ReasonUnexpectedPrimary, sitepair.ReasonTargetWritableWithoutProof,
+	sitepair.ReasonUnexpectedPrimary, sitepair.ReasonTargetWritableWithoutProof, sitepair.ReasonPublishedTargetUnreachable,
 }
 
 // Options are what a history is besides its seed and schedule.

@@ -61,7 +61,11 @@ func (sc *sidecars) start(s *server) *sidecar.Sidecar {
 		panic(fmt.Sprintf("sim: sidecar configuration of %s: %v", s.name, err))
 	}
 	log := sc.w.logger()
-	opts := sidecar.Options{MySQL: localMySQL{sc.w, s}, Killer: killer{sc.w, s}, Daemon: daemonLink{sc.w, s},
+	var k sidecar.Killer = killer{sc.w, s}
+	if sc.w.setup.BlindSidecars {
+		k = blindKiller{}
+	}
+	opts := sidecar.Options{MySQL: localMySQL{sc.w, s}, Killer: k, Daemon: daemonLink{sc.w, s},
 		Peers: peerLinks{sc}, Clock: clock{sc.w}}
 	if log != nil {
 		opts.Logger = log
@@ -160,6 +164,20 @@ type killer struct {
 }
 
 func (k killer) CanKill() bool { return true }
+
+// Gone: this killer shares mysqld's pid namespace and sees every process.
+func (k killer) Gone() bool { return !k.s.up }
+
+// blindKiller is a sidecar's killer that cannot see mysqld's process (no
+// pid file, another pid namespace): every kill finds no process, and a
+// missing process proves nothing.
+type blindKiller struct{}
+
+func (blindKiller) CanKill() bool { return false }
+func (blindKiller) Gone() bool    { return false }
+func (blindKiller) Kill(context.Context) (int, error) {
+	return 0, fmt.Errorf("sim: kill mysqld: %w", sidecar.ErrNoProcess)
+}
 
 func (k killer) Kill(context.Context) (int, error) {
 	if !k.s.up {

@@ -71,6 +71,24 @@ var regressions = []struct {
 		sidecars: true,
 	},
 	{
+		// Issue 26 hole 1: the hung primary's sidecar, unable to see
+		// mysqld's process (no pid file), reported "not up" after its fence
+		// timed out; the daemon took that for "down" (sidecar-fenced) and
+		// promoted; on SIGCONT the old primary committed what it held.
+		name:     "blind-sidecar-hung-primary-is-not-down",
+		seed:     7,
+		sched:    Schedule{{Step: 93, Kind: "hang", Site: -1, Dur: 24}},
+		sidecars: true,
+	},
+	{
+		// A daemon crashed after making the published target writable and
+		// before recording it; the target was then isolated (its clients
+		// still reach it) and the restarted daemon promoted another site.
+		name:  "no-retarget-away-from-an-unreachable-published-target",
+		seed:  1013,
+		sched: Schedule{{Step: 5, Kind: "daemon-crash", Site: -1, Peer: 7}, {Step: 39, Kind: "hang", Site: -1, Dur: 21}, {Step: 64, Kind: "cut-daemon", Site: -1, Dur: 32}},
+	},
+	{
 		name:  "promote-while-old-primary-answers-again",
 		seed:  1810,
 		sched: Schedule{{Step: 41, Kind: "hang", Site: 2, Dur: 16}, {Step: 42, Kind: "kill", Site: 1, Dur: 37}, {Step: 46, Kind: "hang", Site: -1, Dur: 12}},

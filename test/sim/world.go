@@ -219,7 +219,34 @@ func (w *world) write(s *server) txn {
 	w.loggedAt[t] = w.step
 	s.commit(t)
 	s.pending = append(s.pending, t)
+	if !w.setup.SemiSyncFencing {
+		// Without semi-sync fencing the client may be answered at commit
+		// (asynchronous replication): the commit is the acknowledgement
+		// as far as "one writable site per epoch" goes (not for RPO: that
+		// is not zero there, and only replica-received writes count).
+		w.checkOneWriter(s, w.ackEpoch(s))
+	}
 	return t
+}
+
+// ackEpoch is the epoch a write acknowledged by src now belongs to.
+func (w *world) ackEpoch(src *server) uint64 {
+	epoch := w.stored.Epoch
+	if f := w.stored.InFlight; f != nil && f.PublishedTo == src.name && f.PublishedEpoch > epoch {
+		// The promotion published the epoch naming src before making
+		// it writable: src writes in that epoch, not the revoked one.
+		epoch = f.PublishedEpoch
+	}
+	return epoch
+}
+
+// checkOneWriter records that src acknowledged a write in epoch.
+// Invariant: one site acknowledges writes per epoch.
+func (w *world) checkOneWriter(src *server, epoch uint64) {
+	if prev, ok := w.ackedBy[epoch]; ok && prev != src.name {
+		w.fail("two sites acknowledged writes in epoch %d: %s and %s", epoch, prev, src.name)
+	}
+	w.ackedBy[epoch] = src.name
 }
 
 // replicate moves transactions along every connected replication link,
@@ -266,19 +293,10 @@ func (w *world) acknowledge(src, r *server) {
 			keep = append(keep, t)
 			continue
 		}
-		epoch := w.stored.Epoch
-		if f := w.stored.InFlight; f != nil && f.PublishedTo == src.name && f.PublishedEpoch > epoch {
-			// The promotion published the epoch naming src before making
-			// it writable: src writes in that epoch, not the revoked one.
-			epoch = f.PublishedEpoch
-		}
+		epoch := w.ackEpoch(src)
 		w.acks[t] = ack{site: src.name, epoch: epoch, step: w.step}
 		w.stats.Acks++
-		// Invariant: one site acknowledges writes per epoch.
-		if prev, ok := w.ackedBy[epoch]; ok && prev != src.name {
-			w.fail("two sites acknowledged writes in epoch %d: %s and %s", epoch, prev, src.name)
-		}
-		w.ackedBy[epoch] = src.name
+		w.checkOneWriter(src, epoch)
 	}
 	src.pending = keep
 }
@@ -350,6 +368,14 @@ func (w *world) inject(f Fault) {
 			// (A sidecar's SIGKILL may have ended the hang already.)
 			w.hangCount[s.index] = max(0, w.hangCount[s.index]-1)
 			s.hung = w.hangCount[s.index] > 0
+			if !s.hung && s.up && !s.readOnly {
+				// Sessions stopped inside COMMIT finish it on SIGCONT,
+				// before any fence can reach the server.
+				w.tracef("%s resumes writable and commits the transactions it held", s.name)
+				for range 1 + w.rng.IntN(2) {
+					w.write(s)
+				}
+			}
 		})
 	case CutDaemon, Blip:
 		dur := f.Dur
