@@ -74,9 +74,13 @@ func (g *group) startSidecars() {
 			g.t.Fatal(err)
 		}
 		p := &sidecarProc{logs: &strings.Builder{}, exited: make(chan struct{})}
-		p.cmd = exec.Command(binary, "sidecar", "-c", path, "--group", "orders", "--site", fmt.Sprintf("site%d", i),
-			"--listen", g.sidecarAddrs[i], "--mysql-address", m.Addr(), "--mysqld-pid-file", m.PidFile(),
-			"--daemon-url", "http://"+g.links[i][n].Addr(), "--log-format", "json")
+		args := []string{"sidecar", "-c", path, "--group", "orders", "--site", fmt.Sprintf("site%d", i),
+			"--listen", g.sidecarAddrs[i], "--mysql-address", m.Addr(),
+			"--daemon-url", "http://" + g.links[i][n].Addr(), "--log-format", "json"}
+		if !g.blindSidecars {
+			args = append(args, "--mysqld-pid-file", m.PidFile())
+		}
+		p.cmd = exec.Command(binary, args...)
 		p.cmd.Stdout, p.cmd.Stderr = &lockedWriter{w: p.logs}, &lockedWriter{w: p.logs}
 		p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 		if err := p.cmd.Start(); err != nil {
@@ -558,4 +562,64 @@ func signedWith(t *testing.T, key string, epoch uint64, active string) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// Issue 26 hole 1, on real servers: sidecars without a pid file cannot
+// SIGKILL mysqld nor prove it down. The hung primary's sidecar fails to
+// fence it (the statement hangs) and its status reads time out; that once
+// read as "mysqld down" and the daemon promoted site1 1.7 s after the
+// revoke, and site0 resumed writable. Now nothing is promoted while site0
+// is hung, and once it resumes it is fenced before anything else is
+// promoted: no acknowledged write lost, none on two sites.
+func TestHungPrimaryWithBlindSidecarsIsNotPromotedAway(t *testing.T) {
+	testenv.ForEachEngine(t, func(t *testing.T, e testenv.Engine) {
+		g, load := startUnderLoad(t, groupOptions{engine: e, fencing: "sidecar", sidecars: true, blindSidecars: true}, true)
+		paused := time.Now()
+		g.pause(0)
+		g.waitFor("the epoch revoked", failoverTimeout, func() bool {
+			s, err := g.status()
+			return err == nil && s.InFlight != nil
+		})
+		// Long enough for every proof the old code accepted: a "down"
+		// report (1.7 s) and lease expiry (lease 3 s + 1 s margin).
+		hold := time.Now().Add(8 * time.Second)
+		for time.Now().Before(hold) {
+			s, err := g.status()
+			if err == nil && s.ActiveSite != "" {
+				t.Fatalf("promoted %s while site0 is hung and nothing proves it fenced: %s", s.ActiveSite, s.Message)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		resumed := time.Now()
+		if err := g.topo.Sites[0].Resume(); err != nil {
+			t.Fatal(err)
+		}
+		var st groupStatus
+		g.waitFor("a replica promoted once site0 is fenced", failoverTimeout, func() bool {
+			s, err := g.status()
+			st = s
+			return err == nil && s.ActiveSite != "" && s.ActiveSite != "site0" && s.InFlight == nil
+		})
+		if st.LastFailover == nil || st.LastFailover.Proof == "lease-expired" {
+			t.Fatalf("last failover %+v: want one on a fence of the resumed site0", st.LastFailover)
+		}
+		newIdx := slices.Index([]string{"site0", "site1", "site2"}, st.ActiveSite)
+		before := len(load.Acked())
+		load.WaitForAcks(t, before+50, 30*time.Second)
+		load.Stop()
+		// A write a client sent site0 less than its 2 s timeout before the
+		// resume commits on SIGCONT (nothing can fence a stopped process
+		// that cannot be killed); it must then be kept, and site0 must
+		// acknowledge nothing once site1 or site2 does.
+		late := 0
+		for _, a := range load.Acks() {
+			if a.Target == 0 && a.At.After(resumed) {
+				late++
+			}
+		}
+		t.Logf("site0 paused at %s, resumed at %s; %d writes acknowledged by it after the resume, all checked below",
+			paused.Format(time.RFC3339Nano), resumed.Format(time.RFC3339Nano), late)
+		checkNoOverlap(t, g, load, 0, newIdx)
+		t.Logf("promoted %s on %s after site0 resumed", st.ActiveSite, st.LastFailover.Proof)
+	})
 }

@@ -72,6 +72,8 @@ type group struct {
 	sidecarAddrs []string
 	sidecars     []*sidecarProc
 	links        [][]*testenv.Proxy
+	// blindSidecars: see groupOptions.
+	blindSidecars bool
 
 	mu     sync.Mutex
 	cmd    *exec.Cmd
@@ -112,6 +114,9 @@ type groupOptions struct {
 	// lease is the sidecar lease (default 3s, checked every 300ms).
 	sidecars bool
 	lease    string
+	// blindSidecars starts the sidecars without --mysqld-pid-file: they
+	// cannot SIGKILL mysqld nor prove it down (canKill=false).
+	blindSidecars bool
 	// routing, when set, are the Kubernetes clusters routing follows
 	// ("route0", "route1", ...), apart from the state store (which stays a
 	// file unless kube or etcd is set): site i is placed on cluster
@@ -130,7 +135,7 @@ func newGroup(t testing.TB, o groupOptions) *group {
 	// Sites start read-only; the daemon adopts the only writable site at
 	// first start, so site0 is made writable the way failoverd does it.
 	promote.Site(t, topo.Sites[0])
-	g := &group{t: t, engine: o.engine, topo: topo, dir: t.TempDir()}
+	g := &group{t: t, engine: o.engine, topo: topo, dir: t.TempDir(), blindSidecars: o.blindSidecars}
 	// As configs.SemiSyncSettings says: the primary side on the primary
 	// only (on a replica it makes the applier wait for acknowledgements),
 	// and the timeout everywhere.
