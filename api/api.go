@@ -64,8 +64,9 @@ type Control interface {
 	// primary of the failover in flight, can no longer accept writes.
 	ConfirmFence(ctx context.Context, group, site string, by Actor) error
 	// Reclone starts re-seeding site from the primary, throwing away what
-	// it holds; token must repeat the start of its divergent GTID set (the
-	// site name when none is recorded).
+	// it holds; token must repeat the start of the GTID set site holds that
+	// the primary lacks, read from both when the request arrives (the site
+	// name when there is none).
 	Reclone(ctx context.Context, group, site, token string, by Actor) error
 }
 
@@ -111,8 +112,11 @@ type ConfirmFenceRequest struct {
 type RecloneRequest struct {
 	// Site is the site to re-seed from the primary.
 	Site string `json:"site"`
-	// Token is the first 8 or more characters of the site's recorded
-	// divergent GTID set, or the site name when none is recorded.
+	// Token is the first 8 or more characters of what the site holds that
+	// the primary lacks (its recorded divergent GTID set with whatever both
+	// servers, read when the request arrives, show it holds beyond the
+	// primary), or the site name when it holds nothing the primary lacks.
+	// A wrong token is refused (409) with the set to repeat.
 	Token string `json:"token"`
 	By    string `json:"by,omitempty"`
 }

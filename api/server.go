@@ -200,7 +200,7 @@ func (s *server) reclone(_ http.ResponseWriter, r *http.Request, group string, b
 		return err
 	}
 	if req.Site == "" || req.Token == "" {
-		return fmt.Errorf("%w: site or token missing: POST {\"site\": \"SITE\", \"token\": \"first 8+ characters of its divergent GTID set, or the site name\"}", ErrBadRequest)
+		return fmt.Errorf("%w: site or token missing: POST {\"site\": \"SITE\", \"token\": \"first 8+ characters of the GTID set it holds that the primary lacks, or the site name\"}", ErrBadRequest)
 	}
 	return s.Control.Reclone(r.Context(), group, req.Site, req.Token, actor(r, req.By))
 }

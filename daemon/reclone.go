@@ -10,6 +10,7 @@ import (
 
 	"github.com/failoverd/failoverd/api"
 	"github.com/failoverd/failoverd/configs"
+	"github.com/failoverd/failoverd/gtid"
 	"github.com/failoverd/failoverd/mysqlctl"
 	"github.com/failoverd/failoverd/reclone"
 	"github.com/failoverd/failoverd/sitepair"
@@ -65,18 +66,62 @@ func (g *group) startReclone(ctx context.Context, req request, obs sitepair.Obse
 	if why := g.recloneUnavailable(); why != "" {
 		return refuse(fmt.Errorf("reclone %s: %w: %s", req.target, ErrNoRecloneMethod, why))
 	}
-	next, r, err := sitepair.StartReclone(obs, st, req.target, req.token, entry.At, req.by)
+	// No server is read for a request the state refuses anyway (a failover
+	// in flight must not wait on a probe).
+	if err := sitepair.CheckReclone(obs, st, req.target, req.by); err != nil {
+		return refuse(err)
+	}
+	// Read now, not from the last round: a site holding transactions the
+	// donor lacks must not be wiped on a token that predates them.
+	probe := g.probeReclone(ctx, req.target, st.ActiveSite)
+	next, r, err := sitepair.StartReclone(obs, st, req.target, req.token, probe, entry.At, req.by)
 	if err != nil {
 		return refuse(err)
+	}
+	lost, _ := sitepair.RecloneDiscards(st, req.target, probe) // StartReclone compared them
+	if !lost.IsEmpty() {
+		entry.Result = fmt.Sprintf("%s: discarding what the donor %s lacks: %s", store.AuditAccepted, r.Donor, lost)
 	}
 	// Persisted first: a restarted daemon must keep a half-copied site out
 	// of every decision.
 	if err := g.audited(ctx, next, entry); err != nil {
 		return err
 	}
-	g.log.Warn("reclone.started", "site", req.target, "donor", r.Donor, "by", req.by)
+	g.log.Warn("reclone.started", "site", req.target, "donor", r.Donor, "by", req.by, "discarded", lost.String())
 	g.runReclone(ctx, req.target, r.Donor)
 	return nil
+}
+
+// recloneProbeTimeout bounds reading one site's GTID set for a reclone
+// request (the group's loop waits for it).
+const recloneProbeTimeout = 5 * time.Second
+
+// probeReclone reads site's and donor's executed GTID sets for a reclone
+// request: the site first, then the donor, so a transaction the site
+// received from the donor in between is not taken for one of its own.
+func (g *group) probeReclone(ctx context.Context, site, donor string) sitepair.RecloneProbe {
+	probe := sitepair.RecloneProbe{Donor: donor}
+	read := func(name string) (gtid.Set, error) {
+		var set gtid.Set
+		err := g.exec.on(ctx, name, recloneProbeTimeout, func(ctx context.Context, in Instance) error {
+			st, err := in.Status(ctx)
+			set = st.Executed
+			return err
+		})
+		if err != nil {
+			return gtid.Set{}, fmt.Errorf("read the GTID set of %s: %w", name, err)
+		}
+		return set, nil
+	}
+	var err error
+	if probe.SiteExecuted, err = read(site); err != nil {
+		probe.Err = err
+		return probe
+	}
+	if probe.DonorExecuted, err = read(donor); err != nil {
+		probe.Err = err
+	}
+	return probe
 }
 
 // runReclone copies donor onto site in the background (the site is already

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -103,7 +104,7 @@ func TestRecloneOnMySQLClonesFromThePrimary(t *testing.T) {
 					results = append(results, a.Result)
 				}
 			}
-			if len(results) != 3 || !strings.HasPrefix(results[0], "refused: ") || results[1] != store.AuditAccepted || results[2] != "succeeded" {
+			if len(results) != 3 || !strings.HasPrefix(results[0], "refused: ") || results[1] != store.AuditAccepted+": discarding what the donor a lacks: "+errant || results[2] != "succeeded" {
 				t.Fatalf("history of the reclone: %q", results)
 			}
 			break
@@ -158,5 +159,108 @@ func TestInterruptedRecloneIsRecordedFailed(t *testing.T) {
 	g.interruptedReclones(context.Background())
 	if st2, _ := ms.Load(context.Background(), "g"); len(st2.Audit) != 1 {
 		t.Fatalf("history %+v, want one entry", st2.Audit)
+	}
+}
+
+// recloneTestGroup is a MySQL group a (primary) and c whose servers hold
+// held (a site missing from held cannot be reached), while the group's
+// observations say obsC of c: they may predate what c holds now.
+func recloneTestGroup(t *testing.T, held map[string]gtid.Set, obsC gtid.Set) (*group, *memStore, *opLog) {
+	t.Helper()
+	cfg := configs.Group{Name: "g", Engine: configs.EngineMySQL, PollInterval: 10 * time.Millisecond,
+		Reclone: configs.Reclone{Timeout: time.Minute},
+		Sites:   []configs.Site{{Name: "a", MySQL: configs.MySQLEndpoint{Address: "10.0.0.1:3306"}}, {Name: "c", MySQL: configs.MySQLEndpoint{Address: "10.0.0.3:3306"}}}}
+	cfg.Credentials.Admin = configs.Account{User: "failoverd", PasswordFile: filepath.Join(t.TempDir(), "none")}
+	ops := &opLog{}
+	var mu sync.Mutex
+	var donors []mysqlctl.Donor
+	dial := func(_ context.Context, s configs.Site) (Instance, error) {
+		set, ok := held[s.Name]
+		if !ok {
+			return nil, errors.New("dial tcp " + s.MySQL.Address + ": connect: connection refused")
+		}
+		return cloningInstance{fakeInstance: fakeInstance{site: s.Name, log: ops, executed: set}, mu: &mu, donors: &donors}, nil
+	}
+	ms := &memStore{states: map[string]store.GroupState{"g": {Group: "g", Epoch: 3, ActiveSite: "a"}}}
+	g := &group{cfg: cfg, flavor: gtid.MySQL, policy: sitepair.DefaultPolicy(), store: ms, pub: &publisher{}, now: clockAt(t0),
+		log: slog.New(slog.DiscardHandler), fenced: map[string]uint64{}, sidecars: newSidecars(cfg),
+		requests: make(chan request), reclones: map[string]bool{}, recloned: make(chan recloneResult, 1)}
+	g.exec = &executor{group: cfg, conns: newConnections(dial, cfg.Sites), log: g.log, secret: func() (string, error) { return "pw", nil }}
+	if err := g.load(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	g.obs = fixedObs{sitepair.Observed{Sites: []sitepair.SiteObservation{
+		{Name: "a", Role: sitepair.PrimaryCandidate, State: statemachine.Writable, Executed: gtid.MustParse(gtid.MySQL, "3e11fa47-71ca-11e1-9e33-c80aa9429562:1-10")},
+		{Name: "c", Role: sitepair.PrimaryCandidate, Index: 1, State: statemachine.ReadOnly, Executed: obsC},
+	}}}
+	return g, ms, ops
+}
+
+// A site not recorded as diverged that holds transactions the donor lacks
+// (an old primary back this round, an operator-fenced site never marked)
+// is not wiped with its bare name as the token: the request is checked
+// against a fresh read of both sites, not the last round's observations
+// (which here still show c contained), and the refusal names the set to
+// repeat. With that set's start as the token the reclone goes ahead.
+func TestRecloneOfAnUnmarkedSiteHoldingTransactionsTheDonorLacksNeedsTheirSet(t *testing.T) {
+	primary := gtid.MustParse(gtid.MySQL, "3e11fa47-71ca-11e1-9e33-c80aa9429562:1-10,4d8b2e3a-0f1c-11ef-8b2a-0242ac120002:1-5")
+	c := gtid.MustParse(gtid.MySQL, "3e11fa47-71ca-11e1-9e33-c80aa9429562:1-12")
+	g, ms, ops := recloneTestGroup(t, map[string]gtid.Set{"a": primary, "c": c}, gtid.MustParse(gtid.MySQL, "3e11fa47-71ca-11e1-9e33-c80aa9429562:1-9"))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	lead := func() (context.Context, time.Time, bool) { return ctx, t0, true }
+
+	err := g.handle(request{kind: kindReclone, target: "c", token: "c", by: "ann"}, lead)
+	if err == nil {
+		t.Fatalf("c holds 3e11fa47-71ca-11e1-9e33-c80aa9429562:11-12 that a lacks, yet a reclone with token %q was accepted (ops %v)", "c", ops)
+	}
+	if !errors.Is(err, ErrRefused) || !errors.Is(err, sitepair.ErrRecloneToken) ||
+		!strings.Contains(err.Error(), "3e11fa47-71ca-11e1-9e33-c80aa9429562:11-12") {
+		t.Fatalf("refusal %q: want a wrong-token refusal naming the set c alone holds", err)
+	}
+	if ops.has("c:fence") {
+		t.Fatal("a refused reclone touched the site")
+	}
+	if st, _ := ms.Load(ctx, "g"); len(st.Recloning) != 0 {
+		t.Fatalf("a refused reclone was recorded: %+v", st.Recloning)
+	}
+	if err := g.handle(request{kind: kindReclone, target: "c", token: "3e11fa47", by: "ann"}, lead); err != nil {
+		t.Fatalf("reclone with the start of the set c alone holds: %v", err)
+	}
+	st, _ := ms.Load(ctx, "g")
+	if _, ok := st.Recloning["c"]; !ok {
+		t.Fatalf("accepted reclone not recorded: %+v", st)
+	}
+	a := st.Audit[len(st.Audit)-1]
+	if !strings.HasPrefix(a.Result, store.AuditAccepted) || !strings.Contains(a.Result, "3e11fa47-71ca-11e1-9e33-c80aa9429562:11-12") {
+		t.Fatalf("history %q: want what the reclone throws away", a.Result)
+	}
+}
+
+// A site whose history the donor holds still takes its bare name as the
+// token (nothing is lost); one that cannot be read now is refused before
+// anything is recorded (what it holds is unknown).
+func TestRecloneOfAContainedSiteTakesItsNameAndAnUnreadableOneIsRefused(t *testing.T) {
+	primary := gtid.MustParse(gtid.MySQL, "3e11fa47-71ca-11e1-9e33-c80aa9429562:1-10")
+	behind := gtid.MustParse(gtid.MySQL, "3e11fa47-71ca-11e1-9e33-c80aa9429562:1-7")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	lead := func() (context.Context, time.Time, bool) { return ctx, t0, true }
+
+	g, ms, _ := recloneTestGroup(t, map[string]gtid.Set{"a": primary, "c": behind}, behind)
+	if err := g.handle(request{kind: kindReclone, target: "c", token: "c", by: "ann"}, lead); err != nil {
+		t.Fatalf("reclone of a contained site with its name: %v", err)
+	}
+	if st, _ := ms.Load(ctx, "g"); st.Recloning["c"].Donor != "a" {
+		t.Fatalf("reclone not recorded: %+v", st.Recloning)
+	}
+
+	g, ms, ops := recloneTestGroup(t, map[string]gtid.Set{"a": primary}, behind)
+	err := g.handle(request{kind: kindReclone, target: "c", token: "c", by: "ann"}, lead)
+	if !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), "connection refused") {
+		t.Fatalf("reclone of a site that cannot be read: %v, want refused naming why", err)
+	}
+	if st, _ := ms.Load(ctx, "g"); len(st.Recloning) != 0 || ops.has("c:fence") {
+		t.Fatalf("a refused reclone was recorded or touched the site: %+v %v", st.Recloning, ops)
 	}
 }

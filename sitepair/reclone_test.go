@@ -88,11 +88,27 @@ func TestRecloningSiteIsNeverACandidate(t *testing.T) {
 	}
 }
 
+// probeOf is a reclone probe read from obs: site's and the active site
+// a's executed sets.
+func probeOf(obs Observed, site string) RecloneProbe {
+	pr := RecloneProbe{Donor: "a"}
+	for _, s := range obs.Sites {
+		switch s.Name {
+		case site:
+			pr.SiteExecuted = s.Executed
+		case "a":
+			pr.DonorExecuted = s.Executed
+		}
+	}
+	return pr
+}
+
 func TestStartReclone(t *testing.T) {
 	healthy := group(site("a", W, exec(upto(10))), site("b", RO, follows("a")), site("c", RO, exec(upto(10).Union(errant("c", 2)))))
-	token := RecloneToken(divergedC(), "c")
-	if !strings.HasPrefix(token, "00000000-") {
-		t.Fatalf("token %q is not the divergent set", token)
+	contained := group(site("a", W, exec(upto(10))), site("b", RO, follows("a")), site("c", RO, exec(upto(8))))
+	token, err := RecloneToken(divergedC(), "c", probeOf(healthy, "c"))
+	if err != nil || !strings.HasPrefix(token, "00000000-") {
+		t.Fatalf("token %q (%v) is not the divergent set", token, err)
 	}
 	for _, tc := range []struct {
 		name  string
@@ -108,8 +124,8 @@ func TestStartReclone(t *testing.T) {
 		{"too short a prefix", healthy, divergedC(), "c", token[:7], "op", ErrRecloneToken},
 		{"not a prefix", healthy, divergedC(), "c", "3e11fa47-71ca", "op", ErrRecloneToken},
 		{"the site name while a divergence is recorded", healthy, divergedC(), "c", "c", "op", ErrRecloneToken},
-		{"no divergence recorded: the site name", healthy, active("a"), "c", "c", "op", nil},
-		{"no divergence recorded: anything else", healthy, active("a"), "c", "cc", "op", ErrRecloneToken},
+		{"nothing the donor lacks: the site name", contained, active("a"), "c", "c", "op", nil},
+		{"nothing the donor lacks: anything else", contained, active("a"), "c", "cc", "op", ErrRecloneToken},
 		{"the primary itself", healthy, active("a"), "a", "a", "op", ErrRecloneRefused},
 		{"a writable site", group(site("a", W), site("c", W)), active("a"), "c", "c", "op", ErrRecloneRefused},
 		{"donor not writable", group(site("a", UR), site("c", RO)), active("a"), "c", "c", "op", ErrRecloneRefused},
@@ -117,11 +133,11 @@ func TestStartReclone(t *testing.T) {
 		{"no primary recorded", healthy, Persisted{}, "c", "c", "op", ErrRecloneRefused},
 		{"unknown site", healthy, active("a"), "z", "z", "op", ErrRecloneRefused},
 		{"nobody asked", healthy, active("a"), "c", "c", "", ErrRecloneRefused},
-		{"already running", healthy, with(active("a"), func(p *Persisted) { p.Recloning = map[string]Reclone{"c": {Donor: "a"}} }), "c", "c", "op", ErrRecloneRunning},
-		{"retry after a failure", healthy, with(active("a"), func(p *Persisted) { p.Recloning = map[string]Reclone{"c": {Donor: "a", Failed: "x"}} }), "c", "c", "op", nil},
+		{"already running", contained, with(active("a"), func(p *Persisted) { p.Recloning = map[string]Reclone{"c": {Donor: "a"}} }), "c", "c", "op", ErrRecloneRunning},
+		{"retry after a failure", contained, with(active("a"), func(p *Persisted) { p.Recloning = map[string]Reclone{"c": {Donor: "a", Failed: "x"}} }), "c", "c", "op", nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			next, r, err := StartReclone(tc.obs, tc.st, tc.site, tc.token, now, tc.by)
+			next, r, err := StartReclone(tc.obs, tc.st, tc.site, tc.token, probeOf(tc.obs, tc.site), now, tc.by)
 			if tc.err != nil {
 				if !errors.Is(err, tc.err) {
 					t.Fatalf("err %v, want %v", err, tc.err)
@@ -139,6 +155,67 @@ func TestStartReclone(t *testing.T) {
 			}
 			if tc.st.Recloning != nil && tc.st.Recloning[tc.site].Failed == "" && tc.st.Recloning[tc.site].Donor != "" {
 				t.Fatal("input modified")
+			}
+		})
+	}
+}
+
+// A site never recorded as diverged that holds transactions the donor
+// lacks (an old primary that came back this round, an operator-fenced site
+// never marked) is not wiped with its bare name as the token: what the
+// fresh probe finds it alone holds needs the same token as a recorded
+// divergence, and the refusal names it. A recorded divergence the site has
+// since grown past needs the start of the larger set.
+func TestRecloneOfAnUnmarkedSiteHoldingTransactionsTheDonorLacksNeedsTheirSet(t *testing.T) {
+	obs := group(site("a", W, exec(upto(10))), site("b", RO, follows("a")), site("c", RO, exec(upto(8))))
+	// The observations predate c's own writes; the probe does not.
+	probe := RecloneProbe{Donor: "a", SiteExecuted: upto(12), DonorExecuted: upto(10).Union(errant("a", 3))}
+	lost := srcUUID + ":11-12"
+	_, _, err := StartReclone(obs, active("a"), "c", "c", probe, now, "op")
+	if !errors.Is(err, ErrRecloneToken) {
+		t.Fatalf("reclone of c, holding %s the donor lacks, with its name: err %v, want %v", lost, err, ErrRecloneToken)
+	}
+	for _, part := range []string{lost, "2 transactions the donor a lacks", "first 8 or more characters"} {
+		if !strings.Contains(err.Error(), part) {
+			t.Fatalf("refusal %q does not say %q", err, part)
+		}
+	}
+	if tok, _ := RecloneToken(active("a"), "c", probe); tok != lost {
+		t.Fatalf("token %q, want %q", tok, lost)
+	}
+	for _, tok := range []string{lost[:8], lost} {
+		if next, _, err := StartReclone(obs, active("a"), "c", tok, probe, now, "op"); err != nil || next.Recloning["c"].Donor != "a" {
+			t.Fatalf("reclone with token %q: %v", tok, err)
+		}
+	}
+	if _, _, err := StartReclone(obs, active("a"), "c", lost[:7], probe, now, "op"); !errors.Is(err, ErrRecloneToken) {
+		t.Fatalf("too short a token: %v", err)
+	}
+
+	// Recorded c:1-2, and c wrote c:3 since: the token names all three.
+	grown := RecloneProbe{Donor: "a", SiteExecuted: upto(10).Union(errant("c", 3)), DonorExecuted: upto(10)}
+	if _, _, err := StartReclone(obs, divergedC(), "c", errant("c", 2).String(), grown, now, "op"); !errors.Is(err, ErrRecloneToken) ||
+		!strings.Contains(err.Error(), errant("c", 3).String()) {
+		t.Fatalf("reclone with the recorded set after c grew past it: %v", err)
+	}
+	if _, _, err := StartReclone(obs, divergedC(), "c", errant("c", 3).String(), grown, now, "op"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Without a probe of both sites now, or with one read against another
+// donor or in another GTID flavor, what the reclone throws away is unknown:
+// refused whatever the token.
+func TestRecloneIsRefusedWithoutAFreshProbe(t *testing.T) {
+	obs := group(site("a", W, exec(upto(10))), site("c", RO, exec(upto(8))))
+	for name, probe := range map[string]RecloneProbe{
+		"probe failed":   {Donor: "a", Err: errors.New("dial tcp: connection refused")},
+		"another donor":  {Donor: "b", SiteExecuted: upto(8), DonorExecuted: upto(10)},
+		"flavor differs": {Donor: "a", SiteExecuted: gtid.MustParse(gtid.MariaDB, "0-3-5"), DonorExecuted: upto(10)},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if _, _, err := StartReclone(obs, active("a"), "c", "c", probe, now, "op"); !errors.Is(err, ErrRecloneRefused) {
+				t.Fatalf("err %v, want %v", err, ErrRecloneRefused)
 			}
 		})
 	}

@@ -27,8 +27,11 @@ replica whose replication cannot resume (purged binary logs). failoverd never
 does it on its own.
 
 --token proves you looked at what will be lost: the first 8 or more
-characters of SITE's divergent GTID set as failoverd status shows it, or the
-bare site name when no divergence is recorded. MySQL copies with CLONE
+characters of what SITE holds that the primary lacks, or the bare site name
+when it holds nothing the primary lacks. The daemon reads both sites' GTID
+sets when the request arrives, so this holds whether or not a divergence is
+recorded: failoverd status shows a recorded divergent set, and a refused
+request names the set to repeat. MySQL copies with CLONE
 INSTANCE (clone plugin on both sites); MariaDB runs the group's
 reclone.command (see deploy/reclone/). With --wait it follows the reclone
 until SITE replicates from the primary.
@@ -40,7 +43,7 @@ timed out (the reclone may still complete: see failoverd status).`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			group, site := args[0], args[1]
 			if token == "" {
-				return &exitError{code: exitUsage, err: fmt.Errorf("--token is required: the first 8+ characters of %s's divergent GTID set (failoverd status), or %q when none is recorded", site, site)}
+				return &exitError{code: exitUsage, err: fmt.Errorf("--token is required: the first 8+ characters of the GTID set %s holds that the primary lacks (failoverd status, or the refusal names it), or %q when it holds nothing the primary lacks", site, site)}
 			}
 			cl, err := c.client(cmd, true)
 			if err != nil {
@@ -58,7 +61,7 @@ timed out (the reclone may still complete: see failoverd status).`,
 			return c.waitReclone(ctx, cl, group, site, timeout)
 		},
 	}
-	cmd.Flags().StringVar(&token, "token", "", "the first 8+ characters of SITE's divergent GTID set, or the site name when none is recorded")
+	cmd.Flags().StringVar(&token, "token", "", "the first 8+ characters of the GTID set SITE holds that the primary lacks, or the site name when there is none")
 	cmd.Flags().BoolVar(&wait, "wait", false, "wait until SITE replicates from the primary")
 	cmd.Flags().DurationVar(&timeout, "timeout", 2*time.Hour, "give up waiting after this long (exit 4)")
 	addServerFlags(cmd)
