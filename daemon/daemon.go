@@ -332,7 +332,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	} else {
 		// A single daemon leads from its start: views served before it by
 		// an earlier process are accounted for by ServingSince.
-		d.lead.begin(ctx, d.opts.Clock())
+		d.lead.begin(ctx, d.opts.Clock(), nil)
 		d.lead.observed(d.opts.Identity)
 	}
 	for _, g := range d.groups {
@@ -391,16 +391,32 @@ func (d *Daemon) elect(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("leader election: %w", err)
 	}
+	return d.electLease(ctx, lock)
+}
+
+// electLease runs client-go's leader election on lock until ctx ends. A
+// term also ends, whatever client-go does, HeldLease less StepDownMargin
+// after the last renewal that succeeded was sent: client-go cancels the
+// term's context only after it tried, up to renewDeadline more, to release
+// the Lease, and another daemon may take it HeldLease after that renewal.
+func (d *Daemon) electLease(ctx context.Context, lock resourcelock.Interface) error {
+	le := d.cfg.Daemon.LeaderElection
 	for ctx.Err() == nil {
 		// One term per iteration; cancelling term gives the Lease up
 		// (ReleaseOnCancel) so another daemon can lead.
 		term, resign := context.WithCancel(ctx)
+		guard := newLeaseGuard(time.Now, le.HeldLease()-le.StepDownMargin())
 		elector, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
-			Lock: lock, LeaseDuration: le.LeaseDuration, RenewDeadline: le.RenewDeadline, RetryPeriod: le.RetryPeriod,
+			Lock: &renewalLock{Interface: lock, now: time.Now, guard: guard}, LeaseDuration: le.LeaseDuration, RenewDeadline: le.RenewDeadline, RetryPeriod: le.RetryPeriod,
 			ReleaseOnCancel: true, Name: "failoverd",
 			Callbacks: leaderelection.LeaderCallbacks{
-				OnNewLeader:      d.lead.observed,
-				OnStartedLeading: func(lctx context.Context) { d.startTerm(lctx, resign) },
+				OnNewLeader: d.lead.observed,
+				OnStartedLeading: func(lctx context.Context) {
+					lctx, end := context.WithCancel(lctx)
+					stop := func() { end(); resign() }
+					go guard.watch(lctx, func(last time.Time) { d.leaseExpiring(lctx, stop, last, guard.limit) })
+					d.startTerm(lctx, stop, guard)
+				},
 				OnStoppedLeading: func() {
 					d.lead.end()
 					d.log.Warn("leader.lost", "identity", d.opts.Identity)
@@ -426,18 +442,45 @@ func (d *Daemon) elect(ctx context.Context) error {
 	return nil
 }
 
+// renewalLock passes client-go's Lease calls through and tells guard when
+// a write of this daemon's record (acquisition or renewal) succeeded, with
+// the time it was sent: the Lease runs from no earlier than that.
+type renewalLock struct {
+	resourcelock.Interface
+	now   func() time.Time
+	guard *leaseGuard
+}
+
+func (l *renewalLock) Create(ctx context.Context, r resourcelock.LeaderElectionRecord) error {
+	sent := l.now()
+	err := l.Interface.Create(ctx, r)
+	if err == nil && r.HolderIdentity == l.Identity() {
+		l.guard.renewed(sent)
+	}
+	return err
+}
+
+func (l *renewalLock) Update(ctx context.Context, r resourcelock.LeaderElectionRecord) error {
+	sent := l.now()
+	err := l.Interface.Update(ctx, r)
+	if err == nil && r.HolderIdentity == l.Identity() {
+		l.guard.renewed(sent)
+	}
+	return err
+}
+
 // startTerm begins a leadership term bound to lctx. A new leader re-reads
 // what the previous one persisted before acting on anything (no restart
 // amnesia); one that cannot must not sit on the Lease doing nothing, so it
 // resigns.
-func (d *Daemon) startTerm(lctx context.Context, resign func()) {
+func (d *Daemon) startTerm(lctx context.Context, resign func(), guard *leaseGuard) {
 	since := d.opts.Clock()
 	if err := d.loadAll(lctx); err != nil {
 		d.log.Error("leader.resigned", "identity", d.opts.Identity, "err", err)
 		resign()
 		return
 	}
-	d.lead.begin(lctx, since)
+	d.lead.begin(lctx, since, guard)
 	d.log.Info("leader.elected", "identity", d.opts.Identity)
 }
 

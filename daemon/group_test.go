@@ -427,7 +427,7 @@ func TestNewLeaderRetriesLoadThenResigns(t *testing.T) {
 		g := &group{cfg: cfg, flavor: gtid.MariaDB, store: fs, pub: &publisher{}, now: time.Now, log: slog.New(slog.DiscardHandler), sidecars: newSidecars(cfg)}
 		d := &Daemon{log: slog.New(slog.DiscardHandler), groups: []*group{g}, opts: Options{Clock: time.Now}}
 		resigned := false
-		d.startTerm(context.Background(), func() { resigned = true })
+		d.startTerm(context.Background(), func() { resigned = true }, nil)
 		if d.isLeader() != c.leading || resigned == c.leading {
 			t.Errorf("%d failed loads: leading %t resigned %t, want leading %t", c.fails, d.isLeader(), resigned, c.leading)
 		}
