@@ -78,6 +78,8 @@ type Daemon struct {
 	// etcd and etcdStore are set with the etcd store (election in etcd).
 	etcd      *clientv3.Client
 	etcdStore *store.Etcd
+	// cmStore is set with the ConfigMap store (a Lease leader claims a term in it).
+	cmStore *store.ConfigMap
 }
 
 // New prepares a daemon: it opens the state store, reads the secrets and
@@ -164,7 +166,8 @@ func (d *Daemon) openStore(opts Options) (store.Store, error) {
 		if err != nil {
 			return nil, fmt.Errorf("state store: %w", err)
 		}
-		return store.NewConfigMap(cl, ss.Namespace, ss.ConfigMap, opts.Clock), nil
+		d.cmStore = store.NewConfigMap(cl, ss.Namespace, ss.ConfigMap, opts.Clock)
+		return d.cmStore, nil
 	case configs.StoreEtcd:
 		cli, err := openEtcd(ss.Etcd)
 		if err != nil {
@@ -415,6 +418,9 @@ func (d *Daemon) electLease(ctx context.Context, lock resourcelock.Interface) er
 					lctx, end := context.WithCancel(lctx)
 					stop := func() { end(); resign() }
 					go guard.watch(lctx, func(last time.Time) { d.leaseExpiring(lctx, stop, last, guard.limit) })
+					if !d.claimConfigMap(lctx, stop, guard) {
+						return
+					}
 					d.startTerm(lctx, stop, guard)
 				},
 				OnStoppedLeading: func() {
@@ -440,6 +446,25 @@ func (d *Daemon) electLease(ctx context.Context, lock resourcelock.Interface) er
 		}
 	}
 	return nil
+}
+
+// claimConfigMap claims the next term in the ConfigMap store (if that is
+// the store) before the term loads or writes anything, so the previous
+// leader's late writes fail; the term's end ends the claim. One that cannot
+// claim resigns.
+func (d *Daemon) claimConfigMap(lctx context.Context, resign func(), guard *leaseGuard) bool {
+	if d.cmStore == nil {
+		return true
+	}
+	term, err := d.cmStore.Claim(lctx, d.opts.Identity, func() bool { return guard.left() > 0 })
+	if err != nil {
+		d.log.Error("leader.claim_failed", "identity", d.opts.Identity, "store", d.cmStore.Describe(), "err", err)
+		resign()
+		return false
+	}
+	context.AfterFunc(lctx, func() { d.cmStore.EndTerm(term) })
+	d.log.Info("leader.claimed", "identity", d.opts.Identity, "store", d.cmStore.Describe(), "term", term)
+	return true
 }
 
 // renewalLock passes client-go's Lease calls through and tells guard when

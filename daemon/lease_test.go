@@ -3,16 +3,20 @@ package daemon
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"sync"
 	"testing"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 
 	"github.com/failoverd/failoverd/configs"
+	"github.com/failoverd/failoverd/store"
 )
 
 // stallingLock is a Lease lock in memory whose API server, once stalled,
@@ -109,5 +113,51 @@ func TestLeaseLeaderStopsBeforeTheLeaseCanPass(t *testing.T) {
 	t.Logf("stopped acting %v after the last renewal was written (the Lease may pass after %v)", stopped.Sub(last).Round(time.Millisecond), le.HeldLease())
 	if !stopped.Before(expiry) {
 		t.Fatalf("the leader still acted %v after the Lease could pass to another daemon", stopped.Sub(expiry).Round(time.Millisecond))
+	}
+}
+
+// A Lease leader claims the next term in the ConfigMap store before it
+// loads anything, and its writes stop with its term.
+func TestLeaseLeaderClaimsTheConfigMap(t *testing.T) {
+	le := configs.LeaderElection{Enabled: true, LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 500 * time.Millisecond}
+	cfg := &configs.Config{}
+	cfg.Daemon.LeaderElection = le
+	client := fake.NewClientset()
+	cm := store.NewConfigMap(client, "ns", "state", time.Now)
+	d := &Daemon{cfg: cfg, log: slog.New(slog.DiscardHandler), opts: Options{Identity: "me", Clock: time.Now}, cmStore: cm, store: cm}
+	lock := &stallingLock{identity: "me"}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() { _ = d.electLease(ctx, lock); close(done) }()
+	deadline := time.Now().Add(5 * time.Second)
+	for !d.isLeader() {
+		if time.Now().After(deadline) {
+			cancel()
+			t.Fatal("never elected")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	obj, err := client.CoreV1().ConfigMaps("ns").Get(t.Context(), "state", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := obj.Annotations[store.TermAnnotation]; got != "1 me" {
+		t.Fatalf("term annotation %q, want \"1 me\"", got)
+	}
+	if err := cm.Save(t.Context(), store.GroupState{Group: "g", Epoch: 1}); err != nil {
+		t.Fatalf("leader's write: %v", err)
+	}
+	cancel()
+	<-done
+	// The term's end ends the claim (context.AfterFunc, its own goroutine;
+	// the term's own writes carry its cancelled context meanwhile).
+	for wait := time.Now().Add(2 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		err := cm.Save(context.Background(), store.GroupState{Group: "g", Epoch: 1})
+		if errors.Is(err, store.ErrNotLeader) {
+			break
+		}
+		if time.Now().After(wait) {
+			t.Fatalf("write after the term: %v, want store.ErrNotLeader", err)
+		}
 	}
 }
