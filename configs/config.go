@@ -138,7 +138,8 @@ type LeaderElection struct {
 	// (with etcd: the session lease's TTL, whole seconds).
 	LeaseDuration time.Duration `yaml:"leaseDuration" default:"15s"`
 	// RenewDeadline is how long the leader keeps trying to renew before it
-	// steps down. Must be shorter than LeaseDuration.
+	// steps down. RenewDeadline + RetryPeriod + StepDownMargin must be
+	// shorter than LeaseDuration in whole seconds (HeldLease).
 	RenewDeadline time.Duration `yaml:"renewDeadline" default:"10s"`
 	// RetryPeriod is the interval between acquisition attempts.
 	RetryPeriod time.Duration `yaml:"retryPeriod" default:"2s"`

@@ -493,3 +493,57 @@ func TestHooksValidation(t *testing.T) {
 		t.Fatalf("routingReconcileInterval default %v", cfg.Groups[0].RoutingReconcileInterval)
 	}
 }
+
+// client-go's leader steps down only at its last renewal + retryPeriod +
+// renewDeadline, while another daemon may take the Lease leaseDuration (in
+// whole seconds, as the Lease records it) after that renewal: timings where
+// the first is not below the second, less a margin, let two daemons lead.
+func TestLeaderElectionTimingsCannotOverlap(t *testing.T) {
+	for _, tc := range []struct {
+		name                  string
+		lease, renew, retry   string
+		wantField, wantPhrase string // wantField "": valid
+	}{
+		{"defaults 15s/10s/2s", "", "", "", "", ""},
+		{"examples 6s/4s/1s", "6s", "4s", "1s", "", ""},
+		{"e2e 3s/2s/500ms", "3s", "2s", "500ms", "", ""},
+		{"15s/14s/4s overlaps by 3s", "15s", "14s", "4s", "daemon.leaderElection.renewDeadline",
+			"renewDeadline 14s + retryPeriod 4s + margin 750ms = 18.75s must be below leaseDuration 15s"},
+		{"15s/12s/3s overlaps at the margin", "15s", "12s", "3s", "daemon.leaderElection.renewDeadline", "= 15.75s must be below leaseDuration 15s"},
+		{"6s/5s/900ms within the margin", "6s", "5s", "900ms", "daemon.leaderElection.renewDeadline", "lower renewDeadline or retryPeriod, or raise leaseDuration"},
+		{"2500ms is 2s on the Lease", "2500ms", "1500ms", "400ms", "daemon.leaderElection.renewDeadline", "leaseDuration 2.5s (the Lease records 2s)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := base()
+			for i := range 3 {
+				delete(siteN(m, i), "sidecar") // no sidecar lease to fit in
+			}
+			delete(m["daemon"].(map[string]any), "viewSigningKeyFile")
+			m["daemon"].(map[string]any)["stateStore"] = map[string]any{"type": "kubernetes", "cluster": "east"}
+			le := map[string]any{"enabled": true, "cluster": "east"}
+			for k, v := range map[string]string{"leaseDuration": tc.lease, "renewDeadline": tc.renew, "retryPeriod": tc.retry} {
+				if v != "" {
+					le[k] = v
+				}
+			}
+			m["daemon"].(map[string]any)["leaderElection"] = le
+			_, err := parseMap(t, m, secrets(t))
+			if tc.wantField == "" {
+				if err != nil {
+					t.Fatalf("valid timings refused: %v", err)
+				}
+				return
+			}
+			var ps *Problems
+			if !errors.As(err, &ps) {
+				t.Fatalf("timings that let two daemons lead accepted (err %v)", err)
+			}
+			for _, p := range ps.List {
+				if p.Path == tc.wantField && strings.Contains(p.Message, tc.wantPhrase) {
+					return
+				}
+			}
+			t.Fatalf("no problem at %s containing %q: %v", tc.wantField, tc.wantPhrase, err)
+		})
+	}
+}

@@ -64,6 +64,20 @@ func (c *Config) Validate() error {
 // refuses renewDeadline <= 1.2 × retryPeriod.
 const leaderRetryJitter = 1.2
 
+// HeldLease is how long after a renewal another daemon may take the
+// Kubernetes Lease: leaseDuration in whole seconds, as client-go records it
+// (leaseDurationSeconds).
+func (le LeaderElection) HeldLease() time.Duration { return le.LeaseDuration.Truncate(time.Second) }
+
+// StepDownMargin is how much earlier than HeldLease after its last renewal
+// a Lease leader must have stopped acting: it covers the renewal's own
+// round trip (the Lease runs from when the API server wrote it, the leader
+// only knows when it sent it), clock rate differences between daemons and
+// cancelling a step in flight. A twentieth of leaseDuration, at least 250ms.
+func (le LeaderElection) StepDownMargin() time.Duration {
+	return max(250*time.Millisecond, le.LeaseDuration/20)
+}
+
 // LeaderChangeBound is the longest a leader change can take after the last
 // renewal of a dead leader: the lease must run out (leaseDuration), then a
 // follower's next, jittered, acquisition attempt (up to (1+1.2) × retryPeriod)
@@ -367,7 +381,9 @@ func (v *validator) etcdElection(le LeaderElection) {
 }
 
 // leaderTimings refuses what client-go's leaderelection.NewLeaderElector
-// refuses, so the daemon never fails (RunOrDie panics) after it started.
+// refuses, so the daemon never fails (RunOrDie panics) after it started, and
+// timings with which a leader could still act once another daemon may have
+// taken the Lease.
 func (v *validator) leaderTimings(le LeaderElection) {
 	const p = "daemon.leaderElection."
 	v.positive(p+"leaseDuration", le.LeaseDuration)
@@ -376,6 +392,19 @@ func (v *validator) leaderTimings(le LeaderElection) {
 	if le.RenewDeadline >= le.LeaseDuration && le.LeaseDuration > 0 && le.RenewDeadline > 0 && v.intact(p+"leaseDuration", p+"renewDeadline") {
 		v.add(p+"renewDeadline", "%s must be shorter than leaseDuration %s (a leader must step down before its lease can pass to another daemon); "+
 			"lower renewDeadline or raise leaseDuration, e.g. leaseDuration 15s, renewDeadline 10s", le.RenewDeadline, le.LeaseDuration)
+	} else if stop := le.RenewDeadline + le.RetryPeriod + le.StepDownMargin(); stop >= le.HeldLease() && le.RenewDeadline > 0 && le.RetryPeriod > 0 &&
+		le.LeaseDuration > 0 && v.intact(p+"leaseDuration", p+"renewDeadline", p+"retryPeriod") {
+		// Guards against two leaders: client-go steps down only at the last
+		// renewal + retryPeriod + renewDeadline, another daemon may take the
+		// Lease HeldLease after that renewal.
+		held := ""
+		if le.HeldLease() != le.LeaseDuration {
+			held = fmt.Sprintf(" (the Lease records %s)", le.HeldLease())
+		}
+		v.add(p+"renewDeadline", "renewDeadline %s + retryPeriod %s + margin %s = %s must be below leaseDuration %s%s: the leader steps down only "+
+			"renewDeadline after the retryPeriod that follows its last renewal, while another daemon may take the Lease leaseDuration after it, so both would lead; "+
+			"lower renewDeadline or retryPeriod, or raise leaseDuration, e.g. leaseDuration 15s, renewDeadline 10s, retryPeriod 2s",
+			le.RenewDeadline, le.RetryPeriod, le.StepDownMargin(), stop, le.LeaseDuration, held)
 	}
 	if jittered := time.Duration(leaderRetryJitter * float64(le.RetryPeriod)); jittered >= le.RenewDeadline && le.RetryPeriod > 0 && le.RenewDeadline > 0 &&
 		v.intact(p+"renewDeadline", p+"retryPeriod") {

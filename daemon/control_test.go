@@ -32,7 +32,7 @@ func TestCommandsRefuseUnknownGroupSiteAndFollowers(t *testing.T) {
 	}
 	lctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	d.lead.begin(lctx, t0)
+	d.lead.begin(lctx, t0, nil)
 	for name, err := range map[string]error{
 		"switchover, unknown group":    d.Switchover(ctx, "nope", "b", false, by),
 		"switchover, unknown site":     d.Switchover(ctx, "g", "z", false, by),

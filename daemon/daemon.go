@@ -78,6 +78,8 @@ type Daemon struct {
 	// etcd and etcdStore are set with the etcd store (election in etcd).
 	etcd      *clientv3.Client
 	etcdStore *store.Etcd
+	// cmStore is set with the ConfigMap store (a Lease leader claims a term in it).
+	cmStore *store.ConfigMap
 }
 
 // New prepares a daemon: it opens the state store, reads the secrets and
@@ -164,7 +166,8 @@ func (d *Daemon) openStore(opts Options) (store.Store, error) {
 		if err != nil {
 			return nil, fmt.Errorf("state store: %w", err)
 		}
-		return store.NewConfigMap(cl, ss.Namespace, ss.ConfigMap, opts.Clock), nil
+		d.cmStore = store.NewConfigMap(cl, ss.Namespace, ss.ConfigMap, opts.Clock)
+		return d.cmStore, nil
 	case configs.StoreEtcd:
 		cli, err := openEtcd(ss.Etcd)
 		if err != nil {
@@ -332,7 +335,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	} else {
 		// A single daemon leads from its start: views served before it by
 		// an earlier process are accounted for by ServingSince.
-		d.lead.begin(ctx, d.opts.Clock())
+		d.lead.begin(ctx, d.opts.Clock(), nil)
 		d.lead.observed(d.opts.Identity)
 	}
 	for _, g := range d.groups {
@@ -391,16 +394,35 @@ func (d *Daemon) elect(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("leader election: %w", err)
 	}
+	return d.electLease(ctx, lock)
+}
+
+// electLease runs client-go's leader election on lock until ctx ends. A
+// term also ends, whatever client-go does, HeldLease less StepDownMargin
+// after the last renewal that succeeded was sent: client-go cancels the
+// term's context only after it tried, up to renewDeadline more, to release
+// the Lease, and another daemon may take it HeldLease after that renewal.
+func (d *Daemon) electLease(ctx context.Context, lock resourcelock.Interface) error {
+	le := d.cfg.Daemon.LeaderElection
 	for ctx.Err() == nil {
 		// One term per iteration; cancelling term gives the Lease up
 		// (ReleaseOnCancel) so another daemon can lead.
 		term, resign := context.WithCancel(ctx)
+		guard := newLeaseGuard(time.Now, le.HeldLease()-le.StepDownMargin())
 		elector, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
-			Lock: lock, LeaseDuration: le.LeaseDuration, RenewDeadline: le.RenewDeadline, RetryPeriod: le.RetryPeriod,
+			Lock: &renewalLock{Interface: lock, now: time.Now, guard: guard}, LeaseDuration: le.LeaseDuration, RenewDeadline: le.RenewDeadline, RetryPeriod: le.RetryPeriod,
 			ReleaseOnCancel: true, Name: "failoverd",
 			Callbacks: leaderelection.LeaderCallbacks{
-				OnNewLeader:      d.lead.observed,
-				OnStartedLeading: func(lctx context.Context) { d.startTerm(lctx, resign) },
+				OnNewLeader: d.lead.observed,
+				OnStartedLeading: func(lctx context.Context) {
+					lctx, end := context.WithCancel(lctx)
+					stop := func() { end(); resign() }
+					go guard.watch(lctx, func(last time.Time) { d.leaseExpiring(lctx, stop, last, guard.limit) })
+					if !d.claimConfigMap(lctx, stop, guard) {
+						return
+					}
+					d.startTerm(lctx, stop, guard)
+				},
 				OnStoppedLeading: func() {
 					d.lead.end()
 					d.log.Warn("leader.lost", "identity", d.opts.Identity)
@@ -426,18 +448,64 @@ func (d *Daemon) elect(ctx context.Context) error {
 	return nil
 }
 
+// claimConfigMap claims the next term in the ConfigMap store (if that is
+// the store) before the term loads or writes anything, so the previous
+// leader's late writes fail; the term's end ends the claim. One that cannot
+// claim resigns.
+func (d *Daemon) claimConfigMap(lctx context.Context, resign func(), guard *leaseGuard) bool {
+	if d.cmStore == nil {
+		return true
+	}
+	term, err := d.cmStore.Claim(lctx, d.opts.Identity, func() bool { return guard.left() > 0 })
+	if err != nil {
+		d.log.Error("leader.claim_failed", "identity", d.opts.Identity, "store", d.cmStore.Describe(), "err", err)
+		resign()
+		return false
+	}
+	context.AfterFunc(lctx, func() { d.cmStore.EndTerm(term) })
+	d.log.Info("leader.claimed", "identity", d.opts.Identity, "store", d.cmStore.Describe(), "term", term)
+	return true
+}
+
+// renewalLock passes client-go's Lease calls through and tells guard when
+// a write of this daemon's record (acquisition or renewal) succeeded, with
+// the time it was sent: the Lease runs from no earlier than that.
+type renewalLock struct {
+	resourcelock.Interface
+	now   func() time.Time
+	guard *leaseGuard
+}
+
+func (l *renewalLock) Create(ctx context.Context, r resourcelock.LeaderElectionRecord) error {
+	sent := l.now()
+	err := l.Interface.Create(ctx, r)
+	if err == nil && r.HolderIdentity == l.Identity() {
+		l.guard.renewed(sent)
+	}
+	return err
+}
+
+func (l *renewalLock) Update(ctx context.Context, r resourcelock.LeaderElectionRecord) error {
+	sent := l.now()
+	err := l.Interface.Update(ctx, r)
+	if err == nil && r.HolderIdentity == l.Identity() {
+		l.guard.renewed(sent)
+	}
+	return err
+}
+
 // startTerm begins a leadership term bound to lctx. A new leader re-reads
 // what the previous one persisted before acting on anything (no restart
 // amnesia); one that cannot must not sit on the Lease doing nothing, so it
 // resigns.
-func (d *Daemon) startTerm(lctx context.Context, resign func()) {
+func (d *Daemon) startTerm(lctx context.Context, resign func(), guard *leaseGuard) {
 	since := d.opts.Clock()
 	if err := d.loadAll(lctx); err != nil {
 		d.log.Error("leader.resigned", "identity", d.opts.Identity, "err", err)
 		resign()
 		return
 	}
-	d.lead.begin(lctx, since)
+	d.lead.begin(lctx, since, guard)
 	d.log.Info("leader.elected", "identity", d.opts.Identity)
 }
 

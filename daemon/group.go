@@ -257,8 +257,8 @@ func (g *group) act(ctx, term context.Context, d sitepair.Decision) error {
 	case sitepair.Promote:
 		return g.promote(ctx, d)
 	case sitepair.ReassertPrimary:
-		if err := g.exec.makeWritable(ctx, d.Target); err != nil {
-			return err
+		if err := g.makeWritable(ctx, d.Target); err != nil {
+			return fmt.Errorf("re-assert %s: %w", d.Target, err)
 		}
 		if err := g.commit(ctx, d, "", ""); err != nil {
 			return err
@@ -356,6 +356,18 @@ func (g *group) checkStore(ctx context.Context) error {
 			g.cfg.Name, ErrSuperseded, cur.Epoch, inFlightID(cur), mine.Epoch, inFlightID(mine))
 	}
 	return nil
+}
+
+// makeWritable is the only way the group makes a site writable: it re-reads
+// the store first and refuses (ErrSuperseded, or the term's end) when
+// another daemon moved the state on or this daemon no longer leads.
+func (g *group) makeWritable(ctx context.Context, target string) error {
+	// Guards against a second writable site from a decision another
+	// leader's newer state has overtaken (leaderships overlapping).
+	if err := g.checkStore(ctx); err != nil {
+		return err
+	}
+	return g.exec.makeWritable(ctx, target)
 }
 
 func inFlightID(st store.GroupState) string {
@@ -540,8 +552,8 @@ func (g *group) promote(ctx context.Context, d sitepair.Decision) error {
 	if want := d.PromotionGTID.Subtract(res.Incomplete); !promo.Covers(want) && g.cfg.OnDrainTimeout != "promote" {
 		return fmt.Errorf("promote %s: %w: executed %s lacks %s", d.Target, ErrDrainAborted, promo.Compact(), promo.Uncovered(want).Compact())
 	}
-	// The last moment to notice a lost Lease or another daemon's write
-	// before a second site could become writable.
+	// A lost Lease or another daemon's write stops the promotion before
+	// its view is published (makeWritable re-reads once more after).
 	if err := g.checkStore(ctx); err != nil {
 		return fmt.Errorf("promote %s: %w", d.Target, err)
 	}
@@ -551,7 +563,7 @@ func (g *group) promote(ctx context.Context, d sitepair.Decision) error {
 	}
 	g.phase("publish", start)
 	start = g.now()
-	if err := g.exec.makeWritable(ctx, d.Target); err != nil {
+	if err := g.makeWritable(ctx, d.Target); err != nil {
 		return fmt.Errorf("promote %s: %w", d.Target, err)
 	}
 	g.phase("writable", start)

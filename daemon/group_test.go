@@ -233,6 +233,28 @@ func TestPromotionStopsWhenTheStoreMovedOn(t *testing.T) {
 	}
 }
 
+// The store is re-read right before the target is made writable, after the
+// promotion was published and its sidecar awaited: a write by another daemon
+// in that window (leaderships overlapping) stops the promotion.
+func TestPromotionRereadsTheStoreRightBeforeWritable(t *testing.T) {
+	ms := &memStore{}
+	g, ops := testGroup(t, ms, "b", clockAt(t0))
+	ms.onSave = func(st store.GroupState) {
+		if st.InFlight != nil && st.InFlight.Step == StepPublished {
+			ms.mu.Lock()
+			ms.states["g"] = store.GroupState{Group: "g", Epoch: 4, ActiveSite: "c"}
+			ms.mu.Unlock()
+		}
+	}
+	err := g.promote(context.Background(), promoteDecision("b"))
+	if !errors.Is(err, ErrSuperseded) {
+		t.Fatalf("promote: %v, want ErrSuperseded", err)
+	}
+	if ops.has("b:writable") {
+		t.Fatalf("b made writable although another daemon promoted c: %v", ops)
+	}
+}
+
 // A retargeted failover is persisted before the new target is touched.
 func TestRetargetIsPersistedFirst(t *testing.T) {
 	ms := &memStore{}
@@ -405,7 +427,7 @@ func TestNewLeaderRetriesLoadThenResigns(t *testing.T) {
 		g := &group{cfg: cfg, flavor: gtid.MariaDB, store: fs, pub: &publisher{}, now: time.Now, log: slog.New(slog.DiscardHandler), sidecars: newSidecars(cfg)}
 		d := &Daemon{log: slog.New(slog.DiscardHandler), groups: []*group{g}, opts: Options{Clock: time.Now}}
 		resigned := false
-		d.startTerm(context.Background(), func() { resigned = true })
+		d.startTerm(context.Background(), func() { resigned = true }, nil)
 		if d.isLeader() != c.leading || resigned == c.leading {
 			t.Errorf("%d failed loads: leading %t resigned %t, want leading %t", c.fails, d.isLeader(), resigned, c.leading)
 		}

@@ -13,6 +13,7 @@ type leadership struct {
 	mu    sync.Mutex
 	ctx   context.Context // nil while not leading
 	since time.Time       // when the current term started, on this daemon's clock
+	guard *leaseGuard     // the term's lease; nil without election
 	known string          // identity of the leader last observed ("" when unknown)
 	sess  string          // the election session, for status ("" when none)
 }
@@ -45,11 +46,13 @@ func (l *leadership) leader() string {
 	return l.known
 }
 
-// begin starts a term bound to ctx (cancelled when the term ends).
-func (l *leadership) begin(ctx context.Context, since time.Time) {
+// begin starts a term bound to ctx (cancelled when the term ends) and, with
+// election, to guard: the term is over once its lease may have expired,
+// whether or not ctx was cancelled yet.
+func (l *leadership) begin(ctx context.Context, since time.Time, guard *leaseGuard) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.ctx, l.since = ctx, since
+	l.ctx, l.since, l.guard = ctx, since, guard
 }
 
 // end ends the current term.
@@ -64,7 +67,9 @@ func (l *leadership) end() {
 func (l *leadership) current() (ctx context.Context, since time.Time, ok bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.ctx == nil || l.ctx.Err() != nil {
+	// Guards against acting (deciding, serving a view) on a lease that
+	// may have passed to another daemon before the watchdog ended the term.
+	if l.ctx == nil || l.ctx.Err() != nil || (l.guard != nil && l.guard.left() <= 0) {
 		return nil, time.Time{}, false
 	}
 	return l.ctx, l.since, true
@@ -73,4 +78,66 @@ func (l *leadership) current() (ctx context.Context, since time.Time, ok bool) {
 func (l *leadership) leading() bool {
 	_, _, ok := l.current()
 	return ok
+}
+
+// leaseGuard ends a term before the lease it rests on can expire. A lease
+// runs from when the server received a renewal, which is no earlier than
+// when this daemon sent it; so the term may last limit after the send time
+// of the latest renewal that succeeded, limit being the lease less a margin
+// (clock rates, cancelling a step in flight). A read that still finds the
+// leader record proves nothing here: renewals can stall while reads succeed.
+type leaseGuard struct {
+	now   func() time.Time
+	limit time.Duration
+
+	mu   sync.Mutex
+	last time.Time // send time of the latest renewal that succeeded; zero: none
+}
+
+func newLeaseGuard(now func() time.Time, limit time.Duration) *leaseGuard {
+	return &leaseGuard{now: now, limit: limit}
+}
+
+// renewed records a renewal that succeeded, sent at sentAt.
+func (g *leaseGuard) renewed(sentAt time.Time) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if sentAt.After(g.last) {
+		g.last = sentAt
+	}
+}
+
+// lastRenewal is the send time of the latest renewal that succeeded.
+func (g *leaseGuard) lastRenewal() time.Time {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.last
+}
+
+// left is how long the term may still act; <= 0 once it must have ended.
+func (g *leaseGuard) left() time.Duration {
+	last := g.lastRenewal()
+	if last.IsZero() {
+		return 0
+	}
+	return last.Add(g.limit).Sub(g.now())
+}
+
+// watch calls expired once left reaches 0, unless ctx ends first: the term
+// ends on time even while a renewal or a watchdog round hangs.
+func (g *leaseGuard) watch(ctx context.Context, expired func(lastRenewal time.Time)) {
+	for {
+		left := g.left()
+		if left <= 0 {
+			expired(g.lastRenewal())
+			return
+		}
+		t := time.NewTimer(left)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+	}
 }

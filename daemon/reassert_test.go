@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"testing"
 
@@ -50,5 +51,47 @@ func TestReassertRestartsStoppedReplicas(t *testing.T) {
 		if ops.has(s + ":repoint") {
 			t.Errorf("ops %v: %s repointed", ops, s)
 		}
+	}
+}
+
+// Every path that makes a site writable re-reads the store first: a
+// re-assert (the all-read-only one, and the catch-up give-back that abandons
+// a failover) decided on a state another daemon has since moved on from
+// makes nothing writable, and the group reloads what the other daemon wrote.
+func TestReassertRefusedWhenTheStoreMovedOn(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// inFlight: the failover a → b the give-back abandons.
+		inFlight bool
+		d        sitepair.Decision
+	}{
+		{"reassert-primary", false, sitepair.Decision{Action: sitepair.ReassertPrimary, Reason: sitepair.ReasonReassertPrimary, Target: "a", Epoch: 3}},
+		{"catch-up give-back", true, sitepair.Decision{Action: sitepair.ReassertPrimary, Reason: sitepair.ReasonCatchUpTimeout, Target: "a", Epoch: 3}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ms := &memStore{}
+			g, ops := testGroup(t, ms, "b", clockAt(t0))
+			if !tc.inFlight {
+				ms.states["g"] = store.GroupState{Group: "g", Epoch: 2, ActiveSite: "a"}
+				if err := g.load(t.Context()); err != nil {
+					t.Fatal(err)
+				}
+			}
+			g.obs = fixedObs{}
+			// Another daemon (a leadership overlap) promoted b meanwhile.
+			ms.mu.Lock()
+			ms.states["g"] = store.GroupState{Group: "g", Epoch: 3, ActiveSite: "b"}
+			ms.mu.Unlock()
+			err := g.act(t.Context(), t.Context(), tc.d)
+			if !errors.Is(err, ErrSuperseded) {
+				t.Errorf("re-assert: %v, want ErrSuperseded", err)
+			}
+			if ops.has("a:writable") {
+				t.Errorf("a made writable although another daemon promoted b at epoch 3: %v", ops)
+			}
+			if g.state.Epoch != 3 || g.state.ActiveSite != "b" {
+				t.Errorf("state not reloaded: %+v", g.state)
+			}
+		})
 	}
 }

@@ -60,7 +60,7 @@ func TestSidecarReport(t *testing.T) {
 	if code, _ := postReport(t, srv.URL, body, view.SignBytes(body, key)); code != http.StatusServiceUnavailable {
 		t.Fatalf("follower answered %d, want 503 (a sidecar must not renew from a follower)", code)
 	}
-	d.lead.begin(context.Background(), t0)
+	d.lead.begin(context.Background(), t0, nil)
 	if code, _ := postReport(t, srv.URL, body, ""); code != http.StatusUnauthorized {
 		t.Fatalf("unsigned report: %d, want 401", code)
 	}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -17,6 +19,10 @@ import (
 const configMapKeySuffix = ".json"
 
 // ConfigMap keeps each group's state as one key of a Kubernetes ConfigMap.
+//
+// With leader election, a new leader Claims the next term before acting:
+// from then on every Load and Save of the previous leader fails with
+// ErrNotLeader (see Claim).
 //
 // Every Save is a compare-and-swap: the store remembers, per group, the
 // resourceVersion and the state it last Loaded or Saved (the caller's base),
@@ -34,7 +40,15 @@ type ConfigMap struct {
 	mu     sync.Mutex        // held across API calls: writes of one object are serial anyway
 	latest *corev1.ConfigMap // newest object read or written; nil when absent or not read yet
 	bases  map[string]cmBase // per group: what the caller last Loaded or Saved
+	fenced bool              // a term was ever claimed (leader election): Saves need one
+	term   uint64            // the term this process claimed and holds; 0: none
+	holder string            // who claimed it (for messages)
 }
+
+// TermAnnotation is the ConfigMap annotation holding the leadership term
+// that last claimed it, "<term> <holder>": the ConfigMap store's fencing
+// token (see Claim).
+const TermAnnotation = "failoverd.io/leader-term"
 
 // cmBase is what a group's caller last Loaded or Saved: its next Save is
 // only allowed over exactly that.
@@ -121,6 +135,12 @@ func (c *ConfigMap) Load(ctx context.Context, group string) (GroupState, error) 
 		return GroupState{}, fmt.Errorf("load group %s: %w", group, err)
 	}
 	c.latest = cm
+	if c.term != 0 {
+		// A deposed leader's re-read before a step fails: it stops there.
+		if err := c.holds(cm, "load", group); err != nil {
+			return GroupState{}, err
+		}
+	}
 	b, err := c.baseOf(cm, group)
 	if err != nil {
 		delete(c.bases, group) // no Save over a state nobody could read
@@ -158,6 +178,13 @@ func (c *ConfigMap) Save(ctx context.Context, st GroupState) error {
 	// Guards against overwriting a state the caller never saw: the object
 	// we write on must still hold this group's base.
 	on := c.latest
+	if c.fenced {
+		// Guards against a deposed leader's write: the object written on
+		// (the update's resourceVersion precondition) carries our term.
+		if err := c.holds(on, "save", st.Group); err != nil {
+			return err
+		}
+	}
 	if rvOf(on) != b.rv && !b.unchanged(on, st.Group) {
 		return c.conflict(st.Group, on, errors.New("the stored state changed since it was loaded"))
 	}
@@ -175,6 +202,11 @@ func (c *ConfigMap) Save(ctx context.Context, st GroupState) error {
 			return fmt.Errorf("save group %s to %s: %w: %v; then refreshing failed: %w", st.Group, c.Describe(), ErrConflict, err, ferr)
 		}
 		c.latest = fresh
+		if c.fenced {
+			if herr := c.holds(fresh, "save", st.Group); herr != nil {
+				return herr
+			}
+		}
 		if !b.unchanged(fresh, st.Group) {
 			return c.conflict(st.Group, fresh, err)
 		}
@@ -235,4 +267,104 @@ func (c *ConfigMap) conflict(group string, now *corev1.ConfigMap, cause error) e
 		stored = fmt.Sprintf("epoch %d", st.Epoch)
 	}
 	return fmt.Errorf("save group %s to %s: %w (now stored: %s): %v; load the state again and decide on it", group, c.Describe(), ErrConflict, stored, cause)
+}
+
+// termOf parses cm's TermAnnotation: 0 when absent.
+func termOf(cm *corev1.ConfigMap) (term uint64, holder string, err error) {
+	if cm == nil || cm.Annotations[TermAnnotation] == "" {
+		return 0, "", nil
+	}
+	v := cm.Annotations[TermAnnotation]
+	n, holder, _ := strings.Cut(v, " ")
+	term, err = strconv.ParseUint(n, 10, 64)
+	if err != nil {
+		return 0, "", fmt.Errorf("annotation %s=%q: %w", TermAnnotation, v, ErrCorrupt)
+	}
+	return term, holder, nil
+}
+
+// holds tells (nil) whether cm carries the term this process claimed.
+// Call with c.mu held.
+func (c *ConfigMap) holds(cm *corev1.ConfigMap, step, group string) error {
+	if c.term == 0 {
+		return fmt.Errorf("%s group %s in %s: %w: this daemon holds no leadership term", step, group, c.Describe(), ErrNotLeader)
+	}
+	term, holder, err := termOf(cm)
+	if err != nil {
+		return fmt.Errorf("%s group %s in %s: %w", step, group, c.Describe(), err)
+	}
+	if term != c.term {
+		return fmt.Errorf("%s group %s in %s: %w: term %d (%s) claimed it after our term %d (%s)",
+			step, group, c.Describe(), ErrNotLeader, term, holder, c.term, c.holder)
+	}
+	return nil
+}
+
+// claimAttempts bounds Claim's retries on a write that raced another.
+const claimAttempts = 5
+
+// Claim makes this process the writer of the ConfigMap for a new
+// leadership term: it reads the stored term, checks that valid (this
+// daemon's Lease has not passed) still holds after the read, and writes term
+// + 1 with the read's resourceVersion as the precondition. Claims are thus
+// ordered like the Leases themselves: a claim read after another daemon
+// took the Lease fails valid, and one whose read preceded a newer claim
+// fails the precondition. Every later Load and Save of an older term fails
+// with ErrNotLeader, whether or not anyone wrote its group since. Claim
+// returns the term; EndTerm ends it.
+func (c *ConfigMap) Claim(ctx context.Context, holder string, valid func() bool) (uint64, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.fenced = true
+	c.term = 0
+	var err error
+	for range claimAttempts {
+		var cm *corev1.ConfigMap
+		if cm, err = c.fetch(ctx); err != nil {
+			return 0, fmt.Errorf("claim %s: %w", c.Describe(), err)
+		}
+		stored, _, terr := termOf(cm)
+		if terr != nil {
+			return 0, fmt.Errorf("claim %s: %w", c.Describe(), terr)
+		}
+		if !valid() {
+			return 0, fmt.Errorf("claim %s: %w: the Lease may have passed to another daemon before the claim", c.Describe(), ErrNotLeader)
+		}
+		next := stored + 1
+		var saved *corev1.ConfigMap
+		saved, err = c.writeTerm(ctx, cm, fmt.Sprintf("%d %s", next, holder))
+		if err == nil {
+			c.latest, c.term, c.holder = saved, next, holder
+			return next, nil
+		}
+		if !isConflict(cm, err) {
+			return 0, fmt.Errorf("claim %s: %w", c.Describe(), err)
+		}
+	}
+	return 0, fmt.Errorf("claim %s: %w: %d attempts raced other writes: %v", c.Describe(), ErrConflict, claimAttempts, err)
+}
+
+// EndTerm ends term (if it is still the one held): Saves fail from now on.
+func (c *ConfigMap) EndTerm(term uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.term == term {
+		c.term = 0
+	}
+}
+
+// writeTerm puts the term annotation on on (nil: create the object) with
+// on's resourceVersion as the precondition.
+func (c *ConfigMap) writeTerm(ctx context.Context, on *corev1.ConfigMap, value string) (*corev1.ConfigMap, error) {
+	if on == nil {
+		next := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: c.name, Namespace: c.namespace,
+			Labels: map[string]string{"app.kubernetes.io/managed-by": "failoverd"}, Annotations: map[string]string{TermAnnotation: value}}}
+		return c.client.CoreV1().ConfigMaps(c.namespace).Create(ctx, next, metav1.CreateOptions{})
+	}
+	next := on.DeepCopy()
+	if next.Annotations == nil {
+		next.Annotations = map[string]string{}
+	}
+	next.Annotations[TermAnnotation] = value
+	return c.client.CoreV1().ConfigMaps(c.namespace).Update(ctx, next, metav1.UpdateOptions{})
 }

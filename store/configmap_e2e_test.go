@@ -181,4 +181,26 @@ func TestConfigMapCompareAndSwapOnRealAPIServer(t *testing.T) {
 			t.Fatalf("orders epoch %d, want 2", st.Epoch)
 		}
 	})
+
+	t.Run("a deposed leader's write over an unchanged group is refused", func(t *testing.T) {
+		a, b := pair("fenced")
+		valid := func() bool { return true }
+		_, err := a.Claim(ctx, "a", valid)
+		must(t, err)
+		must(t, a.Save(ctx, sample("orders", 1)))
+		_, err = b.Claim(ctx, "b", valid) // b leads now and has written nothing
+		must(t, err)
+		if err := a.Save(ctx, sample("orders", 2)); !errors.Is(err, ErrNotLeader) {
+			t.Fatalf("deposed leader's write: %v, want ErrNotLeader", err)
+		}
+		if _, err := a.Load(ctx, "orders"); !errors.Is(err, ErrNotLeader) {
+			t.Fatalf("deposed leader's re-read: %v, want ErrNotLeader", err)
+		}
+		if st := stored(t, "fenced", "orders"); st.Epoch != 1 {
+			t.Fatalf("orders epoch %d, want 1", st.Epoch)
+		}
+		_, err = b.Load(ctx, "orders")
+		must(t, err)
+		must(t, b.Save(ctx, sample("orders", 2)))
+	})
 }

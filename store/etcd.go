@@ -13,9 +13,10 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// ErrNotLeader means the etcd store refused a Load or Save because this
-// process does not hold the leadership (no token set, or the election key
-// it names is gone or was recreated): another daemon may lead.
+// ErrNotLeader means the etcd or ConfigMap store refused a Load or Save
+// because this process does not hold the leadership (no token or term set,
+// the election key it names is gone or was recreated, or a newer term
+// claimed the ConfigMap): another daemon may lead.
 var ErrNotLeader = errors.New("deposed: the leadership token no longer holds")
 
 // Token is the fencing token of an etcd leader: the election key the

@@ -5,7 +5,8 @@
 //
 // Three backends: File (default; one JSON document written atomically with
 // temp file + fsync + rename), ConfigMap (Kubernetes, optimistic
-// concurrency on the resourceVersion) for Deployment installs, and Etcd (one
+// concurrency on the resourceVersion, fenced by the leader term a new Lease
+// leader claims in it) for Deployment installs, and Etcd (one
 // key per group in an etcd cluster spread over the sites; every write is a
 // transaction fenced by the elected leader's token, so a deposed leader
 // cannot write, whatever it believes). A state that
@@ -68,7 +69,8 @@ type Store interface {
 	// and Etcd also refuse a state the caller did not base on the current
 	// stored one (ErrConflict): Load again before retrying. Etcd refuses
 	// every Save, and a Load while a token is set, when this process does not
-	// hold the leadership (ErrNotLeader).
+	// hold the leadership (ErrNotLeader); ConfigMap does the same once a
+	// term was claimed (ConfigMap.Claim) and a newer one claimed it since.
 	Save(ctx context.Context, st GroupState) error
 	// Describe names the backend and location for messages ("file /var/...").
 	Describe() string
