@@ -80,6 +80,11 @@
 // again). Without a kill a hung mysqld stays as it is; the sidecar retries the
 // fence every round and it takes effect once mysqld resumes.
 //
+// With PeerTLSFiles (--peer-ca-file, --peer-cert-file, --peer-key-file, on
+// every sidecar of the group) it serves HTTPS and dials its peers at
+// https://, verifying them with that CA; the certificate must name the host
+// of sites[S].sidecar.address.
+//
 // The sidecar listens on sites[S].sidecar.address and fences the server at
 // sites[S].mysql.address; the command's --listen and --mysql-address
 // (Overrides) replace them for this sidecar when the configured addresses are

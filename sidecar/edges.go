@@ -129,7 +129,8 @@ func (d *httpDaemon) try(ctx context.Context, base string, body []byte, signatur
 	return a, nil
 }
 
-// httpPeers is the PeerClient over HTTP.
+// httpPeers is the PeerClient over HTTP (HTTPS with Options.PeerHTTPClient
+// from PeerTLSFiles.Load).
 type httpPeers struct {
 	client  *http.Client
 	timeout time.Duration

@@ -501,6 +501,13 @@ func newStandInDaemon(t *testing.T) *standInDaemon {
 	return d
 }
 
+// newStandInDaemonWith is a stand-in daemon that answers sv.
+func newStandInDaemonWith(t *testing.T, sv view.Signed) *standInDaemon {
+	d := newStandInDaemon(t)
+	d.set(sv)
+	return d
+}
+
 func (d *standInDaemon) URL() string { return d.srv.URL }
 
 func (d *standInDaemon) set(sv view.Signed) {

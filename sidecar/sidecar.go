@@ -2,6 +2,7 @@ package sidecar
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -32,8 +33,14 @@ type Options struct {
 	Clock Clock
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
-	// HTTPClient is used by the default Daemon and Peers clients.
+	// HTTPClient is used by the default Daemon client, and by the default
+	// Peers client unless PeerHTTPClient is set.
 	HTTPClient *http.Client
+	// PeerHTTPClient, when set, is the default Peers client's (HTTPS to the
+	// peers: PeerTLSFiles.Load).
+	PeerHTTPClient *http.Client
+	// ServerTLS, when set, makes Run serve HTTPS with it (PeerTLSFiles.Load).
+	ServerTLS *tls.Config
 	// Listener, when set, is served instead of listening on Config.ListenAddr.
 	Listener net.Listener
 }
@@ -49,6 +56,7 @@ type Sidecar struct {
 	clock        Clock
 	log          *slog.Logger
 	listener     net.Listener
+	serverTLS    *tls.Config
 	m            *metrics
 	fenceTimeout time.Duration
 	kick         chan struct{} // wakes the guard; buffered 1, sends never block
@@ -125,11 +133,14 @@ func New(cfg Config, opts Options) (*Sidecar, error) {
 	if opts.HTTPClient == nil {
 		opts.HTTPClient = &http.Client{}
 	}
+	if opts.PeerHTTPClient == nil {
+		opts.PeerHTTPClient = opts.HTTPClient
+	}
 	if opts.Daemon == nil {
 		opts.Daemon = &httpDaemon{urls: cfg.DaemonURLs, client: opts.HTTPClient, timeout: cfg.CheckInterval}
 	}
 	if opts.Peers == nil {
-		opts.Peers = &httpPeers{client: opts.HTTPClient, timeout: cfg.CheckInterval}
+		opts.Peers = &httpPeers{client: opts.PeerHTTPClient, timeout: cfg.CheckInterval}
 	}
 	now := opts.Clock.Now()
 	s := &Sidecar{
@@ -141,6 +152,7 @@ func New(cfg Config, opts Options) (*Sidecar, error) {
 		clock:        opts.Clock,
 		log:          opts.Logger.With("group", cfg.Group, "site", cfg.Site),
 		listener:     opts.Listener,
+		serverTLS:    opts.ServerTLS,
 		fenceTimeout: cfg.fenceTimeout(),
 		kick:         make(chan struct{}, 1),
 		// A (re)started sidecar holds no lease: it cannot know when its
@@ -165,6 +177,9 @@ func (s *Sidecar) Run(ctx context.Context) error {
 			return fmt.Errorf("sidecar: listen: %w", err)
 		}
 	}
+	if s.serverTLS != nil {
+		ln = tls.NewListener(ln, s.serverTLS)
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	srv := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 5 * time.Second}
@@ -179,7 +194,8 @@ func (s *Sidecar) Run(ctx context.Context) error {
 	wg.Go(func() { s.rounds(ctx) })
 	wg.Go(func() { s.guard(ctx) })
 	s.log.Info("sidecar.started", "listen", ln.Addr().String(), "lease_timeout", s.cfg.LeaseTimeout,
-		"check_interval", s.cfg.CheckInterval, "fence_timeout", s.fenceTimeout, "peers", len(s.cfg.Peers), "can_kill", s.killer != nil)
+		"check_interval", s.cfg.CheckInterval, "fence_timeout", s.fenceTimeout, "peers", len(s.cfg.Peers), "can_kill", s.killer != nil,
+		"tls", s.serverTLS != nil)
 	<-ctx.Done()
 	sctx, scancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer scancel()
