@@ -53,8 +53,8 @@ type Control interface {
 	// ActiveSite is the group's signed view ("" picks the only group).
 	ActiveSite(group string) (view.Signed, error)
 	// SidecarReport records a sidecar's report (body, signed with sig)
-	// and answers the group's signed view.
-	SidecarReport(body []byte, sig string) (view.Signed, error)
+	// and answers the group's signed view, bound to the report's nonce.
+	SidecarReport(body []byte, sig string) (view.Answer, error)
 	// Switchover starts a planned switchover to target; force allows it
 	// within the failover cooldown.
 	Switchover(ctx context.Context, group, target string, force bool, by Actor) error

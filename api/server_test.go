@@ -44,15 +44,15 @@ func (f *fakeControl) ActiveSite(group string) (view.Signed, error) {
 	return view.Signed{View: view.View{Group: "orders", Epoch: 4, ActiveSite: "a"}}, nil
 }
 
-func (f *fakeControl) SidecarReport(body []byte, sig string) (view.Signed, error) {
+func (f *fakeControl) SidecarReport(body []byte, sig string) (view.Answer, error) {
 	if !f.leader {
-		return view.Signed{}, fmt.Errorf("%w: follower", ErrNotLeader)
+		return view.Answer{}, fmt.Errorf("%w: follower", ErrNotLeader)
 	}
 	if sig != "good" {
-		return view.Signed{}, fmt.Errorf("%w: bad signature", ErrUnauthorized)
+		return view.Answer{}, fmt.Errorf("%w: bad signature", ErrUnauthorized)
 	}
 	f.calls = append(f.calls, "report "+string(body))
-	return view.Signed{View: view.View{Group: "orders", Epoch: 4, ActiveSite: "a"}}, nil
+	return view.Answer{Signed: view.Signed{View: view.View{Group: "orders", Epoch: 4, ActiveSite: "a"}}}, nil
 }
 
 func (f *fakeControl) Switchover(_ context.Context, group, target string, force bool, by Actor) error {

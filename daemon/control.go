@@ -36,21 +36,25 @@ func (d *Daemon) ActiveSite(name string) (view.Signed, error) {
 }
 
 // SidecarReport implements api.Control: it records a sidecar's report (its
-// lease renewal) and answers the group's signed view.
-func (d *Daemon) SidecarReport(body []byte, sig string) (view.Signed, error) {
+// lease renewal) and answers the group's signed view, bound to the report.
+func (d *Daemon) SidecarReport(body []byte, sig string) (view.Answer, error) {
 	// A follower's view may be stale; a sidecar must not renew its lease on it.
 	if !d.isLeader() {
-		return view.Signed{}, fmt.Errorf("%w: this daemon does not take sidecar reports", api.ErrNotLeader)
+		return view.Answer{}, fmt.Errorf("%w: this daemon does not take sidecar reports", api.ErrNotLeader)
 	}
 	rep, err := d.pub.verifyReport(body, sig)
 	if err != nil {
-		return view.Signed{}, err
+		return view.Answer{}, err
 	}
 	g := d.group(rep.Group)
 	if g == nil {
-		return view.Signed{}, fmt.Errorf("%w: unknown group %s", api.ErrNotFound, rep.Group)
+		return view.Answer{}, fmt.Errorf("%w: unknown group %s", api.ErrNotFound, rep.Group)
 	}
-	return g.takeReport(rep)
+	s, err := g.takeReport(rep)
+	if err != nil {
+		return view.Answer{}, err
+	}
+	return d.pub.answer(s, rep)
 }
 
 // verifyReport checks a sidecar report's signature and decodes it.
@@ -68,7 +72,28 @@ func (p *publisher) verifyReport(body []byte, sig string) (sidecar.Report, error
 	if err := dec.Decode(&rep); err != nil {
 		return sidecar.Report{}, fmt.Errorf("%w: malformed report: %v", api.ErrBadRequest, err)
 	}
+	// Checked before the report is recorded: its answer could not be bound.
+	if rep.Nonce != "" {
+		if err := view.CheckNonce(rep.Nonce); err != nil {
+			return sidecar.Report{}, fmt.Errorf("%w: report field nonce: %v", api.ErrBadRequest, err)
+		}
+	}
 	return rep, nil
+}
+
+// answer binds s to the report's nonce, the reporting site and this daemon:
+// only an answer made for this very report may renew the sidecar's lease
+// (a recorded one replayed to a later report must not). A report without a
+// nonce (a sidecar of an older version) gets s unbound, as before.
+func (p *publisher) answer(s view.Signed, rep sidecar.Report) (view.Answer, error) {
+	if rep.Nonce == "" {
+		return view.Answer{Signed: s}, nil
+	}
+	a, err := view.Bind(s, view.Request{Nonce: rep.Nonce, From: rep.Site, By: view.ByDaemon}, p.key)
+	if err != nil {
+		return view.Answer{}, fmt.Errorf("bind the answer to %s's report: %w", rep.Site, err)
+	}
+	return a, nil
 }
 
 // takeReport records a verified report of one of g's sidecars and answers

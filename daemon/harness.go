@@ -121,16 +121,20 @@ func (h *Harness) Follow(ctx context.Context, full bool) bool {
 }
 
 // SidecarReport takes a sidecar's signed report as the daemon's API does
-// (the leader's) and answers the group's signed view.
-func (h *Harness) SidecarReport(body []byte, sig string) (view.Signed, error) {
+// (the leader's) and answers the group's signed view, bound to the report.
+func (h *Harness) SidecarReport(body []byte, sig string) (view.Answer, error) {
 	rep, err := h.g.pub.verifyReport(body, sig)
 	if err != nil {
-		return view.Signed{}, err
+		return view.Answer{}, err
 	}
 	if rep.Group != h.g.cfg.Name {
-		return view.Signed{}, fmt.Errorf("%w: unknown group %s", api.ErrNotFound, rep.Group)
+		return view.Answer{}, fmt.Errorf("%w: unknown group %s", api.ErrNotFound, rep.Group)
 	}
-	return h.g.takeReport(rep)
+	s, err := h.g.takeReport(rep)
+	if err != nil {
+		return view.Answer{}, err
+	}
+	return h.g.pub.answer(s, rep)
 }
 
 // State is the group's decision state as this daemon holds it.

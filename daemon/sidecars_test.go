@@ -125,3 +125,47 @@ func TestSidecarReportDownOnlyWhenProven(t *testing.T) {
 		}
 	}
 }
+
+// TestSidecarReportAnswerIsBoundToItsNonce: the daemon's answer to a report
+// carries a binding over the report's nonce, the reporting site and the
+// view, so that an answer recorded earlier cannot renew a later report's
+// lease; a report without a nonce (a sidecar of an older version) gets the
+// plain signed view, and a malformed nonce is refused before recording.
+func TestSidecarReportAnswerIsBoundToItsNonce(t *testing.T) {
+	d, g, srv := reportDaemon(t, t0.Add(time.Hour))
+	d.lead.begin(context.Background(), t0, nil)
+	key := []byte("secret")
+	post := func(body []byte) view.Answer {
+		t.Helper()
+		code, resp := postReport(t, srv.URL, body, view.SignBytes(body, key))
+		if code != http.StatusOK {
+			t.Fatalf("report %s: %d %s", body, code, resp)
+		}
+		var a view.Answer
+		if err := json.Unmarshal([]byte(resp), &a); err != nil {
+			t.Fatal(err)
+		}
+		if v, err := a.Verify(key); err != nil || v.Epoch != 7 {
+			t.Fatalf("answer %s: %v", resp, err)
+		}
+		return a
+	}
+	nonce := view.NewNonce()
+	a := post([]byte(`{"group":"g","site":"b","epoch":7,"nonce":"` + nonce + `"}`))
+	if err := a.VerifyBinding(view.Request{Nonce: nonce, From: "b", By: view.ByDaemon}, key); err != nil {
+		t.Fatalf("answer not bound to its report: %v", err)
+	}
+	if err := a.VerifyBinding(view.Request{Nonce: view.NewNonce(), From: "b", By: view.ByDaemon}, key); err == nil {
+		t.Fatal("the answer verifies for another report's nonce")
+	}
+	if a := post([]byte(`{"group":"g","site":"a","epoch":7}`)); a.Binding != "" {
+		t.Fatalf("a report without a nonce got a binding %q", a.Binding)
+	}
+	bad := []byte(`{"group":"g","site":"a","epoch":8,"nonce":"not-hex"}`)
+	if code, resp := postReport(t, srv.URL, bad, view.SignBytes(bad, key)); code != http.StatusBadRequest || !strings.Contains(resp, "nonce") {
+		t.Fatalf("malformed nonce: %d %s, want 400 naming the nonce", code, resp)
+	}
+	if o := g.sidecars.observation("a"); o.Epoch == 8 {
+		t.Fatal("a report with a malformed nonce was recorded")
+	}
+}

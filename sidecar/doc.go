@@ -10,16 +10,23 @@
 //
 //  1. reads the local MySQL's status (for the report);
 //  2. POSTs a signed Report to the daemon (each --daemon-url until one
-//     answers 200 with its signed view) and GETs /peer/active-site?from=SITE
-//     from every peer sidecar, all at the same time, each send time taken
-//     before sending;
+//     answers 200 with its signed view) and GETs
+//     /peer/active-site?from=SITE&nonce=N from every peer sidecar, all at the
+//     same time; each request carries a fresh random nonce (the report in
+//     its body), all made at one instant taken before anything is sent;
 //  3. adopts a trusted view (signature verifies, group matches) only when its
 //     epoch is strictly newer; equal epochs never flip anything, and bad
 //     signatures, other groups, older epochs and conflicting equal epochs are
 //     counted in failoverd_sidecar_rejected_views_total and change nothing;
-//  4. renews the lease, L = max(L, sendTime + leaseTimeout), from any trusted
-//     view (the daemon's or a peer's) whose epoch is the current one and which,
-//     like the current view, names this site.
+//  4. renews the lease, L = max(L, nonceTime + leaseTimeout), from any
+//     trusted view (the daemon's or a peer's) whose epoch is the current one
+//     and which, like the current view, names this site, and only when its
+//     answer is bound to the request (view.Answer: an HMAC with the same key
+//     over the nonce, this site, the answerer and the view's signature). A
+//     replayed or unbound answer (from a daemon or peer of an older version)
+//     renews nothing and is counted in
+//     failoverd_sidecar_unbound_answers_total; a newer view in it is still
+//     adopted (it can only fence more).
 //
 // During a failover rounds come faster: while the newest view names no site
 // (the daemon revoked the primary and has not published the promotion yet),
@@ -73,6 +80,11 @@
 // again). Without a kill a hung mysqld stays as it is; the sidecar retries the
 // fence every round and it takes effect once mysqld resumes.
 //
+// With PeerTLSFiles (--peer-ca-file, --peer-cert-file, --peer-key-file, on
+// every sidecar of the group) it serves HTTPS and dials its peers at
+// https://, verifying them with that CA; the certificate must name the host
+// of sites[S].sidecar.address.
+//
 // The sidecar listens on sites[S].sidecar.address and fences the server at
 // sites[S].mysql.address; the command's --listen and --mysql-address
 // (Overrides) replace them for this sidecar when the configured addresses are
@@ -102,16 +114,20 @@
 //	GET /healthz           200 "ok"
 //	GET /peer/ping         {"site":S,"epoch":E}
 //	GET /peer/active-site  the newest signed view (404 without one); records
-//	                       when and which epoch was served to ?from=PEER
+//	                       when and which epoch was served to ?from=PEER,
+//	                       and for a configured PEER binds the answer to
+//	                       ?nonce= (32 to 128 hex digits)
 //	GET /metrics           failoverd_sidecar_fences_total{reason},
 //	                       failoverd_sidecar_lease_remaining_seconds,
 //	                       failoverd_sidecar_view_epoch,
-//	                       failoverd_sidecar_rejected_views_total{why}
+//	                       failoverd_sidecar_rejected_views_total{why},
+//	                       failoverd_sidecar_unbound_answers_total{why}
 //
 // # Logs
 //
 // JSON (log/slog) with stable message keys: sidecar.view_adopted,
-// sidecar.view_rejected, sidecar.lease_renewed (debug), sidecar.fenced,
+// sidecar.view_rejected, sidecar.answer_unbound (debug; warn for a binding
+// that does not match), sidecar.lease_renewed (debug), sidecar.fenced,
 // sidecar.fence_skipped, sidecar.fence_failed, sidecar.mysqld_killed,
 // sidecar.mysqld_down, sidecar.unfenced, sidecar.boot_unfence_skipped,
 // sidecar.boot_unfence_failed, sidecar.daemon_unreachable,

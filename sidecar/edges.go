@@ -28,17 +28,18 @@ type MySQL interface {
 
 // DaemonClient sends a report to the daemon and returns the view it answers.
 type DaemonClient interface {
-	// Report sends body (a JSON Report) with its signature and returns the
-	// daemon's signed view and the clock reading taken right before the
-	// request that answered was sent.
-	Report(ctx context.Context, body []byte, signature string) (view.Signed, time.Time, error)
+	// Report sends body (a JSON Report carrying the round's nonce) with its
+	// signature and returns the daemon's answer: its signed view, bound to
+	// the nonce by a daemon that knows bindings.
+	Report(ctx context.Context, body []byte, signature string) (view.Answer, error)
 }
 
 // PeerClient asks a peer sidecar for the newest view it holds.
 type PeerClient interface {
-	// ActiveSite GETs /peer/active-site?from=from; ErrNoView on 404. The
-	// time is the clock reading taken right before sending.
-	ActiveSite(ctx context.Context, peer Peer, from string) (view.Signed, time.Time, error)
+	// ActiveSite GETs /peer/active-site?from=from&nonce=nonce and returns
+	// the peer's answer (bound to the nonce by a peer that knows bindings
+	// and has from among its peers); ErrNoView on 404.
+	ActiveSite(ctx context.Context, peer Peer, from, nonce string) (view.Answer, error)
 }
 
 // Killer SIGKILLs the local mysqld.
@@ -85,16 +86,15 @@ const maxBody = 64 << 10
 type httpDaemon struct {
 	urls    []string
 	client  *http.Client
-	clock   Clock
 	timeout time.Duration // per attempt
 
 	mu   sync.Mutex
 	last int // index of the URL that last answered 200: tried first
 }
 
-func (d *httpDaemon) Report(ctx context.Context, body []byte, signature string) (view.Signed, time.Time, error) {
+func (d *httpDaemon) Report(ctx context.Context, body []byte, signature string) (view.Answer, error) {
 	if len(d.urls) == 0 {
-		return view.Signed{}, time.Time{}, fmt.Errorf("report: %w: no daemon URL configured", ErrNoLeader)
+		return view.Answer{}, fmt.Errorf("report: %w: no daemon URL configured", ErrNoLeader)
 	}
 	d.mu.Lock()
 	first := d.last
@@ -102,85 +102,83 @@ func (d *httpDaemon) Report(ctx context.Context, body []byte, signature string) 
 	var errs []error
 	for n := range d.urls {
 		i := (first + n) % len(d.urls)
-		s, sent, err := d.try(ctx, d.urls[i], body, signature)
+		a, err := d.try(ctx, d.urls[i], body, signature)
 		if err == nil {
 			d.mu.Lock()
 			d.last = i
 			d.mu.Unlock()
-			return s, sent, nil
+			return a, nil
 		}
 		errs = append(errs, err)
 		if ctx.Err() != nil {
 			break
 		}
 	}
-	return view.Signed{}, time.Time{}, fmt.Errorf("report: %w: %w", ErrNoLeader, errors.Join(errs...))
+	return view.Answer{}, fmt.Errorf("report: %w: %w", ErrNoLeader, errors.Join(errs...))
 }
 
-func (d *httpDaemon) try(ctx context.Context, base string, body []byte, signature string) (view.Signed, time.Time, error) {
+func (d *httpDaemon) try(ctx context.Context, base string, body []byte, signature string) (view.Answer, error) {
 	ctx, cancel := context.WithTimeout(ctx, d.timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimSuffix(base, "/")+ReportPath, bytes.NewReader(body))
 	if err != nil {
-		return view.Signed{}, time.Time{}, fmt.Errorf("%s: build request: %w", base, err)
+		return view.Answer{}, fmt.Errorf("%s: build request: %w", base, err)
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set(SignatureHeader, signature)
-	sent := d.clock.Now()
-	s, err := doView(d.client, req)
+	a, err := doView(d.client, req)
 	if err != nil {
-		return view.Signed{}, time.Time{}, fmt.Errorf("%s: %w", base, err)
+		return view.Answer{}, fmt.Errorf("%s: %w", base, err)
 	}
-	return s, sent, nil
+	return a, nil
 }
 
-// httpPeers is the PeerClient over HTTP.
+// httpPeers is the PeerClient over HTTP (HTTPS with Options.PeerHTTPClient
+// from PeerTLSFiles.Load).
 type httpPeers struct {
 	client  *http.Client
-	clock   Clock
 	timeout time.Duration
 }
 
-func (p *httpPeers) ActiveSite(ctx context.Context, peer Peer, from string) (view.Signed, time.Time, error) {
+func (p *httpPeers) ActiveSite(ctx context.Context, peer Peer, from, nonce string) (view.Answer, error) {
 	ctx, cancel := context.WithTimeout(ctx, p.timeout)
 	defer cancel()
-	u := strings.TrimSuffix(peer.URL, "/") + "/peer/active-site?from=" + url.QueryEscape(from)
+	u := strings.TrimSuffix(peer.URL, "/") + "/peer/active-site?" + url.Values{"from": {from}, "nonce": {nonce}}.Encode()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
-		return view.Signed{}, time.Time{}, fmt.Errorf("peer %s: build request: %w", peer.Site, err)
+		return view.Answer{}, fmt.Errorf("peer %s: build request: %w", peer.Site, err)
 	}
-	sent := p.clock.Now()
-	s, err := doView(p.client, req)
+	a, err := doView(p.client, req)
 	if err != nil {
-		return view.Signed{}, time.Time{}, fmt.Errorf("peer %s: %w", peer.Site, err)
+		return view.Answer{}, fmt.Errorf("peer %s: %w", peer.Site, err)
 	}
-	return s, sent, nil
+	return a, nil
 }
 
-// doView sends req and decodes a 200 answer as a signed view; 404 is
-// ErrNoView.
-func doView(c *http.Client, req *http.Request) (view.Signed, error) {
+// doView sends req and decodes a 200 answer as a signed view with its
+// binding, if any; 404 is ErrNoView.
+func doView(c *http.Client, req *http.Request) (view.Answer, error) {
 	resp, err := c.Do(req)
 	if err != nil {
-		return view.Signed{}, err
+		return view.Answer{}, err
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(io.LimitReader(resp.Body, maxBody))
 	if err != nil {
-		return view.Signed{}, fmt.Errorf("read answer: %w", err)
+		return view.Answer{}, fmt.Errorf("read answer: %w", err)
 	}
 	switch resp.StatusCode {
 	case http.StatusOK:
 	case http.StatusNotFound:
-		return view.Signed{}, fmt.Errorf("%w (404: %s)", ErrNoView, strings.TrimSpace(string(b)))
+		return view.Answer{}, fmt.Errorf("%w (404: %s)", ErrNoView, strings.TrimSpace(string(b)))
 	default:
-		return view.Signed{}, fmt.Errorf("status %d: %s", resp.StatusCode, strings.TrimSpace(string(b)))
+		return view.Answer{}, fmt.Errorf("status %d: %s", resp.StatusCode, strings.TrimSpace(string(b)))
 	}
-	var s view.Signed
-	if err := json.Unmarshal(b, &s); err != nil || s.Signature == "" {
-		return view.Signed{}, fmt.Errorf("%w: %v", ErrMalformedView, err)
+	var a view.Answer
+	if err := json.Unmarshal(b, &a); err != nil || a.Signature == "" {
+		return view.Answer{}, fmt.Errorf("%w: %v", ErrMalformedView, err)
 	}
-	return s, nil
+	return a, nil
 }
 
 // lazyMySQL opens its mysqlctl.Instance on first use and retries the open on

@@ -219,9 +219,9 @@ func (f *fakeMySQL) counts() (fences, kills, promotes int, readOnly bool) {
 	return f.fences, f.kills, f.promotes, f.readOnly
 }
 
-// fakeDaemon answers reports with a programmable view or error.
+// fakeDaemon answers reports with a programmable view or error, bound to
+// the report's nonce.
 type fakeDaemon struct {
-	clock   *fakeClock
 	mu      sync.Mutex
 	sv      *view.Signed
 	err     error
@@ -232,11 +232,10 @@ type fakeDaemon struct {
 	bodies  [][]byte
 }
 
-func (d *fakeDaemon) Report(ctx context.Context, body []byte, sig string) (view.Signed, time.Time, error) {
-	sent := d.clock.Now()
+func (d *fakeDaemon) Report(ctx context.Context, body []byte, sig string) (view.Answer, error) {
 	var r Report
 	if err := json.Unmarshal(body, &r); err != nil {
-		return view.Signed{}, sent, err
+		return view.Answer{}, err
 	}
 	d.mu.Lock()
 	d.reports = append(d.reports, r)
@@ -256,18 +255,24 @@ func (d *fakeDaemon) Report(ctx context.Context, body []byte, sig string) (view.
 		select {
 		case <-block:
 		case <-ctx.Done():
-			return view.Signed{}, sent, ctx.Err()
+			return view.Answer{}, ctx.Err()
 		}
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.err != nil {
-		return view.Signed{}, sent, d.err
+		return view.Answer{}, d.err
 	}
 	if d.sv == nil {
-		return view.Signed{}, sent, ErrNoLeader
+		return view.Answer{}, ErrNoLeader
 	}
-	return *d.sv, sent, nil
+	return bindAnswer(*d.sv, view.Request{Nonce: r.Nonce, From: r.Site, By: view.ByDaemon})
+}
+
+// bindAnswer binds sv to req with testKey, as a daemon or peer that knows
+// bindings does.
+func bindAnswer(sv view.Signed, req view.Request) (view.Answer, error) {
+	return view.Bind(sv, req, testKey)
 }
 
 func (d *fakeDaemon) answer(sv view.Signed) {
@@ -299,24 +304,23 @@ func (d *fakeDaemon) lastReport(t *testing.T) Report {
 	return d.reports[len(d.reports)-1]
 }
 
-// fakePeers serves a programmable view per peer site.
+// fakePeers serves a programmable view per peer site, bound to the
+// request's nonce.
 type fakePeers struct {
-	clock *fakeClock
 	mu    sync.Mutex
 	views map[string]view.Signed
 	froms []string
 }
 
-func (p *fakePeers) ActiveSite(_ context.Context, peer Peer, from string) (view.Signed, time.Time, error) {
-	sent := p.clock.Now()
+func (p *fakePeers) ActiveSite(_ context.Context, peer Peer, from, nonce string) (view.Answer, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.froms = append(p.froms, from)
 	sv, ok := p.views[peer.Site]
 	if !ok {
-		return view.Signed{}, sent, errors.New("peer unreachable (fake)")
+		return view.Answer{}, errors.New("peer unreachable (fake)")
 	}
-	return sv, sent, nil
+	return bindAnswer(sv, view.Request{Nonce: nonce, From: from, By: view.ByPeer(peer.Site)})
 }
 
 func (p *fakePeers) serve(site string, sv view.Signed) {
@@ -389,8 +393,8 @@ func newHarness(t *testing.T, mod func(*Config, *Options)) *harness {
 	h := &harness{
 		clock:  clock,
 		mysql:  newFakeMySQL(true),
-		daemon: &fakeDaemon{clock: clock},
-		peers:  &fakePeers{clock: clock, views: map[string]view.Signed{}},
+		daemon: &fakeDaemon{},
+		peers:  &fakePeers{views: map[string]view.Signed{}},
 	}
 	cfg := Config{
 		Group: testGroup, Site: "east", Key: testKey,
@@ -455,7 +459,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 // standInDaemon is a STAND-IN for the daemon's POST /v1/sidecar/report (the
 // real one lives in package daemon): it checks the report signature (401 on
 // mismatch), records each report and answers the signed view it was given,
-// or 503 like a follower while it has none.
+// bound to the report's nonce, or 503 like a follower while it has none.
 type standInDaemon struct {
 	t   *testing.T
 	srv *httptest.Server
@@ -494,9 +498,21 @@ func newStandInDaemon(t *testing.T) *standInDaemon {
 			http.Error(w, "not the leader", http.StatusServiceUnavailable)
 			return
 		}
-		writeJSON(w, http.StatusOK, sv)
+		a, err := bindAnswer(*sv, view.Request{Nonce: rep.Nonce, From: rep.Site, By: view.ByDaemon})
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		writeJSON(w, http.StatusOK, a)
 	}))
 	t.Cleanup(d.srv.Close)
+	return d
+}
+
+// newStandInDaemonWith is a stand-in daemon that answers sv.
+func newStandInDaemonWith(t *testing.T, sv view.Signed) *standInDaemon {
+	d := newStandInDaemon(t)
+	d.set(sv)
 	return d
 }
 

@@ -25,33 +25,44 @@ func (s *Sidecar) Handler() http.Handler {
 }
 
 // serveActiveSite answers the newest view and records, for a known peer,
-// which epoch was served and when (the daemon bounds the peer's lease with it).
+// which epoch was served and when (the daemon bounds the peer's lease with
+// it); the answer is bound to ?nonce= for a known peer.
 func (s *Sidecar) serveActiveSite(w http.ResponseWriter, r *http.Request) {
-	sv, ok := s.PeerView(r.URL.Query().Get("from"))
+	q := r.URL.Query()
+	a, ok := s.PeerView(q.Get("from"), q.Get("nonce"))
 	if !ok {
 		writeJSON(w, http.StatusNotFound, map[string]string{"error": "no view yet"})
 		return
 	}
-	writeJSON(w, http.StatusOK, sv)
+	writeJSON(w, http.StatusOK, a)
 }
 
-// PeerView is what /peer/active-site?from=from answers: the newest view,
-// recorded as served to from when from is a configured peer; false without
-// a view yet.
-func (s *Sidecar) PeerView(from string) (view.Signed, bool) {
+// PeerView is what /peer/active-site?from=from&nonce=nonce answers: the
+// newest view, recorded as served to from and bound to (nonce, from, this
+// site) when from is a configured peer and nonce is well-formed; false
+// without a view yet.
+func (s *Sidecar) PeerView(from, nonce string) (view.Answer, bool) {
 	now := s.clock.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.v == nil {
-		return view.Signed{}, false
+		return view.Answer{}, false
 	}
-	sv := *s.v
+	a := view.Answer{Signed: *s.v}
 	// Only configured peers are recorded: arbitrary ?from= values must not
 	// grow the map or appear in reports.
-	if slices.ContainsFunc(s.cfg.Peers, func(p Peer) bool { return p.Site == from }) {
-		s.served[from] = served{epoch: sv.View.Epoch, at: now}
+	if !slices.ContainsFunc(s.cfg.Peers, func(p Peer) bool { return p.Site == from }) {
+		return a, true
 	}
-	return sv, true
+	s.served[from] = served{epoch: a.View.Epoch, at: now}
+	// Only a serving recorded here (and so reported to the daemon, which
+	// bounds the peer's lease with it) may renew a lease: bind no other.
+	if view.CheckNonce(nonce) == nil {
+		if b, err := view.Bind(a.Signed, view.Request{Nonce: nonce, From: from, By: view.ByPeer(s.cfg.Site)}, s.cfg.Key); err == nil {
+			a = b
+		}
+	}
+	return a, true
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {

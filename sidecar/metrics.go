@@ -21,10 +21,22 @@ const (
 	WhyMalformed       = "malformed"
 )
 
+// Why an answer renewed nothing (label why of
+// failoverd_sidecar_unbound_answers_total).
+const (
+	// WhyUnbound: no binding (a daemon or peer of an older version, or a
+	// peer that does not list this site among its peers).
+	WhyUnbound = "unbound"
+	// WhyBadBinding: bound to another request (replayed), by another
+	// answerer, or with another key.
+	WhyBadBinding = "bad-binding"
+)
+
 type metrics struct {
 	reg      *prometheus.Registry
 	fences   *prometheus.CounterVec
 	rejected *prometheus.CounterVec
+	unbound  *prometheus.CounterVec
 }
 
 // newMetrics registers the sidecar's metrics on their own registry; lease and
@@ -40,6 +52,10 @@ func newMetrics(s *Sidecar) *metrics {
 			Name: "failoverd_sidecar_rejected_views_total",
 			Help: "Views received from the daemon or a peer that changed nothing, by cause.",
 		}, []string{"why"}),
+		unbound: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "failoverd_sidecar_unbound_answers_total",
+			Help: "Answers from the daemon or a peer not bound to their request: they never renew the lease (a newer view in them is still adopted), by cause.",
+		}, []string{"why"}),
 	}
 	lease := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "failoverd_sidecar_lease_remaining_seconds",
@@ -49,13 +65,16 @@ func newMetrics(s *Sidecar) *metrics {
 		Name: "failoverd_sidecar_view_epoch",
 		Help: "Epoch of the newest trusted view (0 without one).",
 	}, func() float64 { return float64(s.epoch()) })
-	m.reg.MustRegister(m.fences, m.rejected, lease, epoch)
+	m.reg.MustRegister(m.fences, m.rejected, m.unbound, lease, epoch)
 	// Zero series for every label value, so alerts see them before the first event.
 	for _, r := range []string{ReasonViewNamesOther, ReasonLeaseExpired, ReasonKilledMySQLD} {
 		m.fences.WithLabelValues(r)
 	}
 	for _, w := range []string{WhyBadSignature, WhyOtherGroup, WhyOlderEpoch, WhyConflictingView, WhyEpochZero, WhyMalformed} {
 		m.rejected.WithLabelValues(w)
+	}
+	for _, w := range []string{WhyUnbound, WhyBadBinding} {
+		m.unbound.WithLabelValues(w)
 	}
 	return m
 }

@@ -14,6 +14,10 @@ const SignatureHeader = "X-Failoverd-Signature"
 type Report struct {
 	Group string `json:"group"`
 	Site  string `json:"site"`
+	// Nonce is fresh random hex per round (view.NewNonce): the daemon binds
+	// its answer to it (view.Answer), and only a bound answer renews the
+	// lease. Empty from a sidecar of an older version.
+	Nonce string `json:"nonce,omitempty"`
 	// Epoch is the newest trusted view's epoch (0 if none).
 	Epoch uint64 `json:"epoch"`
 	// MySQLdUp: the last status read of the local MySQL succeeded.

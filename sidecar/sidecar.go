@@ -2,6 +2,7 @@ package sidecar
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -32,8 +33,14 @@ type Options struct {
 	Clock Clock
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
-	// HTTPClient is used by the default Daemon and Peers clients.
+	// HTTPClient is used by the default Daemon client, and by the default
+	// Peers client unless PeerHTTPClient is set.
 	HTTPClient *http.Client
+	// PeerHTTPClient, when set, is the default Peers client's (HTTPS to the
+	// peers: PeerTLSFiles.Load).
+	PeerHTTPClient *http.Client
+	// ServerTLS, when set, makes Run serve HTTPS with it (PeerTLSFiles.Load).
+	ServerTLS *tls.Config
 	// Listener, when set, is served instead of listening on Config.ListenAddr.
 	Listener net.Listener
 }
@@ -49,6 +56,7 @@ type Sidecar struct {
 	clock        Clock
 	log          *slog.Logger
 	listener     net.Listener
+	serverTLS    *tls.Config
 	m            *metrics
 	fenceTimeout time.Duration
 	kick         chan struct{} // wakes the guard; buffered 1, sends never block
@@ -129,11 +137,14 @@ func New(cfg Config, opts Options) (*Sidecar, error) {
 	if opts.HTTPClient == nil {
 		opts.HTTPClient = &http.Client{}
 	}
+	if opts.PeerHTTPClient == nil {
+		opts.PeerHTTPClient = opts.HTTPClient
+	}
 	if opts.Daemon == nil {
-		opts.Daemon = &httpDaemon{urls: cfg.DaemonURLs, client: opts.HTTPClient, clock: opts.Clock, timeout: cfg.CheckInterval}
+		opts.Daemon = &httpDaemon{urls: cfg.DaemonURLs, client: opts.HTTPClient, timeout: cfg.CheckInterval}
 	}
 	if opts.Peers == nil {
-		opts.Peers = &httpPeers{client: opts.HTTPClient, clock: opts.Clock, timeout: cfg.CheckInterval}
+		opts.Peers = &httpPeers{client: opts.PeerHTTPClient, timeout: cfg.CheckInterval}
 	}
 	now := opts.Clock.Now()
 	s := &Sidecar{
@@ -145,6 +156,7 @@ func New(cfg Config, opts Options) (*Sidecar, error) {
 		clock:        opts.Clock,
 		log:          opts.Logger.With("group", cfg.Group, "site", cfg.Site),
 		listener:     opts.Listener,
+		serverTLS:    opts.ServerTLS,
 		fenceTimeout: cfg.fenceTimeout(),
 		kick:         make(chan struct{}, 1),
 		// A (re)started sidecar holds no lease: it cannot know when its
@@ -169,6 +181,9 @@ func (s *Sidecar) Run(ctx context.Context) error {
 			return fmt.Errorf("sidecar: listen: %w", err)
 		}
 	}
+	if s.serverTLS != nil {
+		ln = tls.NewListener(ln, s.serverTLS)
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	srv := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 5 * time.Second}
@@ -183,7 +198,8 @@ func (s *Sidecar) Run(ctx context.Context) error {
 	wg.Go(func() { s.rounds(ctx) })
 	wg.Go(func() { s.guard(ctx) })
 	s.log.Info("sidecar.started", "listen", ln.Addr().String(), "lease_timeout", s.cfg.LeaseTimeout,
-		"check_interval", s.cfg.CheckInterval, "fence_timeout", s.fenceTimeout, "peers", len(s.cfg.Peers), "can_kill", s.killer != nil)
+		"check_interval", s.cfg.CheckInterval, "fence_timeout", s.fenceTimeout, "peers", len(s.cfg.Peers), "can_kill", s.killer != nil,
+		"tls", s.serverTLS != nil)
 	<-ctx.Done()
 	sctx, scancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer scancel()
@@ -238,12 +254,12 @@ func (s *Sidecar) nextRound(adopted bool) time.Duration {
 	return s.cfg.CheckInterval
 }
 
-// contact is one answer (or failure) of the daemon or a peer.
+// contact is one answer (or failure) of the daemon or a peer to req.
 type contact struct {
-	src  source
-	sv   view.Signed
-	sent time.Time
-	err  error
+	src source
+	req view.Request
+	a   view.Answer
+	err error
 }
 
 // round reads the local status, reports to the daemon and asks every peer at
@@ -251,25 +267,32 @@ type contact struct {
 // newer view was adopted.
 func (s *Sidecar) round(ctx context.Context) (adopted bool) {
 	s.readLocal(ctx)
-	body, err := json.Marshal(s.Report())
+	// Every request of the round carries a fresh nonce made now: an answer
+	// bound to one was made after this instant, so a lease it renews counts
+	// from here (before any send, however many daemon URLs are tried).
+	asked := s.clock.Now()
+	rep := s.Report()
+	rep.Nonce = view.NewNonce()
+	body, err := json.Marshal(rep)
 	if err != nil { // a Report always encodes; keep the guard going regardless
 		s.log.Error("sidecar.report_encode_failed", "err", err)
 	}
 	sig := view.SignBytes(body, s.cfg.Key)
 	results := make(chan contact, 1+len(s.cfg.Peers))
 	s.concurrently(func() {
-		sv, sent, err := s.daemon.Report(ctx, body, sig)
-		results <- contact{src: source{daemon: true}, sv: sv, sent: sent, err: err}
+		a, err := s.daemon.Report(ctx, body, sig)
+		results <- contact{src: source{daemon: true}, req: view.Request{Nonce: rep.Nonce, From: s.cfg.Site, By: view.ByDaemon}, a: a, err: err}
 	})
 	for _, p := range s.cfg.Peers {
+		req := view.Request{Nonce: view.NewNonce(), From: s.cfg.Site, By: view.ByPeer(p.Site)}
 		s.concurrently(func() {
-			sv, sent, err := s.peers.ActiveSite(ctx, p, s.cfg.Site)
-			results <- contact{src: source{peer: p.Site}, sv: sv, sent: sent, err: err}
+			a, err := s.peers.ActiveSite(ctx, p, req.From, req.Nonce)
+			results <- contact{src: source{peer: p.Site}, req: req, a: a, err: err}
 		})
 	}
 	for range 1 + len(s.cfg.Peers) {
 		c := <-results
-		if s.handle(c) {
+		if s.handle(c, asked) {
 			adopted = true
 			s.kickGuard() // rule 1 right after a new view, not at the round's end
 		}
@@ -278,8 +301,9 @@ func (s *Sidecar) round(ctx context.Context) (adopted bool) {
 	return adopted
 }
 
-// handle applies one contact; it reports whether a new view was adopted.
-func (s *Sidecar) handle(c contact) bool {
+// handle applies one contact to a request whose nonce was made at asked; it
+// reports whether a new view was adopted.
+func (s *Sidecar) handle(c contact, asked time.Time) bool {
 	if c.err != nil {
 		if errors.Is(c.err, ErrMalformedView) {
 			s.m.rejected.WithLabelValues(WhyMalformed).Inc()
@@ -297,13 +321,35 @@ func (s *Sidecar) handle(c contact) bool {
 		s.daemonDown = false
 		s.log.Info("sidecar.daemon_reachable")
 	}
-	return s.consider(c.sv, c.sent, c.src)
+	return s.consider(c.a.Signed, asked, s.bound(c), c.src)
 }
 
-// consider applies adoption (strictly newer trusted views only) and renewal
-// (a trusted view of the current epoch naming this site) to one view sent
-// for at sent; it reports whether sv was adopted.
-func (s *Sidecar) consider(sv view.Signed, sent time.Time, src source) bool {
+// bound reports whether c's answer was made for its request. Only such an
+// answer may renew the lease: a replayed answer (an old view naming this
+// site, validly signed, sent again by anyone on the path) or an unbound one
+// (a daemon or peer of an older version, a peer that does not count this
+// site among its peers) may outlast the daemon's bound on the lease.
+func (s *Sidecar) bound(c contact) bool {
+	err := c.a.VerifyBinding(c.req, s.cfg.Key)
+	switch {
+	case err == nil:
+		return true
+	case errors.Is(err, view.ErrUnbound):
+		s.m.unbound.WithLabelValues(WhyUnbound).Inc()
+		s.log.Debug("sidecar.answer_unbound", "from", c.src.String(), "epoch", c.a.View.Epoch)
+	default:
+		s.m.unbound.WithLabelValues(WhyBadBinding).Inc()
+		s.log.Warn("sidecar.answer_unbound", "from", c.src.String(), "epoch", c.a.View.Epoch, "err", err)
+	}
+	return false
+}
+
+// consider applies adoption (strictly newer trusted views only) and, for an
+// answer bound to its request (fresh), renewal (a trusted view of the
+// current epoch naming this site) to one view asked for at asked; it
+// reports whether sv was adopted. An unbound answer is still adopted when
+// newer: a newer signed view can only fence more, never renew.
+func (s *Sidecar) consider(sv view.Signed, asked time.Time, fresh bool, src source) bool {
 	v, err := sv.Verify(s.cfg.Key)
 	if err != nil {
 		// A forged or foreign view must neither fence nor keep a site writable.
@@ -345,16 +391,19 @@ func (s *Sidecar) consider(sv view.Signed, sent time.Time, src source) bool {
 		s.reject(WhyConflictingView, v, src, slog.LevelWarn, "current_active_site", cur.View.ActiveSite)
 		return false
 	}
-	if src.daemon {
-		s.daemonView, s.daemonSent = &v, sent
+	// A replayed daemon answer must not lift the boot read-only.
+	if src.daemon && fresh {
+		s.daemonView, s.daemonSent = &v, asked
 		if s.bootPending && v.ActiveSite != s.cfg.Site {
 			// The boot unfence is one decision: the daemon named someone else.
 			s.bootPending = false
 			s.log.Info("sidecar.boot_unfence_skipped", "why", "the daemon's view names another site", "epoch", v.Epoch)
 		}
 	}
-	if v.ActiveSite == s.cfg.Site {
-		if until := sent.Add(s.cfg.LeaseTimeout); until.After(s.lease) {
+	// A replayed or unbound answer must not renew: it could keep an isolated
+	// primary writable past the daemon's lease bound (see bound).
+	if v.ActiveSite == s.cfg.Site && fresh {
+		if until := asked.Add(s.cfg.LeaseTimeout); until.After(s.lease) {
 			s.lease = until
 			s.log.Debug("sidecar.lease_renewed", "epoch", v.Epoch, "from", src.String(), "remaining", until.Sub(s.clock.Now()))
 		}

@@ -215,7 +215,7 @@ func TestNoFenceOnAViewSupersededDuringTheStatusRead(t *testing.T) {
 	// The daemon promotes east under epoch 3 and that view arrives while the
 	// guard reads the status on the strength of epoch 2.
 	h.mysql.set(func(f *fakeMySQL) {
-		f.onStatus = func() { h.s.consider(sign(t, 3, "east"), h.clock.Now(), source{daemon: true}) }
+		f.onStatus = func() { h.s.consider(sign(t, 3, "east"), h.clock.Now(), true, source{daemon: true}) }
 	})
 	h.s.enforce(t.Context())
 	if f, _, _, ro := h.mysql.counts(); f != 0 || ro {
@@ -594,6 +594,7 @@ func TestHTTPEndpoints(t *testing.T) {
 		"failoverd_sidecar_lease_remaining_seconds 2",
 		"failoverd_sidecar_view_epoch 6",
 		`failoverd_sidecar_rejected_views_total{why="bad-signature"} 0`,
+		`failoverd_sidecar_unbound_answers_total{why="bad-binding"} 0`,
 	} {
 		if !strings.Contains(body, name+"\n") {
 			t.Errorf("metrics lack %q", name)

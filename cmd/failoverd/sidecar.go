@@ -35,7 +35,15 @@ certificate is still checked against the host of the configured mysql.address.
 
 Every checkInterval (every max(checkInterval/5, 50ms) while a failover is in
 flight) it POSTs a signed report to the daemon (each --daemon-url until the
-leader answers) and asks each peer for its newest view.
+leader answers) and asks each peer for its newest view. Each request carries
+a fresh nonce, and only an answer bound to it (an HMAC with the view signing
+key) renews the lease: a replayed answer, or one from a daemon or sidecar of
+a version before bindings, only ever fences. Upgrade the daemon replicas
+before the sidecars.
+
+With --peer-ca-file, --peer-cert-file and --peer-key-file (all three, on
+every sidecar of the group) the sidecar serves HTTPS and dials its peers with
+https://, verifying them with that CA.
 
 With --mysqld-pid-file it SIGKILLs a mysqld that cannot be fenced in time
 (hung). That needs mysqld in the sidecar's process namespace: the same host,
@@ -81,7 +89,15 @@ replication runs.`,
 			if err != nil {
 				return &exitError{code: 2, err: fmt.Errorf("sidecar: %w", err)}
 			}
-			opts := sidecar.Options{MySQL: local, Logger: log, HTTPClient: hc}
+			peerTLS := sidecar.PeerTLSFiles{CAFile: c.v.GetString("peer-ca-file"), CertFile: c.v.GetString("peer-cert-file"), KeyFile: c.v.GetString("peer-key-file")}
+			serverTLS, peerClient, err := peerTLS.Load()
+			if err != nil {
+				return &exitError{code: 2, err: fmt.Errorf("sidecar: %w", err)}
+			}
+			if serverTLS != nil {
+				scfg.PeersOverTLS()
+			}
+			opts := sidecar.Options{MySQL: local, Logger: log, HTTPClient: hc, PeerHTTPClient: peerClient, ServerTLS: serverTLS}
 			if f := c.v.GetString("mysqld-pid-file"); f != "" {
 				opts.Killer = &sidecar.PIDFileKiller{Path: f}
 			}
@@ -108,8 +124,12 @@ replication runs.`,
 	f.String("daemon-cert-file", "", "client certificate for the daemon, when daemon.tls.clientCAFile is set")
 	f.String("daemon-key-file", "", "key of --daemon-cert-file")
 	f.String("mysql-address", "", "host:port of the LOCAL MySQL server the sidecar fences (default: the site's mysql.address from the configuration)")
+	f.String("peer-ca-file", "", "CA that signed the peer sidecars' certificates: peers are dialled with https:// (needs --peer-cert-file and --peer-key-file; set on every sidecar of the group)")
+	f.String("peer-cert-file", "", "certificate this sidecar serves HTTPS with; it must name the host of the site's sidecar.address")
+	f.String("peer-key-file", "", "key of --peer-cert-file")
 	// FAILOVERD_GROUP, FAILOVERD_SITE, FAILOVERD_DAEMON_URL, FAILOVERD_MYSQLD_PID_FILE,
-	// FAILOVERD_LISTEN, FAILOVERD_MYSQL_ADDRESS, FAILOVERD_DAEMON_CA_FILE, ...
+	// FAILOVERD_LISTEN, FAILOVERD_MYSQL_ADDRESS, FAILOVERD_DAEMON_CA_FILE,
+	// FAILOVERD_PEER_CA_FILE, ...
 	_ = c.v.BindPFlags(f)
 	return cmd
 }

@@ -263,3 +263,12 @@ func TestSidecarRefusesMalformedOverrides(t *testing.T) {
 		}
 	}
 }
+
+func TestSidecarRefusesPartialPeerTLS(t *testing.T) {
+	f := "../../configs/examples/three-site-mariadb-k8s.yaml"
+	code, _, errOut := runCLI(t, "sidecar", "-c", f, "--group", "payments", "--site", "east",
+		"--daemon-url", "http://127.0.0.1:1", "--peer-ca-file", "ca.pem")
+	if code != 2 || !strings.Contains(errOut, "--peer-cert-file is missing") || !strings.Contains(errOut, "--peer-key-file is missing") {
+		t.Errorf("exit %d, stderr:\n%s", code, errOut)
+	}
+}

@@ -201,13 +201,11 @@ type daemonLink struct {
 
 var errNoDaemon = errors.New("sim: daemon unreachable")
 
-func (l daemonLink) Report(_ context.Context, body []byte, sig string) (view.Signed, time.Time, error) {
-	sent := l.w.now()
+func (l daemonLink) Report(_ context.Context, body []byte, sig string) (view.Answer, error) {
 	if l.w.d.crashed || !l.w.daemonLink(l.s) {
-		return view.Signed{}, sent, errNoDaemon
+		return view.Answer{}, errNoDaemon
 	}
-	v, err := l.w.d.h.SidecarReport(body, sig)
-	return v, sent, err
+	return l.w.d.h.SidecarReport(body, sig)
 }
 
 // peerLinks is the sidecars' gossip over the replication links' network.
@@ -215,19 +213,18 @@ type peerLinks struct{ sc *sidecars }
 
 var errNoPeer = errors.New("sim: peer sidecar unreachable")
 
-func (p peerLinks) ActiveSite(_ context.Context, peer sidecar.Peer, from string) (view.Signed, time.Time, error) {
+func (p peerLinks) ActiveSite(_ context.Context, peer sidecar.Peer, from, nonce string) (view.Answer, error) {
 	w := p.sc.w
-	sent := w.now()
 	to, me := w.site(peer.Site), w.site(from)
 	proc := p.sc.procs[to.index]
 	if proc == nil || !w.link(me, to) {
-		return view.Signed{}, sent, errNoPeer
+		return view.Answer{}, errNoPeer
 	}
-	v, ok := proc.PeerView(from)
+	a, ok := proc.PeerView(from, nonce)
 	if !ok {
-		return view.Signed{}, sent, sidecar.ErrNoView
+		return view.Answer{}, sidecar.ErrNoView
 	}
-	return v, sent, nil
+	return a, nil
 }
 
 // clock is the world's clock; Step and Enforce use no timers.
