@@ -45,7 +45,7 @@ func (g *group) fireAfter(d sitepair.Decision, err error, changed bool) {
 		g.fire(configs.HookAfterPromote, d, d.Target)
 	case (d.Action == sitepair.Promote || d.Action == sitepair.RevokeEpoch) && err != nil:
 		g.fire(configs.HookFailoverFailed, d, d.Target)
-	case d.Reason == sitepair.ReasonCatchUpTimeout && err == nil:
+	case (d.Reason == sitepair.ReasonCatchUpTimeout || d.Reason == sitepair.ReasonTargetLost) && err == nil:
 		// The failover or switchover was abandoned: the old primary again.
 		g.fire(configs.HookFailoverFailed, d, d.Target)
 	case d.Action == sitepair.MarkDiverged && err == nil:

@@ -92,3 +92,44 @@ func TestHooksFireOnFailedPromotion(t *testing.T) {
 }
 
 var errDrainFailedForTest = errors.New("applier stopped")
+
+// A switchover whose target is lost before it was published gives the
+// fenced source back at its deadline (issue 26 hole 7), even with another
+// site unreachable: the daemon makes the source writable, stores it as the
+// active site with nothing in flight, and fires failover-failed.
+func TestLostSwitchoverTargetGivesTheSourceBack(t *testing.T) {
+	ms := &memStore{}
+	base := clockAt(t0)
+	g, ops := testGroup(t, ms, "b", base)
+	rec := &recordedHooks{}
+	g.hooks = rec
+	g.actionTimeout = time.Minute
+	g.mu.Lock()
+	g.state.InFlight.Planned = true
+	g.fenced["a"] = 2 // the source's fence was read back at the revoked epoch
+	g.mu.Unlock()
+	// Past the deadline (maxLagWait, else the catch-up timeout).
+	g.now = func() time.Time { return base().Add(time.Minute) }
+	exec := gtid.MustParse(gtid.MariaDB, "0-1-10")
+	g.obs = fixedObs{sitepair.Observed{Sites: []sitepair.SiteObservation{
+		{Name: "a", Role: sitepair.PrimaryCandidate, State: statemachine.ReadOnly, Executed: exec, LagKnown: true},
+		{Name: "b", Role: sitepair.PrimaryCandidate, Index: 1, State: statemachine.Unreachable, Executed: exec},
+		{Name: "c", Role: sitepair.PrimaryCandidate, Index: 2, State: statemachine.Unreachable, Executed: exec},
+	}}}
+	ctx := context.Background()
+	r, ok := g.decide(ctx, time.Time{})
+	if !ok || r.Decision.Reason != sitepair.ReasonTargetLost || r.Decision.Target != "a" {
+		t.Fatalf("decision %s, want target-lost re-asserting a", r.Decision)
+	}
+	g.carryOut(ctx, r.Decision)
+	if !ops.has("a:writable") {
+		t.Fatalf("ops %v: a not made writable", ops)
+	}
+	st := ms.states["g"]
+	if st.ActiveSite != "a" || st.InFlight != nil || st.Epoch != 3 {
+		t.Fatalf("stored %+v, want a active at epoch 3 with nothing in flight", st)
+	}
+	if got, want := rec.types(), []string{configs.HookFailoverFailed + ":a"}; !slices.Equal(got, want) {
+		t.Fatalf("events %v, want %v", got, want)
+	}
+}

@@ -243,6 +243,7 @@ var reasonClass = map[sitepair.Reason]string{
 	sitepair.ReasonFenceWritableDuringFailover: status.ClassActing,
 	sitepair.ReasonFenceOldPrimary:             status.ClassActing,
 	sitepair.ReasonCatchUpTimeout:              status.ClassActing,
+	sitepair.ReasonTargetLost:                  status.ClassActing,
 	sitepair.ReasonSemiSyncDetachReplicas:      status.ClassActing,
 	sitepair.ReasonResumeCatchUp:               status.ClassActing,
 	sitepair.ReasonPromote:                     status.ClassActing,

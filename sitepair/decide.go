@@ -756,14 +756,20 @@ func (v *view) inFlight() Decision {
 	if inf.Planned {
 		// An operator chose the target: never substitute another one.
 		if why := v.ineligible(to, inf.From, false); why != "" {
-			return v.decision(ReasonNoEligibleCandidate, "switchover target %s is no longer eligible (%s); the group stays revoked until a human decides", inf.To, why)
+			lost := fmt.Sprintf("switchover target %s is no longer eligible (%s)", inf.To, why)
+			wait := v.decision(ReasonNoEligibleCandidate, "%s; a switchover never substitutes another target", lost)
+			// A lost target must not keep the group without a primary
+			// for ever: the fenced source is given back at the deadline.
+			return v.giveBack(from, ReasonTargetLost, lost, wait)
 		}
 		t = to
 	} else {
 		var d Decision
 		var ok bool
 		if t, d, ok = v.choose(inf.From, inf.To); !ok {
-			return d
+			// No candidate left while the old primary is back and fenced:
+			// give it back at the deadline rather than stay revoked.
+			return v.giveBack(from, ReasonTargetLost, d.Message, d)
 		}
 	}
 	// A published target may have been made writable right before the
@@ -813,21 +819,23 @@ func (v *view) caughtUp(t, from int) (Decision, bool) {
 			v.sites[from].State == statemachine.ReadOnly && v.have[from].Covers(v.need(j)) && v.sites[from].Executed.Covers(s.Executed) {
 			d := v.decision(ReasonResumeCatchUp, "%s lacks %s and its IO thread from the fenced old primary %s is stopped: replicating again", s.Name, v.missing(t, j), v.sites[from].Name)
 			d.Target, d.Repoint = v.sites[from].Name, []string{s.Name}
-			return d, false
+			// A restart that never takes must not be retried for ever.
+			return v.giveBack(from, ReasonCatchUpTimeout, fmt.Sprintf("%s still lacks %s", s.Name, v.missing(t, j)), d), false
 		}
-		// Promoting now would throw these transactions away.
+		// Promoting now would throw these transactions away; a target cut
+		// off from the source it needs them from must not keep the group
+		// without a primary for ever (its source is given back).
 		if !receiving || !v.have[from].Covers(v.need(j)) {
-			return v.decision(ReasonCandidateLacksTransactions, "%s lacks %s and is not receiving them", s.Name, v.missing(t, j)), false
+			lacks := fmt.Sprintf("%s lacks %s and is not receiving them", s.Name, v.missing(t, j))
+			return v.giveBack(from, ReasonCatchUpTimeout, lacks, v.decision(ReasonCandidateLacksTransactions, "%s", lacks)), false
 		}
 		wait = j
 	}
 	if wait >= 0 {
 		// Every wait has a deadline: a target that cannot catch up must not
 		// leave the group without a primary forever.
-		if limit := v.catchUpTimeout(); !v.now.Before(v.st.InFlight.RevokedAt.Add(limit)) {
-			return v.abandon(from, fmt.Sprintf("%s still lacks %s %v after the revoke", s.Name, v.missing(t, wait), limit)), false
-		}
-		return v.decision(ReasonAwaitCatchUp, "%s still lacks %s; waiting for it to arrive from %s", s.Name, v.missing(t, wait), v.sites[from].Name), false
+		d := v.decision(ReasonAwaitCatchUp, "%s still lacks %s; waiting for it to arrive from %s", s.Name, v.missing(t, wait), v.sites[from].Name)
+		return v.giveBack(from, ReasonCatchUpTimeout, fmt.Sprintf("%s still lacks %s", s.Name, v.missing(t, wait)), d), false
 	}
 	// Received but not applied: the promotion's relay drain waits for it.
 	// A target whose applier cannot get there (blocked, far behind) must not
@@ -835,7 +843,7 @@ func (v *view) caughtUp(t, from int) (Decision, bool) {
 	// fenced and holding everything: after the deadline, give it back.
 	if v.sites[from].State == statemachine.ReadOnly && !v.applied(t) {
 		if limit := v.catchUpTimeout(); !v.now.Before(v.st.InFlight.RevokedAt.Add(limit)) {
-			return v.abandon(from, fmt.Sprintf("%s has not applied what it received %v after the revoke", s.Name, limit)), false
+			return v.abandon(from, ReasonCatchUpTimeout, fmt.Sprintf("%s has not applied what it received %v after the revoke", s.Name, limit)), false
 		}
 	}
 	return Decision{}, true
@@ -855,11 +863,28 @@ func (v *view) catchUpTimeout() time.Duration {
 // every other reachable site holds.
 func (v *view) applied(t int) bool { return v.coversOthers(t, v.sites[t].Executed) }
 
-// abandon ends an in-flight failover whose target cannot catch up by
-// re-asserting the reachable old primary from, which holds what the target
-// lacks; it alerts instead when from may not be primary or lacks a peer's
-// transactions.
-func (v *view) abandon(from int, why string) Decision {
+// giveBack ends an in-flight failover that cannot go on (why; wait is the
+// decision explaining the block) once its deadline passed: the revoked
+// state is bounded. It re-asserts the old primary from when that is safe
+// (abandon, with reason r). Before the deadline, or while the old primary
+// is unreachable (nothing to give back), it returns wait.
+func (v *view) giveBack(from int, r Reason, why string, wait Decision) Decision {
+	if !v.sites[from].State.Reachable() {
+		return wait
+	}
+	limit := v.catchUpTimeout()
+	if dl := v.st.InFlight.RevokedAt.Add(limit); v.now.Before(dl) {
+		wait.Message += fmt.Sprintf("; old primary %s is given back at %s (%v after the revoke) unless this clears", v.sites[from].Name, dl.UTC().Format(time.RFC3339), limit)
+		return wait
+	}
+	return v.abandon(from, r, fmt.Sprintf("%s %v after the revoke", why, limit))
+}
+
+// abandon ends an in-flight failover that cannot complete (its target
+// cannot catch up, or is lost) by re-asserting the reachable old primary
+// from with reason r; it alerts instead when from may not be primary, lacks
+// a peer's transactions or an unreachable site may be writable.
+func (v *view) abandon(from int, r Reason, why string) Decision {
 	name := v.sites[from].Name
 	if u := v.unpromotable(from); u != "" || v.sites[from].State != statemachine.ReadOnly {
 		if u == "" {
@@ -867,19 +892,67 @@ func (v *view) abandon(from int, why string) Decision {
 		}
 		return v.decision(ReasonCatchUpTimeoutBlocked, "%s; old primary %s cannot be re-asserted (%s): the group stays without a primary until a human decides", why, name, u)
 	}
-	// An unreachable site might be writable: re-asserting could make two.
-	if u := v.inState(statemachine.Unreachable); len(u) > 0 {
-		return v.decision(ReasonCatchUpTimeoutBlocked, "%s; %s unreachable, so old primary %s is not re-asserted: the group stays without a primary until a human decides", why, strings.Join(u, ", "), name)
+	// An unreachable site that may be writable: re-asserting could make two.
+	if u := v.mayWrite(); len(u) > 0 {
+		return v.decision(ReasonCatchUpTimeoutBlocked, "%s; unreachable and possibly writable: %s; so old primary %s is not re-asserted: the group stays without a primary until a human decides",
+			why, strings.Join(u, "; "), name)
 	}
 	if j := v.lacking(from, ""); j >= 0 {
 		return v.decision(ReasonCatchUpTimeoutBlocked, "%s; old primary %s lacks %s: the group stays without a primary until a human decides", why, name, v.missing(from, j))
 	}
 	// Sidecars may hold a view published for the target: outrank it.
 	epoch := max(v.st.Epoch, v.st.InFlight.PublishedEpoch) + 1
-	d := v.decision(ReasonCatchUpTimeout, "%s: abandoning the failover and re-asserting old primary %s at epoch %d", why, name, epoch)
+	d := v.decision(r, "%s: abandoning the failover and re-asserting old primary %s at epoch %d", why, name, epoch)
 	d.Target = name
 	d.Epoch = epoch
 	return d
+}
+
+// mayWrite lists the unreachable sites that may be accepting writes, each
+// with why, so that nothing is made writable beside them (re-assert,
+// give-back). An unreachable site may write when its latest probes answer
+// writable, or when failoverd may have left it writable with nothing
+// proving it stopped: the recorded primary, the in-flight old primary
+// without a fence proof, the site a view of the failover in flight named
+// (it may have been made writable), the last failover's target when it is
+// neither; and every site when nothing proves each deposed primary fenced
+// (fencing none, or the last failover's proof unknown or no-fencing). Any
+// other site was never made writable by failoverd, or was deposed by a
+// failover whose proof held, and restarts read-only (docs/decisions.md §9).
+func (v *view) mayWrite() []string {
+	st, inf := v.st, v.st.InFlight
+	lineage := ""
+	switch {
+	case v.pol.Fencing == FencingNone:
+		lineage = "fencing none proves no deposed primary fenced"
+	case st.LastFailoverTarget != "" && st.LastFailoverFrom == "":
+		lineage = "the last failover's old primary is not recorded"
+	case st.LastFailoverFrom != "" && (st.LastFailoverProof == "" || st.LastFailoverProof == ProofNoFencing):
+		lineage = fmt.Sprintf("the last failover, from %s, rested on no fence proof", st.LastFailoverFrom)
+	}
+	var out []string
+	for _, s := range v.sites {
+		if s.State != statemachine.Unreachable {
+			continue
+		}
+		why := lineage
+		switch {
+		case s.Debouncing:
+			why = "its latest probes answer writable"
+		case s.Name == st.ActiveSite:
+			why = "the recorded primary"
+		case inf != nil && s.Name == inf.PublishedTo:
+			why = fmt.Sprintf("a view naming it was published at epoch %d", inf.PublishedEpoch)
+		case inf != nil && s.Name == inf.From && v.proof() == "":
+			why = "old primary of the failover in flight, no fence proof"
+		case s.Name == st.LastFailoverTarget && (inf == nil || s.Name != inf.From):
+			why = "our last failover's target"
+		}
+		if why != "" {
+			out = append(out, s.Name+" ("+why+")")
+		}
+	}
+	return out
 }
 
 // promotionEpoch is the epoch a promotion of target names: the revoked
@@ -1044,9 +1117,11 @@ func (v *view) noPrimary() Decision {
 		return v.decision(ReasonPromotionSettling, "no site is seen writable yet but %s was promoted %v ago: waiting up to %v for its writable probes",
 			t, since, v.pol.PromotionSettleWindow())
 	}
-	// An unreachable site might be writable: re-asserting could make two.
-	if u := v.inState(statemachine.Unreachable); len(u) > 0 {
-		return v.decision(ReasonNoPrimaryNotAllReachable, "no site is writable and %s unreachable; not re-asserting %s", strings.Join(u, ", "), t)
+	// An unreachable site that may be writable: re-asserting could make
+	// two. One proven fenced (a deposed old primary) must not block it, or a
+	// new primary that came back read-only stays so while the old is lost.
+	if u := v.mayWrite(); len(u) > 0 {
+		return v.decision(ReasonNoPrimaryNotAllReachable, "no site is writable; unreachable and possibly writable: %s; not re-asserting %s", strings.Join(u, "; "), t)
 	}
 	// Probes are turning the recorded primary writable (a promotion just
 	// made it so): re-asserting it again would only bump the epoch.

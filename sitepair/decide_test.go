@@ -193,7 +193,11 @@ func TestDecideTwoSites(t *testing.T) {
 			want: want{action: Alert, reason: ReasonNoPrimaryNoActiveSite}},
 		{name: "no primary: recorded primary operator-fenced", obs: group(site("a", RO), site("b", RO)), st: with(active("a"), func(p *Persisted) { p.OperatorFenced = []string{"a"} }),
 			want: want{action: Alert, reason: ReasonNoPrimaryTargetIneligible}},
-		{name: "no primary: a replica is unreachable", obs: group(site("a", RO), site("b", UR)), st: active("a"),
+		// Issue 26 hole 8: an unreachable site failoverd never made writable
+		// does not keep the primary read-only; one answering writable does.
+		{name: "no primary: an unreachable replica never made writable does not block the re-assert", obs: group(site("a", RO), site("b", UR)), st: active("a"),
+			want: want{action: ReassertPrimary, reason: ReasonReassertPrimary, target: "a", epoch: 2}},
+		{name: "no primary: an unreachable replica answering writable blocks the re-assert", obs: group(site("a", RO), site("b", UR, bounce)), st: active("a"),
 			want: want{action: Alert, reason: ReasonNoPrimaryNotAllReachable}},
 		// Right after a promotion the new primary's writable probes are still
 		// being debounced while the old primary is down: no false alarm.

@@ -84,7 +84,12 @@ func TestHardeningDecisions(t *testing.T) {
 			want: want{action: None, reason: ReasonAwaitCatchUp}},
 		{name: "catch-up past its deadline: re-assert the old primary", obs: group(site("a", RO, fencedAt(2), exec(upto(12))), site("b", RO, follows("a"))), st: revoked("a", "b", now.Add(-30*time.Second)),
 			want: want{action: ReassertPrimary, reason: ReasonCatchUpTimeout, target: "a", epoch: 3}},
-		{name: "catch-up past its deadline with a site unreachable: alert", obs: group(site("a", RO, fencedAt(2), exec(upto(12))), site("b", RO, follows("a")), site("c", UR)), st: revoked("a", "b", now.Add(-time.Hour)),
+		// Issue 26 hole 7: an unrelated unreachable replica no longer blocks
+		// the give-back; an unreachable site that may be writable does.
+		{name: "catch-up past its deadline with an unrelated replica unreachable: re-assert the old primary", obs: group(site("a", RO, fencedAt(2), exec(upto(12))), site("b", RO, follows("a")), site("c", UR)), st: revoked("a", "b", now.Add(-time.Hour)),
+			want: want{action: ReassertPrimary, reason: ReasonCatchUpTimeout, target: "a", epoch: 3}},
+		{name: "catch-up past its deadline with an unreachable old primary deposed without proof: alert", obs: group(site("a", RO, fencedAt(2), exec(upto(12))), site("b", RO, follows("a")), site("c", UR)),
+			st:   deposed(revoked("a", "b", now.Add(-time.Hour)), "c", "a", ProofNoFencing),
 			want: want{action: Alert, reason: ReasonCatchUpTimeoutBlocked}},
 	} {
 		t.Run(c.name, func(t *testing.T) { c.run(t) })

@@ -86,7 +86,7 @@ type modelStats struct {
 //   - history: no failover (a recorded primary) or "we promoted X" for every
 //     site X, the latter with the last failover inside the promotion settle
 //     window (without a failover in flight only), inside or outside the
-//     cooldown;
+//     cooldown (outside it: from the next site, proof lease-expired);
 //   - in flight: none, or revoked from the recorded primary to every other
 //     site with the sidecar lease pending or expired;
 //   - without a failover in flight: replicas streaming or not × the first
@@ -125,12 +125,17 @@ func enumerate(n int, visit func(obs Observed, st Persisted, pol Policy)) {
 	}
 	var histories []Persisted
 	histories = append(histories, Persisted{Epoch: 1, ActiveSite: names[0]})
-	for _, x := range names {
+	for i, x := range names {
 		// Inside the promotion settle window, inside and outside the 10 min
-		// cooldown.
+		// cooldown; the oldest one records its old primary (the next site)
+		// and its proof, so a deposed primary may be proven fenced.
 		for _, ago := range []time.Duration{time.Second, time.Minute, 2 * time.Hour} {
-			histories = append(histories, Persisted{Epoch: 2, ActiveSite: x, LastFailoverAt: now.Add(-ago),
-				LastFailoverTarget: x, PromotionGTID: upto(8), FailoverHistory: []time.Time{now.Add(-ago)}})
+			h := Persisted{Epoch: 2, ActiveSite: x, LastFailoverAt: now.Add(-ago),
+				LastFailoverTarget: x, PromotionGTID: upto(8), FailoverHistory: []time.Time{now.Add(-ago)}}
+			if ago > time.Hour {
+				h.LastFailoverFrom, h.LastFailoverProof = names[(i+1)%n], ProofLeaseExpired
+			}
+			histories = append(histories, h)
 		}
 	}
 	// The GTID sets of every (relation, site), built once.
@@ -414,8 +419,17 @@ func checkInvariants(obs Observed, st Persisted, pol Policy, d Decision) error {
 			return fmt.Errorf("promote %s lacking the reachable old primary's transactions", d.Target)
 		}
 	case ReassertPrimary:
+		// Besides read-only sites, only unreachable ones failoverd never
+		// left writable: not answering writable, not the recorded primary,
+		// the last failover's target or a published in-flight target, and
+		// every deposed primary was deposed with a fence proof.
+		proven := pol.Fencing != FencingNone && (st.LastFailoverTarget == "" ||
+			st.LastFailoverFrom != "" && st.LastFailoverProof != "" && st.LastFailoverProof != ProofNoFencing)
 		for _, s := range obs.Sites {
-			if s.State != RO {
+			lost := s.State == UR && proven && !s.Debouncing && s.Name != st.ActiveSite && s.Name != d.Target &&
+				(s.Name != st.LastFailoverTarget || st.InFlight != nil && st.InFlight.From == s.Name) &&
+				(st.InFlight == nil || st.InFlight.PublishedTo != s.Name)
+			if s.State != RO && !lost {
 				return fmt.Errorf("re-assert while %s is %s", s.Name, s.State)
 			}
 		}
@@ -423,7 +437,7 @@ func checkInvariants(obs Observed, st Persisted, pol Policy, d Decision) error {
 		// every reachable site's transactions; otherwise only the recorded
 		// primary is re-asserted.
 		if f := st.InFlight; f != nil {
-			if d.Reason != ReasonCatchUpTimeout || d.Target != f.From {
+			if (d.Reason != ReasonCatchUpTimeout && d.Reason != ReasonTargetLost) || d.Target != f.From {
 				return fmt.Errorf("re-assert of %s while a failover from %s is in flight", d.Target, f.From)
 			}
 			t, _ := site(d.Target)
@@ -499,7 +513,7 @@ func TestModelCheck(t *testing.T) {
 		ReasonMarkDiverged, ReasonFenceWritableDuringFailover, ReasonFenceOldPrimary, ReasonAwaitLeaseExpiry,
 		ReasonAwaitFenceConfirmation, ReasonAwaitCatchUp, ReasonTargetWritableWithoutProof, ReasonCandidateLacksTransactions,
 		ReasonPrimaryPartitioned, ReasonUncorroborated, ReasonTotalLoss, ReasonNoEligibleCandidate, ReasonHealthy,
-		ReasonPromotionSettling, ReasonNoPrimaryNotAllReachable}
+		ReasonPromotionSettling, ReasonNoPrimaryNotAllReachable, ReasonTargetLost, ReasonCatchUpTimeout}
 	tests := []struct {
 		n         int
 		minStates int // the enumeration must never silently shrink

@@ -77,7 +77,9 @@ const (
 	// site is recorded to re-assert.
 	ReasonNoPrimaryNoActiveSite Reason = "no-primary-no-active-site"
 	// ReasonNoPrimaryNotAllReachable (Alert): nobody is writable and some
-	// site is unreachable, so re-asserting could create a second primary.
+	// unreachable site may be writable (its probes answer writable, failoverd
+	// may have left it writable, or the last failover rested on no proof),
+	// so re-asserting could create a second primary.
 	ReasonNoPrimaryNotAllReachable Reason = "no-primary-not-all-reachable"
 	// ReasonNoPrimaryTargetIneligible (Alert): the active site is dr-only,
 	// operator-fenced or known-diverged.
@@ -91,8 +93,10 @@ const (
 	// writable probes are still being debounced. After the window the
 	// no-primary rules apply.
 	ReasonPromotionSettling Reason = "promotion-settling"
-	// ReasonReassertPrimary (ReassertPrimary): every site is reachable and
-	// read-only and the active site has every transaction: re-enable it.
+	// ReasonReassertPrimary (ReassertPrimary): every reachable site is
+	// read-only, no unreachable one may be writable (an old primary deposed
+	// with a proof, a replica never made writable) and the active site has
+	// every transaction: re-enable it.
 	ReasonReassertPrimary Reason = "reassert-primary"
 
 	// ReasonSplitBrainKeepPromoted (FenceSites): several writable sites;
@@ -144,13 +148,24 @@ const (
 	// the fenced old primary and is receiving them.
 	ReasonAwaitCatchUp Reason = "await-catch-up"
 	// ReasonCatchUpTimeout (ReassertPrimary): the target did not receive
-	// what the reachable, fenced old primary has within CatchUpTimeout of
-	// the revoke: the failover is abandoned and the old primary, which holds
-	// everything, is made writable again.
+	// (or apply) what the reachable, fenced old primary has within the
+	// deadline (MaxLagWait for a switchover, else CatchUpTimeout, after the
+	// revoke), no unreachable site may be writable: the failover is
+	// abandoned and the old primary, which holds everything, is made
+	// writable again.
 	ReasonCatchUpTimeout Reason = "catch-up-timeout"
-	// ReasonCatchUpTimeoutBlocked (Alert): as ReasonCatchUpTimeout, but the
-	// old primary cannot be re-asserted (it lacks a peer's transactions or
-	// may not be primary): the group stays revoked until a human decides.
+	// ReasonTargetLost (ReassertPrimary): the failover or switchover in
+	// flight has no target any more (it became unreachable, its replication
+	// broke, no candidate is eligible) and its deadline (MaxLagWait for a
+	// switchover, else CatchUpTimeout, after the revoke) passed; its old
+	// primary is reachable and fenced, and no unreachable site may be
+	// writable (never made so by failoverd, or deposed with a proof): the
+	// failover is abandoned and the old primary made writable again.
+	ReasonTargetLost Reason = "target-lost"
+	// ReasonCatchUpTimeoutBlocked (Alert): as ReasonCatchUpTimeout or
+	// ReasonTargetLost, but the old primary cannot be re-asserted (it lacks
+	// a peer's transactions, may not be primary, or an unreachable site may
+	// be writable): the group stays revoked until a human decides.
 	ReasonCatchUpTimeoutBlocked Reason = "catch-up-timeout-blocked"
 	// ReasonSemiSyncDetachReplicas (StopReplicaIO): semi-sync fencing; the
 	// replicas that could still acknowledge the unreachable old primary's
@@ -252,6 +267,7 @@ var reasonAction = map[Reason]Action{
 	ReasonAwaitFenceConfirmation:      Alert,
 	ReasonAwaitCatchUp:                None,
 	ReasonCatchUpTimeout:              ReassertPrimary,
+	ReasonTargetLost:                  ReassertPrimary,
 	ReasonCatchUpTimeoutBlocked:       Alert,
 	ReasonSemiSyncDetachReplicas:      StopReplicaIO,
 	ReasonResumeCatchUp:               Rejoin,
