@@ -712,6 +712,11 @@ func (s *Sidecar) bootUnfence(ctx context.Context, now time.Time) {
 		s.endBoot("replication is running", dv.Epoch)
 		return
 	}
+	// A view adopted while the status was read (a revoke) must not be
+	// undone by a decision taken on the older one (issue 26 hole 3).
+	if !s.bootStillNamed(dv) {
+		return // the next enforce fences, or finds no lease, on the newer view
+	}
 	if err := s.mysql.Promote(pctx); err != nil {
 		if errors.Is(err, mysqlctl.ErrReplicaRunning) {
 			s.endBoot("replication is running", dv.Epoch)
@@ -725,6 +730,16 @@ func (s *Sidecar) bootUnfence(ctx context.Context, now time.Time) {
 	s.local.up, s.local.writable = true, true
 	s.mu.Unlock()
 	s.log.Warn("sidecar.unfenced", "epoch", dv.Epoch, "why", "boot: the daemon's view names this site")
+}
+
+// bootStillNamed reports whether the boot unfence decided on dv still
+// holds: boot pending, dv the newest view and the daemon's, lease running.
+func (s *Sidecar) bootStillNamed(dv view.View) bool {
+	now := s.clock.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.bootPending && s.v != nil && s.v.View.Epoch == dv.Epoch && s.v.View.ActiveSite == s.cfg.Site &&
+		s.daemonView != nil && s.daemonView.Epoch == dv.Epoch && now.Before(s.lease)
 }
 
 func (s *Sidecar) endBoot(why string, epoch uint64) {

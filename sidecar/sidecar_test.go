@@ -648,3 +648,27 @@ func TestEpochZeroIsNotARevocation(t *testing.T) {
 		t.Errorf("rejected{epoch-zero} = %s", got)
 	}
 }
+
+// Issue 26 hole 3: the boot unfence read the status and then made the site
+// writable on the view it had snapshotted before, although a newer view
+// naming nobody was adopted during the read.
+func TestBootUnfenceRechecksTheViewAfterTheStatusRead(t *testing.T) {
+	h := newHarness(t, nil)
+	calls := 0
+	h.mysql.set(func(f *fakeMySQL) {
+		f.onStatus = func() {
+			calls++
+			if calls == 2 { // the boot unfence's own read (the round's is the first)
+				h.s.consider(sign(t, 3, ""), h.clock.Now(), false, source{peer: "west"})
+			}
+		}
+	})
+	h.daemon.answer(sign(t, 2, "east"))
+	h.step(t)
+	if _, _, p, ro := h.mysql.counts(); p != 0 || !ro {
+		t.Fatalf("promotes %d readOnly %t: unfenced on a view revoked during the status read", p, ro)
+	}
+	if calls < 2 {
+		t.Fatalf("the boot unfence read no status (%d reads): the test did not exercise it", calls)
+	}
+}
