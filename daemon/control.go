@@ -50,11 +50,13 @@ func (d *Daemon) SidecarReport(body []byte, sig string) (view.Answer, error) {
 	if g == nil {
 		return view.Answer{}, fmt.Errorf("%w: unknown group %s", api.ErrNotFound, rep.Group)
 	}
-	s, err := g.takeReport(rep)
+	s, tok, err := g.takeReport(rep)
 	if err != nil {
 		return view.Answer{}, err
 	}
-	return d.pub.answer(s, rep)
+	a, err := d.pub.answer(s, rep)
+	a.Token = tok
+	return a, err
 }
 
 // verifyReport checks a sidecar report's signature and decodes it.
@@ -97,20 +99,21 @@ func (p *publisher) answer(s view.Signed, rep sidecar.Report) (view.Answer, erro
 }
 
 // takeReport records a verified report of one of g's sidecars and answers
-// g's signed view.
-func (g *group) takeReport(rep sidecar.Report) (view.Signed, error) {
+// g's signed view and a receipt token for the sidecar to echo.
+func (g *group) takeReport(rep sidecar.Report) (view.Signed, string, error) {
 	if !g.sidecars.known(rep.Site) {
-		return view.Signed{}, fmt.Errorf("%w: unknown group or site without a sidecar: %s/%s", api.ErrNotFound, rep.Group, rep.Site)
+		return view.Signed{}, "", fmt.Errorf("%w: unknown group or site without a sidecar: %s/%s", api.ErrNotFound, rep.Group, rep.Site)
 	}
 	s, ok := g.pub.get(rep.Group)
 	if !ok {
-		return view.Signed{}, fmt.Errorf("%w: no view yet for group %s", api.ErrUnavailable, rep.Group)
+		return view.Signed{}, "", fmt.Errorf("%w: no view yet for group %s", api.ErrUnavailable, rep.Group)
 	}
 	if before := g.sidecars.observation(rep.Site); rep.FencedEpoch > before.FencedEpoch {
 		g.ev().Fenced(g.cfg.Name, rep.Site, "sidecar")
 	}
-	g.sidecars.record(rep, g.now())
-	return s, nil
+	at := g.now()
+	g.sidecars.record(rep, at)
+	return s, g.sidecars.issue(rep.Site, rep.Boot, at), nil
 }
 
 // Switchover implements api.Control.

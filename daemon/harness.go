@@ -130,11 +130,13 @@ func (h *Harness) SidecarReport(body []byte, sig string) (view.Answer, error) {
 	if rep.Group != h.g.cfg.Name {
 		return view.Answer{}, fmt.Errorf("%w: unknown group %s", api.ErrNotFound, rep.Group)
 	}
-	s, err := h.g.takeReport(rep)
+	s, tok, err := h.g.takeReport(rep)
 	if err != nil {
 		return view.Answer{}, err
 	}
-	return h.g.pub.answer(s, rep)
+	a, err := h.g.pub.answer(s, rep)
+	a.Token = tok
+	return a, err
 }
 
 // State is the group's decision state as this daemon holds it.

@@ -8,6 +8,7 @@ import (
 	"github.com/failoverd/failoverd/configs"
 	"github.com/failoverd/failoverd/sidecar"
 	"github.com/failoverd/failoverd/sitepair"
+	"github.com/failoverd/failoverd/view"
 )
 
 // sidecars keeps the latest report of every sidecar of a group, stamped
@@ -16,10 +17,25 @@ type sidecars struct {
 	mu         sync.Mutex
 	configured map[string]bool
 	latest     map[string]sitepair.SidecarObservation
+	boots      map[string]string // site → boot of its latest report
+	// tokens are the receipts this daemon gave each site's latest reports
+	// (see view.Answer.Token), newest last.
+	tokens map[string][]token
 }
 
+// token is one receipt: issued at at (daemon clock) to a report of boot.
+type token struct {
+	id, boot string
+	at       time.Time
+}
+
+// keptTokens bounds the receipts remembered per site: a sidecar echoes the
+// newest it received, and answers may arrive out of order.
+const keptTokens = 8
+
 func newSidecars(g configs.Group) *sidecars {
-	s := &sidecars{configured: map[string]bool{}, latest: map[string]sitepair.SidecarObservation{}}
+	s := &sidecars{configured: map[string]bool{}, latest: map[string]sitepair.SidecarObservation{},
+		boots: map[string]string{}, tokens: map[string][]token{}}
 	for _, site := range g.Sites {
 		s.configured[site.Name] = site.Sidecar != nil
 	}
@@ -48,10 +64,41 @@ func (s *sidecars) record(r sidecar.Report, at time.Time) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if prev, ok := s.latest[r.Site]; ok && prev.Epoch == r.Epoch {
+	prev, seen := s.latest[r.Site]
+	// A new boot starts without a view: what the previous one held (its
+	// epoch since when, its servings) says nothing about this one.
+	sameBoot := seen && s.boots[r.Site] == r.Boot
+	if sameBoot && prev.Epoch == r.Epoch {
 		o.EpochSince = prev.EpochSince
 	}
+	if sameBoot {
+		o.AliveAt = prev.AliveAt
+	}
+	if r.Boot != "" {
+		for _, t := range s.tokens[r.Site] {
+			if t.id == r.Echo && t.boot == r.Boot && t.at.After(o.AliveAt) {
+				o.AliveAt = t.at
+			}
+		}
+	}
+	s.boots[r.Site] = r.Boot
 	s.latest[r.Site] = o
+}
+
+// issue returns a new receipt for site's report of boot received at at.
+func (s *sidecars) issue(site, boot string, at time.Time) string {
+	if boot == "" {
+		return "" // a sidecar of an older version echoes nothing
+	}
+	id := view.NewNonce()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ts := append(s.tokens[site], token{id: id, boot: boot, at: at})
+	if len(ts) > keptTokens {
+		ts = ts[len(ts)-keptTokens:]
+	}
+	s.tokens[site] = ts
+	return id
 }
 
 // observation returns what the daemon knows of site's sidecar.

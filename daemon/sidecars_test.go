@@ -169,3 +169,29 @@ func TestSidecarReportAnswerIsBoundToItsNonce(t *testing.T) {
 		t.Fatal("a report with a malformed nonce was recorded")
 	}
 }
+
+// Issue 26 hole 2: what a peer sidecar said counts only within one run of
+// it. A new boot resets EpochSince; echoing a receipt of this boot proves it
+// still ran then (AliveAt); a receipt of another boot, or unknown, proves
+// nothing.
+func TestSidecarBootsAndReceipts(t *testing.T) {
+	g := newSidecars(configs.Group{Sites: []configs.Site{{Name: "b", Sidecar: &configs.Endpoint{}}}})
+	t1, t2, t3, t4 := t0, t0.Add(time.Second), t0.Add(2*time.Second), t0.Add(3*time.Second)
+	g.record(sidecar.Report{Site: "b", Epoch: 2, Boot: "x"}, t1)
+	tok := g.issue("b", "x", t1)
+	g.record(sidecar.Report{Site: "b", Epoch: 2, Boot: "x", Echo: tok}, t2)
+	if o := g.observation("b"); !o.EpochSince.Equal(t1) || !o.AliveAt.Equal(t1) {
+		t.Fatalf("same boot: epochSince %v aliveAt %v, want both %v", o.EpochSince, o.AliveAt, t1)
+	}
+	g.record(sidecar.Report{Site: "b", Epoch: 2, Boot: "y", Echo: tok}, t3)
+	if o := g.observation("b"); !o.EpochSince.Equal(t3) || !o.AliveAt.IsZero() {
+		t.Fatalf("new boot echoing the old boot's receipt: epochSince %v aliveAt %v, want %v and zero", o.EpochSince, o.AliveAt, t3)
+	}
+	g.record(sidecar.Report{Site: "b", Epoch: 2, Boot: "y", Echo: "forged"}, t4)
+	if o := g.observation("b"); !o.AliveAt.IsZero() || !o.EpochSince.Equal(t3) {
+		t.Fatalf("unknown receipt: aliveAt %v, epochSince %v", o.AliveAt, o.EpochSince)
+	}
+	if g.issue("b", "", t4) != "" {
+		t.Fatal("a receipt for a sidecar that sends no boot (an older version)")
+	}
+}

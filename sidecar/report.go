@@ -18,6 +18,13 @@ type Report struct {
 	// its answer to it (view.Answer), and only a bound answer renews the
 	// lease. Empty from a sidecar of an older version.
 	Nonce string `json:"nonce,omitempty"`
+	// Boot is random hex made when this sidecar process started: a new
+	// boot holds no view and may adopt an older epoch from a peer, so the
+	// daemon trusts what a peer said only within one boot.
+	Boot string `json:"boot,omitempty"`
+	// Echo is the Token of the last daemon answer this boot received
+	// (empty before the first one).
+	Echo string `json:"echo,omitempty"`
 	// Epoch is the newest trusted view's epoch (0 if none).
 	Epoch uint64 `json:"epoch"`
 	// MySQLdUp: the last status read of the local MySQL succeeded.

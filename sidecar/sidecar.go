@@ -86,6 +86,9 @@ type Sidecar struct {
 	fencedAt    time.Time
 	local       localState
 	served      map[string]served
+	// boot identifies this process's run; echo is the daemon's last token
+	// (see Report.Boot, Report.Echo).
+	boot, echo string
 	// lastFenceErr / downLogged keep repeated failures from flooding the log.
 	lastFenceErr string
 	downLogged   bool
@@ -166,6 +169,7 @@ func New(cfg Config, opts Options) (*Sidecar, error) {
 		expiryHandled: now, // the first enforcement waits for the first round
 		bootPending:   true,
 		served:        map[string]served{},
+		boot:          view.NewNonce(),
 	}
 	s.m = newMetrics(s)
 	return s, nil
@@ -273,6 +277,9 @@ func (s *Sidecar) round(ctx context.Context) (adopted bool) {
 	asked := s.clock.Now()
 	rep := s.Report()
 	rep.Nonce = view.NewNonce()
+	s.mu.Lock()
+	rep.Boot, rep.Echo = s.boot, s.echo
+	s.mu.Unlock()
 	body, err := json.Marshal(rep)
 	if err != nil { // a Report always encodes; keep the guard going regardless
 		s.log.Error("sidecar.report_encode_failed", "err", err)
@@ -320,6 +327,11 @@ func (s *Sidecar) handle(c contact, asked time.Time) bool {
 	if c.src.daemon && s.daemonDown {
 		s.daemonDown = false
 		s.log.Info("sidecar.daemon_reachable")
+	}
+	if c.src.daemon && c.a.Token != "" {
+		s.mu.Lock()
+		s.echo = c.a.Token
+		s.mu.Unlock()
 	}
 	return s.consider(c.a.Signed, asked, s.bound(c), c.src)
 }

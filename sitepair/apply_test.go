@@ -158,6 +158,8 @@ func TestFailoverLifecycle(t *testing.T) {
 	down = leased(down, st.InFlight.RevokedAt)
 	step("lease pending", down, None, ReasonAwaitLeaseExpiry)
 	clock = clock.Add(pol.LeaseTimeout + LeaseMargin)
+	// b's sidecar reported from the same run since (issue 26 hole 2).
+	down.Sites[1].Sidecar.AliveAt = clock
 	d := step("lease expired", down, Promote, ReasonPromote)
 	if d.FenceProof != ProofLeaseExpired || st.ActiveSite != "b" || st.InFlight != nil || st.LastFailoverProof != ProofLeaseExpired {
 		t.Fatalf("after promote: %s, %+v", d, st)

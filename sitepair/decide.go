@@ -599,7 +599,23 @@ func (v *view) sidecarFenced(from SiteObservation) bool {
 
 func (v *view) leaseExpired() bool {
 	dl, ok := v.leaseDeadline()
-	return ok && !v.now.Before(dl)
+	return ok && !v.now.Before(dl) && v.peerRestartedBefore(dl) == ""
+}
+
+// peerRestartedBefore names a peer sidecar that may have restarted before
+// dl ("" when none): a restarted sidecar holds no view, may adopt the old
+// epoch from the old primary's sidecar and serve it back, renewing its lease
+// while the daemon is told nothing. A peer that provably ran the same boot
+// at dl (AliveAt) served only revoking views until then; after dl the old
+// primary's sidecar has fenced, and it never unfences (issue 26 hole 2).
+func (v *view) peerRestartedBefore(dl time.Time) string {
+	from := v.st.InFlight.From
+	for _, s := range v.sites {
+		if s.Name != from && s.Sidecar.Configured && s.Sidecar.AliveAt.Before(dl) {
+			return s.Name
+		}
+	}
+	return ""
 }
 
 // leaseDeadline is when the old primary's sidecar lease has provably run
@@ -743,6 +759,9 @@ func (v *view) inFlight() Decision {
 		}
 		if v.pol.Fencing.UsesSidecar() {
 			if dl, ok := v.leaseDeadline(); ok {
+				if p := v.peerRestartedBefore(dl); p != "" && !v.now.Before(dl) {
+					return v.decision(ReasonAwaitLeaseExpiry, "%s's sidecar lease ran out at %s unless %s's sidecar restarted before then and renewed it through gossip; waiting for %s's sidecar to report from the same run (it was last known running at %s)", inf.From, dl.Format(time.RFC3339Nano), p, p, v.sites[v.index(p)].Sidecar.AliveAt.Format(time.RFC3339Nano))
+				}
 				return v.decision(ReasonAwaitLeaseExpiry, "waiting for %s's sidecar lease to expire at %s (in %v)", inf.From, dl.Format(time.RFC3339Nano), dl.Sub(v.now))
 			}
 			return v.decision(ReasonAwaitFenceConfirmation, "%s is unreachable and nothing proves its sidecar fenced it (sidecar never seen, silent before the revoke, unable to SIGKILL a hung mysqld (canKill=false: no --mysqld-pid-file or another pid namespace), or a peer sidecar may still hold the old view); promotion waits for a fence read-back, mysqld down or a sidecar report (if its host is lost, an operator may confirm it dead: confirm-fence)", inf.From)

@@ -27,7 +27,7 @@ func TestHardeningDecisions(t *testing.T) {
 	revokedAt := now.Add(-time.Minute)
 	long := revoked("a", "b", revokedAt)
 	seen := SidecarObservation{Configured: true, LastReport: revokedAt, Epoch: 1, CanKill: true}
-	acked := SidecarObservation{Configured: true, LastReport: now, Epoch: 2, CanKill: true}
+	acked := SidecarObservation{Configured: true, LastReport: now, Epoch: 2, CanKill: true, AliveAt: now}
 	for _, c := range []decideCase{
 		// ECONNREFUSED is proof only on consecutive probes and corroborated.
 		{name: "one refused probe is no proof", obs: group(site("a", UR, refused(1)), site("b", RO, lost("a"))), st: pending, pol: &confirmed,
@@ -47,6 +47,11 @@ func TestHardeningDecisions(t *testing.T) {
 		// expiry leaves it writable when it resumes: its lease proves nothing.
 		{name: "lease: the old primary's sidecar cannot kill: no lease proof", obs: group(site("a", UR, sidecar(func() SidecarObservation { s := seen; s.CanKill = false; return s }())), site("b", RO, lost("a"), sidecar(acked))), st: long, pol: &sidecarOnly,
 			want: want{action: Alert, reason: ReasonAwaitFenceConfirmation}},
+		// Issue 26 hole 2: a peer last known running before the deadline
+		// may have restarted, adopted the old epoch from the old primary's
+		// sidecar and served it back.
+		{name: "lease: a peer not known running in the same boot at the deadline: wait", obs: group(site("a", UR, sidecar(seen)), site("b", RO, lost("a"), sidecar(func() SidecarObservation { s := acked; s.AliveAt = revokedAt; return s }()))), st: long, pol: &sidecarOnly,
+			want: want{action: None, reason: ReasonAwaitLeaseExpiry}},
 		{name: "lease: sidecar seen, peers hold the revoked epoch: lease-expired", obs: group(site("a", UR, sidecar(seen)), site("b", RO, lost("a"), sidecar(acked))), st: long, pol: &sidecarOnly,
 			want: want{action: Promote, reason: ReasonPromote, target: "b", fence: []string{"a"}, proof: ProofLeaseExpired}},
 		{name: "lease: sidecar silent long before the revoke may be dead", obs: group(site("a", UR, sidecar(SidecarObservation{Configured: true, LastReport: revokedAt.Add(-21 * time.Second), Epoch: 1})), site("b", RO, lost("a"), sidecar(acked))),
@@ -59,7 +64,7 @@ func TestHardeningDecisions(t *testing.T) {
 			st: confirmedDead(long, "a", 2), pol: &sidecarOnly, want: want{action: Promote, reason: ReasonPromote, target: "b", fence: []string{"a"}, proof: ProofOperatorConfirmed}},
 		{name: "lease: a peer served it the old view recently: wait", obs: group(site("a", UR, sidecar(seen)), site("b", RO, lost("a"), sidecar(SidecarObservation{Configured: true, LastReport: now, Epoch: 2, Served: map[string]Served{"a": {At: now.Add(-5 * time.Second), Epoch: 1}}}))),
 			st: long, pol: &sidecarOnly, want: want{action: None, reason: ReasonAwaitLeaseExpiry}},
-		{name: "lease: a peer keeps serving it the revoking view: it does not renew", obs: group(site("a", UR, sidecar(seen)), site("b", RO, lost("a"), sidecar(SidecarObservation{Configured: true, LastReport: now, Epoch: 2, EpochSince: revokedAt, Served: map[string]Served{"a": {At: now, Epoch: 2}}}))),
+		{name: "lease: a peer keeps serving it the revoking view: it does not renew", obs: group(site("a", UR, sidecar(seen)), site("b", RO, lost("a"), sidecar(SidecarObservation{Configured: true, LastReport: now, Epoch: 2, EpochSince: revokedAt, AliveAt: now, Served: map[string]Served{"a": {At: now, Epoch: 2}}}))),
 			st: long, pol: &sidecarOnly, want: want{action: Promote, reason: ReasonPromote, target: "b", fence: []string{"a"}, proof: ProofLeaseExpired}},
 		{name: "lease: this daemon serves views only since recently: wait", obs: func() Observed {
 			o := group(site("a", UR, sidecar(seen)), site("b", RO, lost("a"), sidecar(acked)))

@@ -107,9 +107,9 @@ func revoked(from, to string, revokedAt time.Time) Persisted {
 func leased(obs Observed, lastReport time.Time) Observed {
 	out := Observed{Sites: slices.Clone(obs.Sites), ServingSince: obs.ServingSince}
 	for i := range out.Sites {
-		out.Sites[i].Sidecar = SidecarObservation{Configured: true, LastReport: lastReport, Epoch: 2, CanKill: true}
+		out.Sites[i].Sidecar = SidecarObservation{Configured: true, LastReport: lastReport, Epoch: 2, CanKill: true, AliveAt: now}
 		if out.Sites[i].Name == "a" {
-			out.Sites[i].Sidecar.Epoch = 1
+			out.Sites[i].Sidecar.Epoch, out.Sites[i].Sidecar.AliveAt = 1, time.Time{}
 		}
 	}
 	return out

@@ -227,9 +227,10 @@ func modelObserved(buf []SiteObservation, names []string, states []statemachine.
 		if !ex.revokedAt.IsZero() {
 			// Every sidecar reported at the revoke; the old primary's went
 			// silent then, the others hold the revoked epoch.
-			s.Sidecar = SidecarObservation{Configured: true, LastReport: ex.revokedAt, Epoch: epoch, CanKill: true}
+			// The others kept reporting from the same run (AliveAt: now).
+			s.Sidecar = SidecarObservation{Configured: true, LastReport: ex.revokedAt, Epoch: epoch, CanKill: true, AliveAt: now}
 			if name == primary {
-				s.Sidecar.Epoch = epoch - 1
+				s.Sidecar.Epoch, s.Sidecar.AliveAt = epoch-1, time.Time{}
 			}
 		}
 		if ex.ev == evReadBack {

@@ -119,6 +119,12 @@ type SidecarObservation struct {
 	// MysqldDown: the latest report said the local mysqld provably does
 	// not run (its process is gone); a failed status read is not down.
 	MysqldDown bool
+	// AliveAt is the latest daemon-clock instant at which the sidecar
+	// provably still ran the boot of its latest report (it echoed a token
+	// this daemon issued then to that boot); zero when unknown. A sidecar
+	// that restarts holds no view and may adopt, and serve, an older epoch:
+	// what it said counts only up to AliveAt.
+	AliveAt time.Time
 	// CanKill: the latest report said the sidecar can SIGKILL mysqld, so
 	// a hung one is killed when its lease runs out (lease-expired needs it).
 	CanKill bool

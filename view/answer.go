@@ -54,6 +54,12 @@ type Answer struct {
 	// request (nonce, asking site, answerer) and the view's signature (which
 	// covers the view); empty when the answer is not bound.
 	Binding string `json:"binding,omitempty"`
+	// Token is the daemon's receipt for the report it answers; the sidecar
+	// echoes it in its next report of the same boot, which proves to the
+	// daemon that the sidecar still ran that boot after the token was
+	// issued. Not covered by Binding: an altered token is unknown to the
+	// daemon and only makes it more cautious.
+	Token string `json:"token,omitempty"`
 }
 
 // NewNonce returns 128 random bits in hex: a request's nonce.

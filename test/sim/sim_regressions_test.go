@@ -89,6 +89,19 @@ var regressions = []struct {
 		sched: Schedule{{Step: 5, Kind: "daemon-crash", Site: -1, Peer: 7}, {Step: 39, Kind: "hang", Site: -1, Dur: 21}, {Step: 64, Kind: "cut-daemon", Site: -1, Dur: 32}},
 	},
 	{
+		// Issue 26 hole 2: s0 cut from the daemon and s2; s1's sidecar
+		// reports the revoked epoch, is cut from the daemon and s2, and
+		// restarts as s0↔s1 heals: it adopts s0's old view and serves it
+		// back, renewing s0's lease, while the daemon promotes s2 on the
+		// lease proof resting on s1's report from before the restart.
+		name:     "restarted-peer-sidecar-does-not-back-the-lease-proof",
+		seed:     4,
+		sidecars: true,
+		sched: Schedule{{Step: 10, Kind: "cut-daemon", Site: 0, Dur: 60}, {Step: 10, Kind: "cut-link", Site: 0, Peer: 1, Dur: 7},
+			{Step: 10, Kind: "cut-link", Site: 0, Peer: 2, Dur: 60}, {Step: 15, Kind: "cut-daemon", Site: 1, Dur: 60},
+			{Step: 15, Kind: "cut-link", Site: 1, Peer: 2, Dur: 60}, {Step: 16, Kind: "sidecar-kill", Site: 1, Dur: 1}},
+	},
+	{
 		name:  "promote-while-old-primary-answers-again",
 		seed:  1810,
 		sched: Schedule{{Step: 41, Kind: "hang", Site: 2, Dur: 16}, {Step: 42, Kind: "kill", Site: 1, Dur: 37}, {Step: 46, Kind: "hang", Site: -1, Dur: 12}},
