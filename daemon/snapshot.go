@@ -145,7 +145,7 @@ func (g *group) siteStatus(so sitepair.SiteObservation, st sitepair.Persisted, v
 		s.Reclone = &status.Reclone{Donor: r.Donor, StartedAt: r.At, By: r.By, Failed: r.Failed}
 	}
 	if sc := so.Sidecar; sc.Configured {
-		s.Sidecar = &status.Sidecar{LastReportAt: sc.LastReport, LeaseAgeSeconds: -1, Epoch: sc.Epoch, FencedEpoch: sc.FencedEpoch, MysqldDown: sc.MysqldDown}
+		s.Sidecar = &status.Sidecar{LastReportAt: sc.LastReport, LeaseAgeSeconds: -1, Epoch: sc.Epoch, FencedEpoch: sc.FencedEpoch, MysqldDown: sc.MysqldDown, CanKill: sc.CanKill}
 		if !sc.LastReport.IsZero() {
 			s.Sidecar.LeaseAgeSeconds = now.Sub(sc.LastReport).Seconds()
 		}

@@ -270,6 +270,9 @@ type Sidecar struct {
 	Epoch       uint64 `json:"epoch"`
 	FencedEpoch uint64 `json:"fencedEpoch,omitempty"`
 	MysqldDown  bool   `json:"mysqldDown,omitempty"`
+	// CanKill: its latest report said it can SIGKILL a hung mysqld; without
+	// it the site's lease backs no failover (docs/design.md, lease-expired).
+	CanKill bool `json:"canKill"`
 }
 
 // Follower is one thing that follows the primary.

@@ -48,7 +48,10 @@ https://, verifying them with that CA.
 With --mysqld-pid-file it SIGKILLs a mysqld that cannot be fenced in time
 (hung). That needs mysqld in the sidecar's process namespace: the same host,
 or the same pod with shareProcessNamespace: true, and the right to signal it
-(same user, or CAP_KILL). Without that its reports say canKill=false.
+(same user, or CAP_KILL). Without that its reports say canKill=false, and
+the daemon accepts neither its lease nor a "mysqld down" from it as proof
+that a hung primary stopped: a hung mysqld is not a down one. Down is only
+reported once a mysqld process it saw in its own pid namespace is gone.
 
 The server must start read-only: in my.cnf, read_only=ON (MySQL also
 super_read_only=ON). A starting sidecar holds no lease: it fences a writable
