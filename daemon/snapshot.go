@@ -281,4 +281,5 @@ var reasonClass = map[sitepair.Reason]string{
 
 	sitepair.ReasonEscalationHalted:       status.ClassAwaitingHuman,
 	sitepair.ReasonAwaitFenceConfirmation: status.ClassAwaitingHuman,
+	sitepair.ReasonAckHolderUnreachable:   status.ClassAwaitingHuman,
 }
