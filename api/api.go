@@ -13,7 +13,7 @@
 //	GET  /v1/groups/{g}                      one group
 //	POST /v1/groups/{g}/switchover           {"target": "SITE", "force": false} (bearer token)
 //	POST /v1/groups/{g}/acknowledge          {}                         (bearer token)
-//	POST /v1/groups/{g}/confirm-fence        {"site": "OLD-PRIMARY"}    (bearer token)
+//	POST /v1/groups/{g}/confirm-fence        {"site": "OLD-PRIMARY" or a lost replica} (bearer token)
 //	POST /v1/groups/{g}/reclone              {"site": "S", "token": "T"} (bearer token)
 //	GET  /status                             alias of /v1/groups (deprecated)
 package api
@@ -61,7 +61,10 @@ type Control interface {
 	// Acknowledge clears an escalation halt.
 	Acknowledge(ctx context.Context, group string, by Actor) error
 	// ConfirmFence records an operator's assertion that site, the old
-	// primary of the failover in flight, can no longer accept writes.
+	// primary of the failover in flight, can no longer accept writes; or,
+	// while the failover waits at ack-holder-unreachable, that site, an
+	// unreachable replica it waits for, is lost (what only it holds is
+	// given up).
 	ConfirmFence(ctx context.Context, group, site string, by Actor) error
 	// Reclone starts re-seeding site from the primary, throwing away what
 	// it holds; token must repeat the start of the GTID set site holds that
@@ -103,7 +106,8 @@ type AcknowledgeRequest struct {
 
 // ConfirmFenceRequest is the body of POST /v1/groups/{g}/confirm-fence.
 type ConfirmFenceRequest struct {
-	// Site is the old primary the operator asserts is dead or fenced.
+	// Site is the old primary the operator asserts is dead or fenced, or
+	// (at ack-holder-unreachable) the unreachable replica asserted lost.
 	Site string `json:"site"`
 	By   string `json:"by,omitempty"`
 }

@@ -547,3 +547,41 @@ func TestLeaderElectionTimingsCannotOverlap(t *testing.T) {
 		})
 	}
 }
+
+// TestTwoSiteSemiSyncWarnsRPOAfterAFailover: semi-sync fencing promises that
+// no acknowledged write is lost, but in a group of two sites the promoted
+// primary has no replica left to acknowledge its commits: it commits
+// asynchronously until the lost site is back, and the ack-holder rule can
+// never hold for its next failover. validate says so; three sites (a dr-only
+// replica counts) do not warn.
+func TestTwoSiteSemiSyncWarnsRPOAfterAFailover(t *testing.T) {
+	for _, fencing := range []string{"semisync", "semisync+sidecar"} {
+		m := base()
+		group(m)["fencing"] = fencing
+		group(m)["sites"] = group(m)["sites"].([]any)[:2]
+		cfg, err := parseMap(t, m, secrets(t))
+		if err != nil {
+			t.Fatalf("fencing %s, two sites: %v", fencing, err)
+		}
+		var found []string
+		for _, w := range cfg.Warnings() {
+			if strings.Contains(w, "groups[0].sites") {
+				found = append(found, w)
+			}
+		}
+		if len(found) != 1 || !strings.Contains(found[0], "RPO is not zero") || !strings.Contains(found[0], "3 sites") {
+			t.Errorf("fencing %s, two sites: Warnings() = %q, want one saying the RPO after a failover is not zero and 3 sites fix it", fencing, cfg.Warnings())
+		}
+		m = base()
+		group(m)["fencing"] = fencing
+		cfg, err = parseMap(t, m, secrets(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, w := range cfg.Warnings() {
+			if strings.Contains(w, "groups[0].sites") {
+				t.Errorf("fencing %s, three sites: unexpected %q", fencing, w)
+			}
+		}
+	}
+}

@@ -126,6 +126,15 @@ func (c *Config) Warnings() []string {
 			w = append(w, fmt.Sprintf("groups[%d].fencing: %s relies on these settings on every server (the daemon checks the primary's on every probe and reports semisync-settings-unsafe when they do not hold): %s",
 				i, g.FencingMode(), SemiSyncSettings(g.Engine)))
 		}
+		// After a failover the promoted primary has len(Sites)-2 replicas:
+		// with fewer than the one acknowledgement semi-sync waits for, no
+		// acknowledged write it takes is on a second site.
+		if UsesSemiSyncProof(g.FencingMode()) && len(g.Sites) < 3 {
+			w = append(w, fmt.Sprintf("groups[%d].sites: %d sites with fencing %s: an acknowledged write is on the primary and its replica, so it survives one failure; "+
+				"but after a failover the new primary has no replica left to acknowledge its commits (semi-sync waits for one; k acknowledgements need k+2 sites): "+
+				"it commits asynchronously, and the group's RPO is not zero, until the lost site is back and replicating. Use at least 3 sites (a dr-only replica counts)",
+				i, len(g.Sites), g.FencingMode()))
+		}
 		if g.FencingMode() == FencingNone {
 			w = append(w, fmt.Sprintf("groups[%d].fencing: none promotes without proof that the old primary stopped accepting writes; acknowledged writes can be lost (durability risk)", i))
 		}

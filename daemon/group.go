@@ -819,6 +819,10 @@ func (g *group) handle(req request, lead func() (context.Context, time.Time, boo
 		if err := g.audited(ctx, next, entry); err != nil {
 			return err
 		}
+		if next.InFlight != nil && len(next.InFlight.LostHolders) > len(st.InFlight.LostHolders) {
+			g.log.Warn("ackholder.lost_confirmed_by_operator", "site", req.target, "by", req.by, "epoch", st.Epoch)
+			return nil
+		}
 		g.log.Warn("fence.confirmed_by_operator", "site", req.target, "by", req.by, "epoch", st.Epoch)
 		return nil
 	case kindReclone:

@@ -102,7 +102,7 @@ func siteObservation(index int, s configs.Site, v poller.SiteView) sitepair.Site
 	o.ReplicationBroken = r.ReplicationBroken
 	if ss := st.SemiSync; ss.Available {
 		o.SemiSync = sitepair.SemiSyncObservation{Known: true, Enabled: ss.PrimaryEnabled, Active: ss.PrimaryActive,
-			Timeout: ss.Timeout, WaitNoReplica: ss.WaitNoReplica, WaitPoint: ss.WaitPoint}
+			Timeout: ss.Timeout, WaitNoReplica: ss.WaitNoReplica, WaitPoint: ss.WaitPoint, WaitForReplicas: ss.WaitForReplicas}
 	}
 	if v.StreamingFrom != "" && v.StreamingFrom == r.Follows {
 		o.LastStreamingAt = v.StreamingAt

@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"fmt"
 	"maps"
 	"slices"
 	"time"
@@ -92,6 +93,7 @@ func (g *group) snapshot(now time.Time) status.Group {
 	if f := st.InFlight; f != nil && f.OperatorConfirmed != nil {
 		out.FenceConfirmedBy = f.OperatorConfirmed.By
 	}
+	out.RPO, out.RPONote = rpo(o, st.ActiveSite)
 	if f := stored.InFlight; f != nil {
 		out.InFlight = &status.InFlight{ID: f.ID, Kind: f.Kind, From: f.From, To: f.To, Step: f.Step, StepDone: f.StepDone, StartedAt: f.StartedAt}
 	}
@@ -281,4 +283,33 @@ var reasonClass = map[sitepair.Reason]string{
 
 	sitepair.ReasonEscalationHalted:       status.ClassAwaitingHuman,
 	sitepair.ReasonAwaitFenceConfirmation: status.ClassAwaitingHuman,
+	sitepair.ReasonAckHolderUnreachable:   status.ClassAwaitingHuman,
+}
+
+// rpo says whether the primary's acknowledged writes survive its loss, as
+// its last reachable probe found its semi-sync ("" when no primary is
+// recorded or it was never reached).
+func rpo(o sitepair.Observed, active string) (string, string) {
+	const lost = "a write is acknowledged once the primary alone committed it, and a failover loses what no reachable replica received"
+	for _, s := range o.Sites {
+		if s.Name != active || s.LastReachableAt.IsZero() {
+			continue
+		}
+		ss := s.SemiSync
+		switch {
+		case !ss.Known:
+			return status.RPONotZero, "the primary runs no semi-sync (its variables do not exist: plugin not loaded): " + lost
+		case !ss.Enabled:
+			return status.RPONotZero, "semi-sync is off on the primary: " + lost
+		case !ss.Active:
+			return status.RPONotZero, "semi-sync is enabled on the primary but fell back to asynchronous commits (its timeout passed with no acknowledgement): " + lost
+		}
+		k := max(1, ss.WaitForReplicas)
+		noun := "replica"
+		if k > 1 {
+			noun = "replicas"
+		}
+		return status.RPOZero, fmt.Sprintf("semi-sync: each acknowledged write is on the primary and %d %s; a failover waits while %d or more of the replicas that may hold one are unreachable (ack-holder-unreachable)", k, noun, k)
+	}
+	return "", ""
 }

@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -118,5 +119,42 @@ func TestRecovery(t *testing.T) {
 		if got := recovery(tc.s, tc.so, st, tc.old); got != tc.want {
 			t.Errorf("%s: recovery %q, want %q", tc.name, got, tc.want)
 		}
+	}
+}
+
+// The status says plainly whether the group's acknowledged writes survive
+// the loss of its primary: only with semi-sync on and in effect on it (each
+// acknowledged write then is on a replica as well); without, RPO is not
+// zero and the note says why.
+func TestSnapshotStatesTheRPO(t *testing.T) {
+	reached := t0.Add(-time.Second)
+	for _, c := range []struct {
+		name string
+		ss   sitepair.SemiSyncObservation
+		seen time.Time
+		want string
+		note string
+	}{
+		{"semi-sync on and in effect", sitepair.SemiSyncObservation{Known: true, Enabled: true, Active: true, WaitForReplicas: 1}, reached, status.RPOZero, "1 replica"},
+		{"semi-sync waiting for two", sitepair.SemiSyncObservation{Known: true, Enabled: true, Active: true, WaitForReplicas: 2}, reached, status.RPOZero, "2 replicas"},
+		{"no semi-sync plugin", sitepair.SemiSyncObservation{}, reached, status.RPONotZero, "no semi-sync"},
+		{"semi-sync off", sitepair.SemiSyncObservation{Known: true}, reached, status.RPONotZero, "off"},
+		{"fell back to asynchronous", sitepair.SemiSyncObservation{Known: true, Enabled: true}, reached, status.RPONotZero, "fell back"},
+		{"primary never reached", sitepair.SemiSyncObservation{}, time.Time{}, "", ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			g, _ := testGroup(t, &memStore{}, "b", clockAt(t0))
+			g.mu.Lock()
+			g.state.ActiveSite, g.state.InFlight = "a", nil
+			g.mu.Unlock()
+			g.obs = fixedObs{o: sitepair.Observed{Sites: []sitepair.SiteObservation{
+				{Name: "a", Role: sitepair.PrimaryCandidate, State: statemachine.Writable, SemiSync: c.ss, LastReachableAt: c.seen},
+				{Name: "b", Role: sitepair.PrimaryCandidate, State: statemachine.ReadOnly, LastReachableAt: reached},
+			}}}
+			s := g.snapshot(t0)
+			if s.RPO != c.want || !strings.Contains(s.RPONote, c.note) || (c.want != "") != (s.RPONote != "") {
+				t.Fatalf("rpo %q (%s), want %q mentioning %q", s.RPO, s.RPONote, c.want, c.note)
+			}
+		})
 	}
 }

@@ -60,6 +60,9 @@ func toPersisted(st store.GroupState, flavor gtid.Flavor) (sitepair.Persisted, e
 	if f := st.InFlight; f != nil && f.RevokedEpoch > 0 {
 		p.InFlight = &sitepair.InFlight{Epoch: f.RevokedEpoch, RevokedAt: f.RevokedAt, From: f.From, To: f.To, Planned: f.Kind == kindSwitchover,
 			PublishedEpoch: f.PublishedEpoch, PublishedTo: f.PublishedTo, OperatorConfirmed: confirmationIn(f.FenceConfirmation)}
+		for _, c := range f.LostHolders {
+			p.InFlight.LostHolders = append(p.InFlight.LostHolders, *confirmationIn(&c))
+		}
 	}
 	return p, nil
 }
@@ -135,6 +138,9 @@ func fromPersisted(group string, p sitepair.Persisted, prev store.GroupState, no
 	if f := p.InFlight; f != nil {
 		in := &store.InFlight{Kind: kindFailover, From: f.From, To: f.To, RevokedAt: f.RevokedAt, RevokedEpoch: f.Epoch, StartedAt: now,
 			PublishedEpoch: f.PublishedEpoch, PublishedTo: f.PublishedTo, FenceConfirmation: confirmationOut(f.OperatorConfirmed)}
+		for _, c := range f.LostHolders {
+			in.LostHolders = append(in.LostHolders, *confirmationOut(&c))
+		}
 		if f.Planned {
 			in.Kind = kindSwitchover
 		}

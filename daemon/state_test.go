@@ -6,7 +6,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/failoverd/failoverd/configs"
 	"github.com/failoverd/failoverd/gtid"
+	"github.com/failoverd/failoverd/mysqlctl"
+	"github.com/failoverd/failoverd/poller"
 	"github.com/failoverd/failoverd/sitepair"
 	"github.com/failoverd/failoverd/statemachine"
 	"github.com/failoverd/failoverd/store"
@@ -33,7 +36,7 @@ func TestStateRoundTripThroughAFailover(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if back.InFlight == nil || *back.InFlight != *p.InFlight {
+	if back.InFlight == nil || !reflect.DeepEqual(*back.InFlight, *p.InFlight) {
 		t.Fatalf("in flight after reload %+v, want %+v", back.InFlight, p.InFlight)
 	}
 	promo := gtid.MustParse(gtid.MariaDB, "0-1-42")
@@ -173,5 +176,42 @@ func TestStateWithoutProofLoads(t *testing.T) {
 	}
 	if back := fromPersisted("orders", p, st, t0.Add(time.Hour)); !reflect.DeepEqual(back.LastFailover, st.LastFailover) || back.Audit != nil {
 		t.Fatalf("saved back %+v audit %v", back.LastFailover, back.Audit)
+	}
+}
+
+// An operator's confirmation that an unreachable replica is lost (the way
+// out of ack-holder-unreachable) is persisted with the failover in flight:
+// a restarted daemon still promotes on it, and the next revoke drops it.
+func TestStateKeepsLostHolderConfirmations(t *testing.T) {
+	st := store.GroupState{Group: "orders", Epoch: 1, ActiveSite: "a"}
+	p, err := toPersisted(st, gtid.MariaDB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p = sitepair.Apply(p, sitepair.Decision{Action: sitepair.RevokeEpoch, Epoch: 2, From: "a", Target: "b"}, t0)
+	p.InFlight.LostHolders = []sitepair.FenceConfirmation{{Site: "c", Epoch: 2, At: t0.Add(time.Minute), By: "alice"}}
+	st = fromPersisted("orders", p, st, t0.Add(time.Minute))
+	if f := st.InFlight; f == nil || len(f.LostHolders) != 1 || f.LostHolders[0] != (store.FenceConfirmation{Site: "c", Epoch: 2, At: t0.Add(time.Minute), By: "alice"}) {
+		t.Fatalf("stored in flight %+v", st.InFlight)
+	}
+	back, err := toPersisted(st, gtid.MariaDB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(back.InFlight.LostHolders, p.InFlight.LostHolders) {
+		t.Fatalf("reloaded %+v, want %+v", back.InFlight.LostHolders, p.InFlight.LostHolders)
+	}
+}
+
+// The old primary's semi-sync wait count reaches the decision: how many
+// replicas hold each acknowledged write decides how many may be unreachable
+// when it is promoted away from (ack-holder-unreachable).
+func TestSiteObservationCarriesTheSemiSyncWaitCount(t *testing.T) {
+	v := poller.SiteView{Name: "a", State: statemachine.Unreachable, HasReachable: true, LastReachable: poller.Observation{
+		At: t0, Reachable: true, Status: mysqlctl.Status{SemiSync: mysqlctl.SemiSyncStatus{Available: true, PrimaryEnabled: true, PrimaryActive: true, WaitForReplicas: 2}},
+	}}
+	o := siteObservation(0, configs.Site{Name: "a", Role: configs.RolePrimaryCandidate}, v)
+	if !o.SemiSync.Known || !o.SemiSync.Enabled || o.SemiSync.WaitForReplicas != 2 || !o.LastReachableAt.Equal(t0) {
+		t.Fatalf("observation %+v", o.SemiSync)
 	}
 }

@@ -63,6 +63,9 @@ type dialect struct {
 	// semiTimeoutVars, semiWaitNoReplicaVars and semiWaitPointVars are the
 	// primary settings the semi-sync fence proof depends on.
 	semiTimeoutVars, semiWaitNoReplicaVars, semiWaitPointVars []string
+	// semiWaitCountVars names how many replicas acknowledge each commit
+	// (MySQL); nil where the engine always waits for one (MariaDB).
+	semiWaitCountVars []string
 
 	// workerErrorQuery returns the newest failed applier worker's error
 	// (column message); "" when Last_SQL_Error already carries it.
@@ -204,6 +207,7 @@ func mysqlDialect(f Flavor) dialect {
 	timeoutVars := []string{"rpl_semi_sync_master_timeout"}
 	waitNoReplicaVars := []string{"rpl_semi_sync_master_wait_no_slave"}
 	waitPointVars := []string{"rpl_semi_sync_master_wait_point"}
+	waitCountVars := []string{"rpl_semi_sync_master_wait_for_slave_count"}
 	if f.AtLeast(8, 0, 26) { // semisync_source/semisync_replica plugins (new names) exist from 8.0.26
 		primaryVars = []string{"rpl_semi_sync_source_enabled", "rpl_semi_sync_master_enabled"}
 		replicaVars = []string{"rpl_semi_sync_replica_enabled", "rpl_semi_sync_slave_enabled"}
@@ -212,9 +216,10 @@ func mysqlDialect(f Flavor) dialect {
 		timeoutVars = []string{"rpl_semi_sync_source_timeout", "rpl_semi_sync_master_timeout"}
 		waitNoReplicaVars = []string{"rpl_semi_sync_source_wait_no_replica", "rpl_semi_sync_master_wait_no_slave"}
 		waitPointVars = []string{"rpl_semi_sync_source_wait_point", "rpl_semi_sync_master_wait_point"}
+		waitCountVars = []string{"rpl_semi_sync_source_wait_for_replica_count", "rpl_semi_sync_master_wait_for_slave_count"}
 	}
 	semi := semiSyncColumns("performance_schema.global_variables", "performance_schema.global_status",
-		slices.Concat(primaryVars, replicaVars, timeoutVars, waitNoReplicaVars, waitPointVars),
+		slices.Concat(primaryVars, replicaVars, timeoutVars, waitNoReplicaVars, waitPointVars, waitCountVars),
 		slices.Concat(primaryStatus, replicaStatus))
 	status := "SELECT @@GLOBAL.version AS version, @@GLOBAL.version_comment AS version_comment, " +
 		"@@GLOBAL.server_id AS server_id, @@GLOBAL.server_uuid AS server_uuid, " +
@@ -246,6 +251,7 @@ func mysqlDialect(f Flavor) dialect {
 		semiPrimaryVars: primaryVars, semiReplicaVars: replicaVars,
 		semiPrimaryStatus: primaryStatus, semiReplicaStatus: replicaStatus,
 		semiTimeoutVars: timeoutVars, semiWaitNoReplicaVars: waitNoReplicaVars, semiWaitPointVars: waitPointVars,
+		semiWaitCountVars: waitCountVars,
 
 		processListQuery: "SHOW PROCESSLIST",
 		workerErrorQuery: "SELECT LAST_ERROR_MESSAGE AS message FROM performance_schema.replication_applier_status_by_worker " +

@@ -22,12 +22,14 @@ const (
 	mysqlSemi80 = "(SELECT GROUP_CONCAT(CONCAT(LOWER(VARIABLE_NAME), '=', VARIABLE_VALUE)) FROM performance_schema.global_variables " +
 		"WHERE VARIABLE_NAME IN ('rpl_semi_sync_source_enabled', 'rpl_semi_sync_master_enabled', 'rpl_semi_sync_replica_enabled', 'rpl_semi_sync_slave_enabled', " +
 		"'rpl_semi_sync_source_timeout', 'rpl_semi_sync_master_timeout', 'rpl_semi_sync_source_wait_no_replica', 'rpl_semi_sync_master_wait_no_slave', " +
-		"'rpl_semi_sync_source_wait_point', 'rpl_semi_sync_master_wait_point')) AS semi_sync_variables, " +
+		"'rpl_semi_sync_source_wait_point', 'rpl_semi_sync_master_wait_point', " +
+		"'rpl_semi_sync_source_wait_for_replica_count', 'rpl_semi_sync_master_wait_for_slave_count')) AS semi_sync_variables, " +
 		"(SELECT GROUP_CONCAT(CONCAT(LOWER(VARIABLE_NAME), '=', VARIABLE_VALUE)) FROM performance_schema.global_status " +
 		"WHERE VARIABLE_NAME IN ('Rpl_semi_sync_source_status', 'Rpl_semi_sync_master_status', 'Rpl_semi_sync_replica_status', 'Rpl_semi_sync_slave_status')) AS semi_sync_status"
 	mysqlSemi25 = "(SELECT GROUP_CONCAT(CONCAT(LOWER(VARIABLE_NAME), '=', VARIABLE_VALUE)) FROM performance_schema.global_variables " +
 		"WHERE VARIABLE_NAME IN ('rpl_semi_sync_master_enabled', 'rpl_semi_sync_slave_enabled', " +
-		"'rpl_semi_sync_master_timeout', 'rpl_semi_sync_master_wait_no_slave', 'rpl_semi_sync_master_wait_point')) AS semi_sync_variables, " +
+		"'rpl_semi_sync_master_timeout', 'rpl_semi_sync_master_wait_no_slave', 'rpl_semi_sync_master_wait_point', " +
+		"'rpl_semi_sync_master_wait_for_slave_count')) AS semi_sync_variables, " +
 		"(SELECT GROUP_CONCAT(CONCAT(LOWER(VARIABLE_NAME), '=', VARIABLE_VALUE)) FROM performance_schema.global_status " +
 		"WHERE VARIABLE_NAME IN ('Rpl_semi_sync_master_status', 'Rpl_semi_sync_slave_status')) AS semi_sync_status"
 	mariaSemiVars = "CONCAT_WS(',', CONCAT('rpl_semi_sync_master_enabled=', @@GLOBAL.rpl_semi_sync_master_enabled), " +
@@ -786,7 +788,7 @@ func TestStatusOneRoundTrip(t *testing.T) {
 				t.Fatalf("error %v, want the step %q", err, tc.wantStep)
 			}
 			want := SemiSyncStatus{Available: true, PrimaryEnabled: true, PrimaryActive: true, Timeout: 30 * time.Second,
-				WaitNoReplica: true, WaitPoint: "AFTER_SYNC"}
+				WaitNoReplica: true, WaitPoint: "AFTER_SYNC", WaitForReplicas: 1}
 			if tc.wantStep == "" && st.SemiSync != want {
 				t.Errorf("semi-sync %+v, want %+v", st.SemiSync, want)
 			}

@@ -74,6 +74,10 @@ type SemiSyncStatus struct {
 	// WaitPoint is rpl_semi_sync_{source,master}_wait_point, upper case
 	// (AFTER_SYNC or AFTER_COMMIT; "" when unknown).
 	WaitPoint string
+	// WaitForReplicas is how many replicas acknowledge each commit: MySQL
+	// rpl_semi_sync_{source_wait_for_replica,master_wait_for_slave}_count
+	// (0 when unknown); always 1 on MariaDB, which has no such variable.
+	WaitForReplicas int
 }
 
 // ReplicaStatus is the default replication channel/connection of a server,
@@ -322,9 +326,16 @@ func parseSemiSync(d dialect, variables, statusCounters string) SemiSyncStatus {
 	_, waitNo, _ := lookup(vars, d.semiWaitNoReplicaVars)
 	_, waitPoint, _ := lookup(vars, d.semiWaitPointVars)
 	ms, _ := strconv.ParseUint(strings.TrimSpace(timeout), 10, 64)
+	waitCount := 1 // MariaDB waits for one acknowledgement
+	if d.semiWaitCountVars != nil {
+		_, count, _ := lookup(vars, d.semiWaitCountVars)
+		n, _ := strconv.ParseUint(strings.TrimSpace(count), 10, 16)
+		waitCount = int(n)
+	}
 	return SemiSyncStatus{
-		Available:      okP || okR,
-		PrimaryEnabled: parseBool(pv), ReplicaEnabled: parseBool(rv),
+		WaitForReplicas: waitCount,
+		Available:       okP || okR,
+		PrimaryEnabled:  parseBool(pv), ReplicaEnabled: parseBool(rv),
 		PrimaryActive: parseBool(ps), ReplicaActive: parseBool(rsv),
 		// Saturates: MariaDB allows up to 2^64-1 ms, far beyond a Duration.
 		Timeout:       time.Duration(min(ms, uint64(math.MaxInt64/int64(time.Millisecond)))) * time.Millisecond,

@@ -236,7 +236,7 @@ func TestStatusParsesVariables(t *testing.T) {
 					st.GTIDCurrentPos != "0-1-6" || st.GTIDSlavePos != "0-1-6" || st.ExecutedRaw != "0-1-6,0-2-3" {
 					t.Errorf("status = %+v", st)
 				}
-				if st.SemiSync != (SemiSyncStatus{Available: true, ReplicaEnabled: true, ReplicaActive: true}) {
+				if st.SemiSync != (SemiSyncStatus{Available: true, ReplicaEnabled: true, ReplicaActive: true, WaitForReplicas: 1}) {
 					t.Errorf("semi-sync = %+v", st.SemiSync)
 				}
 				if st.Replica == nil || st.Replica.IOThread != ThreadYes || st.Replica.RetrievedRaw != "0-1-6" {
@@ -273,13 +273,13 @@ func TestStatusParsesVariables(t *testing.T) {
 				"version": "8.0.36", "version_comment": "MySQL Community Server - GPL", "server_id": "3",
 				"server_uuid": uuidA, "read_only": "0", "super_read_only": "0", "gtid_executed": uuidA + ":1-5",
 				"semi_sync_variables": "rpl_semi_sync_source_enabled=ON,rpl_semi_sync_source_timeout=10000," +
-					"rpl_semi_sync_source_wait_no_replica=OFF,rpl_semi_sync_source_wait_point=AFTER_COMMIT",
+					"rpl_semi_sync_source_wait_no_replica=OFF,rpl_semi_sync_source_wait_point=AFTER_COMMIT,rpl_semi_sync_source_wait_for_replica_count=2",
 				"semi_sync_status": "rpl_semi_sync_source_status=ON",
 			},
 			replica: noRows,
 			check: func(t *testing.T, st Status) {
 				ss := st.SemiSync
-				if ss.Timeout != 10*time.Second || ss.WaitNoReplica || ss.WaitPoint != "AFTER_COMMIT" {
+				if ss.Timeout != 10*time.Second || ss.WaitNoReplica || ss.WaitPoint != "AFTER_COMMIT" || ss.WaitForReplicas != 2 {
 					t.Errorf("semi-sync = %+v", ss)
 				}
 			},

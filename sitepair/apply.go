@@ -26,6 +26,7 @@ func Apply(st Persisted, d Decision, now time.Time) Persisted {
 	next.FailoverHistory = slices.Clone(st.FailoverHistory)
 	if st.InFlight != nil {
 		f := *st.InFlight
+		f.LostHolders = slices.Clone(f.LostHolders)
 		next.InFlight = &f
 	}
 	switch d.Action {

@@ -25,7 +25,7 @@ func TestApply(t *testing.T) {
 	}{
 		{"revoke starts the failover", base, Decision{Action: RevokeEpoch, Epoch: 3, From: "a", Target: "b"}, func(t *testing.T, got Persisted) {
 			want := InFlight{Epoch: 3, RevokedAt: now, From: "a", To: "b"}
-			if got.Epoch != 3 || got.ActiveSite != "" || got.InFlight == nil || *got.InFlight != want {
+			if got.Epoch != 3 || got.ActiveSite != "" || got.InFlight == nil || !reflect.DeepEqual(*got.InFlight, want) {
 				t.Errorf("got epoch %d active %q in flight %+v, want 3, \"\", %+v", got.Epoch, got.ActiveSite, got.InFlight, want)
 			}
 		}},

@@ -803,6 +803,14 @@ func (v *view) inFlight() Decision {
 	if d, ok := v.caughtUp(t, from); !ok {
 		return d
 	}
+	// Covering the reachable sites is not enough: the replica that
+	// acknowledged a write t lacks may be among the unreachable ones.
+	if wait, k := v.unaccountedHolders(t, from); len(wait) > 0 {
+		need := len(wait) - k + 1
+		return v.decision(ReasonAckHolderUnreachable, "old primary %s is unreachable and each of its commits waited for %d semi-sync %s; %s %s unreachable, so the only %s of a write %s lacks may be there: %s is not promoted until %d of them %s (if a host is lost, an operator may accept losing what only it holds: confirm-fence <site>)",
+			inf.From, k, plural(k, "acknowledgement", "acknowledgements"), strings.Join(wait, ", "), plural(len(wait), "is", "are"),
+			plural(k, "copy", "copies"), v.sites[t].Name, v.sites[t].Name, need, plural(need, "answers", "answer"))
+	}
 	reason := ReasonPromote
 	msg := "promoting %s at epoch %d (%s)"
 	switch {
@@ -816,6 +824,12 @@ func (v *view) inFlight() Decision {
 	if c := inf.OperatorConfirmed; proof == ProofOperatorConfirmed {
 		// By is free text: it must not be read as a format verb.
 		msg += strings.ReplaceAll(fmt.Sprintf("; %s confirmed %s dead at %s", c.By, c.Site, c.At.Format(time.RFC3339)), "%", "%%")
+	}
+	for _, c := range v.lostHolders() {
+		msg += strings.ReplaceAll(fmt.Sprintf("; %s confirmed %s lost at %s, accepting the loss of what only it holds", c.By, c.Site, c.At.Format(time.RFC3339)), "%", "%%")
+	}
+	if !v.sites[from].State.Reachable() && v.ackCount(v.sites[from]) == 0 {
+		msg += "; " + inf.From + " ran without semi-sync when last reached: writes it acknowledged that no reachable site received are lost (RPO is not zero)"
 	}
 	return v.promote(t, proof, reason, msg, v.sites[t].Name, v.promotionEpoch(v.sites[t].Name), proof)
 }
@@ -866,6 +880,86 @@ func (v *view) caughtUp(t, from int) (Decision, bool) {
 		}
 	}
 	return Decision{}, true
+}
+
+// ackCount is how many replicas acknowledged each commit of the old primary
+// from, as its last reachable probe read it: 0 when it was reached and runs
+// without semi-sync (an acknowledged write may then be on no replica at all:
+// no set of replicas can be sure to hold it, the group's RPO is not zero),
+// at least 1 otherwise, also when it was never reached (a daemon restarted
+// during the outage must assume it ran semi-sync).
+func (v *view) ackCount(from SiteObservation) int {
+	ss := from.SemiSync
+	switch {
+	case !from.LastReachableAt.IsZero() && (!ss.Known || !ss.Enabled):
+		return 0
+	case ss.WaitForReplicas > 1:
+		return ss.WaitForReplicas
+	}
+	return 1
+}
+
+// unaccountedHolders returns the unreachable sites that may hold a write the
+// unreachable old primary from acknowledged and target t lacks, when there
+// are k or more of them (k = ackCount): each acknowledged write is on at
+// least k replicas, so while at most k-1 are unaccounted for, one holder of
+// every such write is reachable and t covers it (caughtUp). A site is
+// accounted for when it is reachable, never among the replicas that
+// acknowledge (recorded diverged: never pointed at the primary by
+// failoverd; recloning: nothing it holds is owed), proven to hold nothing
+// newer (heldNothingNewer) or confirmed lost by an operator (lostHolders).
+// A reachable old primary holds everything it acknowledged: none then.
+func (v *view) unaccountedHolders(t, from int) ([]string, int) {
+	if v.sites[from].State.Reachable() {
+		return nil, 0
+	}
+	k := v.ackCount(v.sites[from])
+	if k == 0 {
+		return nil, 0
+	}
+	var wait []string
+	for j, s := range v.sites {
+		if j == t || j == from || s.State.Reachable() || v.diverged(s.Name) || v.recloning(s.Name) ||
+			v.heldNothingNewer(t, j) || v.lostConfirmed(s) {
+			continue
+		}
+		wait = append(wait, s.Name)
+	}
+	if len(wait) < k {
+		return nil, k
+	}
+	return wait, k
+}
+
+// heldNothingNewer: unreachable site j cannot hold a transaction target t
+// lacks. Its last probe came after the revoke (since then failoverd starts
+// no replication towards the old primary), found its IO thread stopped (the
+// revoke's semi-sync detach), under semi-sync fencing, whose servers start
+// with skip_replica_start (so a restart does not start it either), and t
+// holds everything it had then.
+func (v *view) heldNothingNewer(t, j int) bool {
+	s := v.sites[j]
+	return v.pol.Fencing.UsesSemiSync() && s.IOStopped && !s.LastReachableAt.IsZero() &&
+		!s.LastReachableAt.Before(v.st.InFlight.RevokedAt) && v.have[t].Covers(v.need(j))
+}
+
+// lostConfirmed: an operator confirmed s lost for the failover in flight
+// (ConfirmFence at ack-holder-unreachable). It counts only while s stays
+// unreachable: one that answers is covered like any reachable site.
+func (v *view) lostConfirmed(s SiteObservation) bool {
+	return slices.ContainsFunc(v.lostHolders(), func(c FenceConfirmation) bool { return c.Site == s.Name })
+}
+
+// lostHolders are the operators' confirmations that count for the failover
+// in flight: made in its epoch, for a site still unreachable.
+func (v *view) lostHolders() []FenceConfirmation {
+	var out []FenceConfirmation
+	for _, c := range v.st.InFlight.LostHolders {
+		if i := v.index(c.Site); i >= 0 && c.Epoch == v.st.InFlight.Epoch && !v.sites[i].State.Reachable() {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 // catchUpTimeout is how long the failover in flight may wait for its target

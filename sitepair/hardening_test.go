@@ -173,12 +173,18 @@ func TestSemiSyncFencing(t *testing.T) {
 		{name: "a replica the daemon cannot reach may still acknowledge: blocks",
 			obs: group(site("a", UR, semiSync(safeSemiSync)), site("b", RO, lost("a"), ioStopped), site("c", UR)), st: st, pol: &pol,
 			want: want{action: Alert, reason: ReasonAwaitFenceConfirmation}},
-		{name: "a replica the daemon cannot reach, the old primary confirmed dead by an operator: promote",
+		{name: "a replica the daemon cannot reach, the old primary confirmed dead by an operator: the replica may still hold the only acknowledgement",
 			obs: group(site("a", UR, semiSync(safeSemiSync)), site("b", RO, lost("a"), ioStopped), site("c", UR)), st: confirmedDead(st, "a", 2), pol: &pol,
+			want: want{action: Alert, reason: ReasonAckHolderUnreachable}},
+		{name: "a replica the daemon cannot reach, the old primary confirmed dead, the replica confirmed lost: promote",
+			obs: group(site("a", UR, semiSync(safeSemiSync)), site("b", RO, lost("a"), ioStopped), site("c", UR)), st: lostHolder(confirmedDead(st, "a", 2), "c"), pol: &pol,
 			want: want{action: Promote, reason: ReasonPromote, target: "b", fence: []string{"a"}, proof: ProofOperatorConfirmed}},
-		{name: "an unreachable replica whose mysqld is down cannot acknowledge",
-			obs: group(site("a", UR, semiSync(safeSemiSync)), site("b", RO, lost("a"), ioStopped), site("c", UR, refused(2))), st: st, pol: &pol,
+		{name: "an unreachable replica whose mysqld is down cannot acknowledge (detached after the revoke: it holds nothing newer)",
+			obs: group(site("a", UR, semiSync(safeSemiSync)), site("b", RO, lost("a"), ioStopped), site("c", UR, refused(2), ioStopped, seenAt(leasePending))), st: st, pol: &pol,
 			want: want{action: Promote, reason: ReasonPromote, target: "b", fence: []string{"a"}, proof: ProofSemiSync}},
+		{name: "an unreachable replica whose mysqld is down cannot acknowledge, but may hold what it acknowledged before",
+			obs: group(site("a", UR, semiSync(safeSemiSync)), site("b", RO, lost("a"), ioStopped), site("c", UR, refused(2))), st: st, pol: &pol,
+			want: want{action: Alert, reason: ReasonAckHolderUnreachable}},
 		{name: "the default 10 s timeout is no proof",
 			obs: group(site("a", UR, semiSync(defaultTimeout)), site("b", RO, lost("a"), ioStopped)), st: st, pol: &pol,
 			want: want{action: Alert, reason: ReasonAwaitFenceConfirmation}},
@@ -222,7 +228,9 @@ func TestPublishedViewIsOutranked(t *testing.T) {
 	// b is gone, fenced at the published epoch before it went (an unfenced
 	// one may be writable: TestRetargetAwayFromAnUnreachablePublishedTargetWaits);
 	// c is promoted: epoch 4, not 3.
-	d := Decide(group(site("a", UR, down), site("b", UR, fencedAt(3)), site("c", RO, lost("a"))), st, DefaultPolicy(), now)
+	// (a ran without semi-sync: no unreachable replica is owed, ack-holder
+	// rule aside.)
+	d := Decide(group(site("a", UR, down, asyncPrimary), site("b", UR, fencedAt(3)), site("c", RO, lost("a"))), st, DefaultPolicy(), now)
 	if d.Action != Promote || d.Target != "c" || d.Epoch != 4 {
 		t.Fatalf("decision %s epoch %d, want promote c at epoch 4", d, d.Epoch)
 	}

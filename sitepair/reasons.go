@@ -179,6 +179,12 @@ const (
 	// healthy primary's semi-sync settings cannot back the semi-sync proof
 	// (a failover would then wait for a fence read-back or mysqld down).
 	ReasonSemiSyncUnsafe Reason = "semisync-settings-unsafe"
+	// ReasonAckHolderUnreachable (Alert): the old primary is unreachable and
+	// more of its replicas are unreachable than its semi-sync wait count
+	// allows (k acknowledgements: at most k-1 may be unaccounted for), so one
+	// of them may hold an acknowledged write the target lacks; none is proven
+	// to hold nothing newer or confirmed lost by an operator (confirm-fence).
+	ReasonAckHolderUnreachable Reason = "ack-holder-unreachable"
 	// ReasonTargetWritableWithoutProof (Alert): the in-flight target is
 	// already writable but no fence proof holds for the old primary.
 	ReasonTargetWritableWithoutProof Reason = "target-writable-without-proof"
@@ -272,6 +278,7 @@ var reasonAction = map[Reason]Action{
 	ReasonSemiSyncDetachReplicas:      StopReplicaIO,
 	ReasonResumeCatchUp:               Rejoin,
 	ReasonSemiSyncUnsafe:              Alert,
+	ReasonAckHolderUnreachable:        Alert,
 	ReasonTargetWritableWithoutProof:  Alert,
 	ReasonPublishedTargetUnreachable:  Alert,
 	ReasonPromote:                     Promote,

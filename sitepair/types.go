@@ -180,6 +180,11 @@ type InFlight struct {
 	// operator-confirmed proof only for this failover: its Site must be From
 	// and its Epoch this Epoch, and a new revoke starts without one.
 	OperatorConfirmed *FenceConfirmation
+	// LostHolders are operators' confirmations, recorded by ConfirmFence
+	// while the failover waited at ack-holder-unreachable, that an
+	// unreachable replica is lost: what only it may hold is given up. Each
+	// counts for this failover's epoch only (a new revoke starts without).
+	LostHolders []FenceConfirmation
 }
 
 // FenceConfirmation is an operator's assertion, recorded by ConfirmFence,
@@ -301,6 +306,11 @@ type SemiSyncObservation struct {
 	// WaitPoint is rpl_semi_sync_{source,master}_wait_point (AFTER_SYNC or
 	// AFTER_COMMIT).
 	WaitPoint string
+	// WaitForReplicas is how many replicas must acknowledge each commit:
+	// MySQL rpl_semi_sync_{source_wait_for_replica,master_wait_for_slave}_count;
+	// MariaDB has no such variable and waits for one. 0 = unknown, taken as 1
+	// (the fewest holders: the most replicas must be accounted for).
+	WaitForReplicas int
 }
 
 // LeaseMargin is added to the sidecar lease before the daemon treats it as

@@ -113,6 +113,14 @@ type Group struct {
 	CacheSwitchover *CacheSwitchover `json:"cacheSwitchover,omitempty"`
 	// Audit is the latest operator commands, oldest first (at most 10).
 	Audit []AuditEntry `json:"audit,omitempty"`
+	// RPO says whether acknowledged writes survive the loss of the
+	// primary, as its last probe found it: RPOZero when semi-sync is on and
+	// in effect there (each acknowledged write is on a replica as well; a
+	// failover waits for the replicas that may hold one: reason
+	// ack-holder-unreachable), RPONotZero without it; "" when unknown (no
+	// primary recorded or never reached). RPONote says why, in words.
+	RPO     string `json:"rpo,omitempty"`
+	RPONote string `json:"rpoNote,omitempty"`
 	// FenceConfirmedBy names the operator who confirmed the in-flight
 	// failover's old primary dead ("" when none did).
 	FenceConfirmedBy string `json:"fenceConfirmedBy,omitempty"`
@@ -174,6 +182,15 @@ type Divergence struct {
 	// for MariaDB sites marked before counts were kept).
 	Transactions uint64 `json:"transactions"`
 }
+
+// Recovery point objectives (Group.RPO).
+const (
+	// RPOZero: no acknowledged write is lost to one failure.
+	RPOZero = "zero"
+	// RPONotZero: a write acknowledged by the primary alone is lost when it
+	// is: the group runs asynchronously.
+	RPONotZero = "not-zero"
+)
 
 // Recovery states (Site.Recovery).
 const (

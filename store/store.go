@@ -39,6 +39,13 @@ import (
 // count shown for a diverged site, so a version 2 binary that drops it on
 // rewrite loses nothing a decision needs (readers then fall back to the
 // Diverged set), and refusing older binaries for it would block rollbacks.
+//
+// InFlight.LostHolders was added within version 2 as well: it is written
+// only while a failover in flight holds an operator's confirmation that an
+// unreachable replica is lost (ack-holder-unreachable), and losing it only
+// makes that failover wait for the confirmation again. A binary without it
+// refuses such a document (unknown field): roll back while no failover is
+// in flight.
 const SchemaVersion = 2
 
 // Sentinel errors.
@@ -245,6 +252,10 @@ type InFlight struct {
 	// FenceConfirmation is an operator's confirmation that From is dead,
 	// recorded while the failover awaited one; nil until then.
 	FenceConfirmation *FenceConfirmation `json:"fenceConfirmation,omitempty"`
+	// LostHolders are operators' confirmations that an unreachable replica
+	// is lost (what only it may hold is given up), recorded while the
+	// failover waited at ack-holder-unreachable; Site names the replica.
+	LostHolders []FenceConfirmation `json:"lostHolders,omitempty"`
 }
 
 // document is the whole persisted JSON: every group of the daemon.
@@ -334,6 +345,7 @@ func snapshot(st GroupState) *GroupState {
 	if st.InFlight != nil {
 		f := *st.InFlight
 		f.FenceConfirmation = cloneConfirmation(f.FenceConfirmation)
+		f.LostHolders = slices.Clone(f.LostHolders)
 		st.InFlight = &f
 	}
 	if st.LastFailover != nil {

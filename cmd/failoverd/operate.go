@@ -325,13 +325,18 @@ answer from the daemon.`,
 func newConfirmFenceCmd(c *cli) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "confirm-fence GROUP SITE",
-		Short: "Assert that SITE, GROUP's old primary, can no longer accept writes",
+		Short: "Assert that SITE, GROUP's old primary (or a replica a failover waits for), is lost",
 		Long: `confirm-fence is the way out of await-fence-confirmation: the daemon revoked
 SITE but cannot prove it stopped accepting writes (its host is unreachable).
 Run it only once you know SITE's mysqld is dead, its host powered off or cut
 off from every client: the daemon then promotes the best replica. If SITE
 still accepts writes, those writes are lost and the group splits. Recorded in
 the group's history with your name.
+
+It is also the way out of ack-holder-unreachable: the old primary is fenced
+but unreachable replicas may hold the only copy of a write it acknowledged.
+Naming one of them (the status message lists them) accepts losing whatever
+only that replica holds; run it only once you know its host is gone.
 
 Exit codes: 0 recorded, 1 refused (no failover from SITE awaits a fence),
 2 bad arguments or no --token-file, 3 no answer from the daemon.`,

@@ -39,6 +39,9 @@ func writeTable(w io.Writer, d status.Daemon, groups []status.Group, now time.Ti
 		if g.EscalationHalted {
 			fmt.Fprintf(tw, "  automatic failover HALTED: run failoverd acknowledge %s once investigated\n", g.Name)
 		}
+		if g.RPO == status.RPONotZero {
+			fmt.Fprintf(tw, "  RPO NOT ZERO: %s\n", g.RPONote)
+		}
 		if g.Class != status.ClassHealthy && g.Message != "" {
 			fmt.Fprintf(tw, "  %s\n", g.Message)
 		}

@@ -157,7 +157,8 @@ func TestDaemonPrimaryPartitionDoesNotFailOver(t *testing.T) {
 
 // A second kill within the cooldown is not failed over automatically, the
 // status says why, and an operator's switchover works when forced (refused,
-// with the reason, when not).
+// with the reason, when not) once the operator also gives up the first
+// failover's lost old primary (ack-holder-unreachable).
 func TestCooldownBlocksSecondFailoverButSwitchoverWorks(t *testing.T) {
 	testenv.ForEachEngine(t, func(t *testing.T, e testenv.Engine) {
 		g := newGroup(t, groupOptions{engine: e, sites: 3})
@@ -182,6 +183,18 @@ func TestCooldownBlocksSecondFailoverButSwitchoverWorks(t *testing.T) {
 		code, body = g.post("/v1/groups/orders/switchover?target=site2&force=true")
 		if code != 202 {
 			t.Fatalf("forced switchover: %d %s", code, body)
+		}
+		// site0, the first failover's old primary, is still dead: for all
+		// the daemon can tell it may hold the only copy of a write site1
+		// acknowledged (two sites lost), so the switchover waits until the
+		// operator, who knows it is gone, gives it up.
+		g.waitFor("the switchover waits for site0", failoverTimeout, func() bool {
+			st, err := g.status()
+			return err == nil && st.Reason == "ack-holder-unreachable" && strings.Contains(st.Message, "site0")
+		})
+		token := filepath.Join(g.dir, "api.token")
+		if code, out, errOut := g.cli("confirm-fence", "orders", "site0", "--token-file", token); code != 0 {
+			t.Fatalf("confirm-fence of the lost site0: exit %d\n%s%s", code, out, errOut)
 		}
 		g.expectSolePrimary("site2")
 	})

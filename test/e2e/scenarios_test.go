@@ -480,10 +480,18 @@ func scenarios() []scenario {
 			if code, body := r.g.post("/v1/groups/orders/switchover?target=site2&force=true"); code != 202 {
 				r.t.Fatalf("forced switchover: %d %s", code, body)
 			}
+			// site0 is still dead and may, for all the daemon knows, hold
+			// the only copy of a write site1 acknowledged: the operator
+			// gives it up.
+			held := r.waitReason("ack-holder-unreachable", failoverTimeout)
+			if code, out, errOut := r.g.cli("confirm-fence", "orders", "site0", "--token-file", filepath.Join(r.g.dir, "api.token")); code != 0 {
+				r.t.Fatalf("confirm-fence of the lost site0: exit %d\n%s%s", code, out, errOut)
+			}
 			r.g.expectSolePrimary("site2")
 			r.resumes()
 			r.final, r.overlapFrom = 2, 1
-			r.outcome = fmt.Sprintf("%s; second loss reason=%s class=%s not failed over; forced switchover ->site2", failoverOutcome(first), st.Reason, st.Class)
+			r.outcome = fmt.Sprintf("%s; second loss reason=%s class=%s not failed over; forced switchover ->site2, waited %s until site0 was confirmed lost",
+				failoverOutcome(first), st.Reason, st.Class, held.Reason)
 		}},
 		{"old-primary-returns-writable", func(r *scenarioRun) {
 			r.begin(groupOptions{sites: 3})

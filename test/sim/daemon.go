@@ -173,6 +173,9 @@ func (d *daemon) round() {
 	if changed || (dec.Action != sitepair.None && dec.Action != sitepair.Alert) {
 		d.w.tracef("decision %s", dec)
 	}
+	if changed && dec.Reason == sitepair.ReasonAckHolderUnreachable {
+		d.w.stats.HolderWaits++
+	}
 	d.w.checkDecision(r.Observed, r.State, dec)
 	d.current, d.paused = dec, false
 	if err := d.h.CarryOut(ctx, dec); err != nil {
@@ -390,7 +393,7 @@ func (w *world) status(s *server) mysqlctl.Status {
 		ReadOnly:   s.readOnly, SuperReadOnly: s.readOnly,
 		Executed: s.executed.gtidSet(),
 		SemiSync: mysqlctl.SemiSyncStatus{Available: true, PrimaryEnabled: true, ReplicaEnabled: true, PrimaryActive: true,
-			ReplicaActive: true, Timeout: sitepair.MinSemiSyncTimeout, WaitNoReplica: true, WaitPoint: "AFTER_SYNC"},
+			ReplicaActive: true, Timeout: sitepair.MinSemiSyncTimeout, WaitNoReplica: true, WaitPoint: "AFTER_SYNC", WaitForReplicas: 1},
 	}
 	if s.source == "" {
 		return st

@@ -106,6 +106,24 @@ var regressions = []struct {
 		seed:  1810,
 		sched: Schedule{{Step: 41, Kind: "hang", Site: 2, Dur: 16}, {Step: 42, Kind: "kill", Site: 1, Dur: 37}, {Step: 46, Kind: "hang", Site: -1, Dur: 12}},
 	},
+	{
+		// Issue 26, acknowledged writes under two faults: s1's link to the
+		// primary is cut (it lags), s2 is cut from the daemon while it still
+		// acknowledges, the primary dies; covering the reachable sites, s1
+		// was promoted and the writes only s2 acknowledged were lost. The
+		// failover now waits for s2 (ack-holder-unreachable).
+		name:  "ack-holder-cut-from-the-daemon-is-waited-for",
+		seed:  2531,
+		sched: Schedule{{Step: 23, Kind: "cut-link", Site: 1, Dur: 34}, {Step: 25, Kind: "cut-daemon", Site: 2, Dur: 17}, {Step: 30, Kind: "kill", Site: 0, Dur: 24}},
+	},
+	{
+		// The same with semi-sync fencing: s2 hangs, s1 acknowledges alone
+		// and is killed while the primary hangs; s2 resumes and was promoted
+		// without what only s1 held.
+		name:  "ack-holder-killed-while-the-primary-hangs-is-waited-for",
+		seed:  1576,
+		sched: Schedule{{Step: 27, Kind: "hang", Site: 2, Dur: 22}, {Step: 29, Kind: "hang", Site: -1, Dur: 25}, {Step: 33, Kind: "kill", Site: 1, Dur: 25}},
+	},
 }
 
 func TestRegressions(t *testing.T) {

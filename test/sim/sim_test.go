@@ -73,7 +73,7 @@ func simulate(t *testing.T, first, n uint64, o Options) {
 				total.Reasserts += r.Stats.Reasserts
 				total.Acks += r.Stats.Acks
 				total.DaemonCrashes += r.Stats.DaemonCrashes
-				total.LostBeyondTolerance += r.Stats.LostBeyondTolerance
+				total.HolderWaits += r.Stats.HolderWaits
 				ends[string(r.Stats.EndReason)]++
 				mu.Unlock()
 			}
@@ -93,9 +93,9 @@ func simulate(t *testing.T, first, n uint64, o Options) {
 	if o.Sidecars {
 		kind, replay = "seeds with sidecars", "SIM_SIDECARS=1 "
 	}
-	t.Logf("%d %s (%d..%d) in %v: %d failovers, %d switchovers, %d re-assertions, %d acknowledged writes, %d daemon crashes, %d acknowledged writes lost beyond one failure; end states: %s",
+	t.Logf("%d %s (%d..%d) in %v: %d failovers, %d switchovers, %d re-assertions, %d acknowledged writes, %d daemon crashes, %d waits for an unreachable acknowledgement holder; end states: %s",
 		n, kind, first, first+n-1, time.Since(start).Round(time.Millisecond), total.Failovers, total.Switchovers, total.Reasserts,
-		total.Acks, total.DaemonCrashes, total.LostBeyondTolerance, strings.Join(endList, " "))
+		total.Acks, total.DaemonCrashes, total.HolderWaits, strings.Join(endList, " "))
 	sort.Slice(failed, func(i, j int) bool { return failed[i].Seed < failed[j].Seed })
 	for i, r := range failed {
 		if i >= 5 {

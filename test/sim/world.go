@@ -73,10 +73,10 @@ type heal struct {
 // Stats counts what happened in a history.
 type Stats struct {
 	Failovers, Switchovers, Reasserts, Acks, Diverged, DaemonCrashes int
-	// LostBeyondTolerance counts acknowledged writes a promotion lost
-	// while every site holding them was unreachable (two failures at once:
-	// beyond what one semi-sync acknowledgement protects).
-	LostBeyondTolerance int
+	// HolderWaits counts the failovers that began waiting for unreachable
+	// sites that may hold the only copy of an acknowledged write
+	// (ack-holder-unreachable): without the wait they may have lost it.
+	HolderWaits int
 	// EndReason is the last decision's reason at the end of the tail.
 	EndReason sitepair.Reason
 	// Writable is how many sites are writable at the end.
