@@ -16,7 +16,8 @@ const (
 		"COALESCE(MAX(TIME_MS), 0) AS longest_ms FROM information_schema.PROCESSLIST WHERE STATE LIKE 'Waiting for semi-sync ACK%'"
 	mysqlAckWaits = "SELECT COUNT(IF(NAME IN ('thread/sql/replica_sql', 'thread/sql/slave_sql', 'thread/sql/replica_worker', 'thread/sql/slave_worker'), 1, NULL)) AS appliers, " +
 		"COUNT(IF(NAME IN ('thread/sql/replica_sql', 'thread/sql/slave_sql', 'thread/sql/replica_worker', 'thread/sql/slave_worker'), NULL, 1)) AS sessions, " +
-		"COALESCE(MAX(PROCESSLIST_TIME), 0) * 1000 AS longest_ms FROM performance_schema.threads WHERE PROCESSLIST_STATE LIKE 'Waiting for semi-sync ACK%'"
+		"COALESCE(MAX(PROCESSLIST_TIME), 0) * 1000 AS longest_ms FROM performance_schema.threads WHERE PROCESSLIST_STATE LIKE 'Waiting for semi-sync ACK%' " +
+		"AND NAME NOT LIKE 'thread/semisync/%'"
 )
 
 // A server whose semi-sync source side is on reports the sessions whose

@@ -274,7 +274,10 @@ func mysqlDialect(f Flavor) dialect {
 		semiTimeoutVars: timeoutVars, semiWaitNoReplicaVars: waitNoReplicaVars, semiWaitPointVars: waitPointVars,
 
 		processListQuery: "SHOW PROCESSLIST",
-		ackWaitsQuery:    ackWaits("NAME", "PROCESSLIST_STATE", "COALESCE(MAX(PROCESSLIST_TIME), 0) * 1000", "performance_schema.threads", mysqlApplierThreads),
+		// The semi-sync ack receiver thread waits in the same state for
+		// ever, also on a healthy primary: it is no commit.
+		ackWaitsQuery: ackWaits("NAME", "PROCESSLIST_STATE", "COALESCE(MAX(PROCESSLIST_TIME), 0) * 1000", "performance_schema.threads", mysqlApplierThreads) +
+			" AND NAME NOT LIKE 'thread/semisync/%'",
 		workerErrorQuery: "SELECT LAST_ERROR_MESSAGE AS message FROM performance_schema.replication_applier_status_by_worker " +
 			"WHERE LAST_ERROR_NUMBER <> 0 ORDER BY LAST_ERROR_TIMESTAMP DESC LIMIT 1",
 

@@ -947,8 +947,25 @@ func (s suite) testSemiSyncWaits(t *testing.T) {
 		t.Fatalf("source side off: ack waits %+v (%v), want not read", st.AckWaits, err)
 	}
 
-	// The replica's replica side is off: nobody acknowledges the primary.
+	// Healthy semi-sync: nothing waits, whatever the server's own threads
+	// do (MySQL's ack receiver sits in the same state for ever).
 	mustExec(t, pdb, "SET GLOBAL "+src+"timeout = "+infinite, "SET GLOBAL "+src+"enabled = ON")
+	if err := ir.SetSemiSync(ctxFor(t, 30*time.Second), false, true); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "the replica acknowledging", func() (bool, string) {
+		st, err := ir.Status(ctxFor(t, 30*time.Second))
+		return err == nil && st.SemiSync.ReplicaActive && st.Replica != nil && st.Replica.IOThread == ThreadYes, fmt.Sprintf("%+v %v", st.SemiSync, err)
+	})
+	mustExec(t, app(t, p), "INSERT INTO t VALUES (62, 0)") // acknowledged
+	time.Sleep(1500 * time.Millisecond)
+	if st, err := ip.Status(ctxFor(t, 30*time.Second)); err != nil || !st.AckWaits.Known || st.AckWaits.Sessions != 0 || st.AckWaits.Appliers != 0 {
+		t.Fatalf("healthy semi-sync primary: ack waits %+v (%v), want nothing waiting", st.AckWaits, err)
+	}
+	// Its IO thread stopped, nobody acknowledges the primary.
+	if err := ir.StopReplicaIO(ctxFor(t, 30*time.Second)); err != nil {
+		t.Fatal(err)
+	}
 	done := make(chan error, 1)
 	go func() {
 		_, err := app(t, p).ExecContext(ctxFor(t, time.Minute), "INSERT INTO t VALUES (61, 0)")
