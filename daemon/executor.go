@@ -322,6 +322,15 @@ func (e *executor) drain(ctx context.Context, target string, timeout time.Durati
 		if res.Retrieved.IsEmpty() {
 			return nil
 		}
+		// With its own semi-sync source side on, the candidate's applier
+		// waits for acknowledgements nobody sends and the drain never ends.
+		if st.SemiSync.PrimaryEnabled {
+			if err := in.SetSemiSync(ctx, false, st.SemiSync.ReplicaEnabled); err != nil {
+				return fmt.Errorf("switch the semi-sync source side off: %w", err)
+			}
+			e.log.Warn("semisync.source_disabled", "site", target, "why", "drain",
+				"note", "a replica's semi-sync source side makes its applier wait for acknowledgements nobody sends; the promotion enables it again once a replica acknowledges")
+		}
 		err = in.WaitRelayDrained(ctx, res.Retrieved, timeout)
 		if errors.Is(err, mysqlctl.ErrDrainTimeout) {
 			res.TimedOut, timedOut = true, err
@@ -435,6 +444,36 @@ func (e *executor) repointOne(ctx context.Context, primary, site string, src mys
 		}
 		return in.ReplicateFrom(ctx, src)
 	})
+}
+
+// sourceOff switches the semi-sync source side off on each of sites that
+// still has it on (re-read first), leaving its replica side as it is (so a
+// running IO thread is not restarted): on a replica the source side makes
+// the applier's commits wait for acknowledgements nobody sends. Every site
+// is tried; the errors are joined.
+func (e *executor) sourceOff(ctx context.Context, sites []string) error {
+	var errs []error
+	for _, s := range sites {
+		err := e.on(ctx, s, stepTimeout, func(ctx context.Context, in Instance) error {
+			st, err := in.Status(ctx)
+			if err != nil {
+				return fmt.Errorf("read semi-sync settings: %w", err)
+			}
+			if !st.SemiSync.PrimaryEnabled {
+				return nil
+			}
+			if err := in.SetSemiSync(ctx, false, st.SemiSync.ReplicaEnabled); err != nil {
+				return err
+			}
+			e.log.Warn("semisync.source_disabled", "site", s, "why", "replica", "waiting_appliers", st.AckWaits.Appliers,
+				"note", "the semi-sync source side belongs on the primary only: on a replica its applier waits for acknowledgements nobody sends")
+			return nil
+		})
+		if err != nil {
+			errs = append(errs, fmt.Errorf("switch the semi-sync source side off on %s: %w", s, err))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // semiSync carries semi-synchronous replication over to the topology that a

@@ -264,6 +264,11 @@ func (g *group) act(ctx, term context.Context, d sitepair.Decision) error {
 			return err
 		}
 		g.restartStoppedReplicas(ctx, d.Target)
+		// The semi-sync roles move with the primary on every path that
+		// makes one (a restarted primary comes back with its my.cnf's).
+		if err := g.exec.semiSync(ctx, d.Target, g.followers(d.Target)); err != nil {
+			g.log.Warn("semisync.reconfigure_failed", "err", err)
+		}
 		return nil
 	case sitepair.Rejoin:
 		if err := g.exec.repoint(ctx, d.Target, d.Repoint); err != nil {
@@ -275,6 +280,8 @@ func (g *group) act(ctx, term context.Context, d sitepair.Decision) error {
 		return nil
 	case sitepair.StopReplicaIO:
 		return g.stopIO(ctx, d.Detach)
+	case sitepair.DisableSemiSyncSource:
+		return g.exec.sourceOff(ctx, d.SemiSyncOff)
 	}
 	return fmt.Errorf("unknown action %q", d.Action)
 }
@@ -866,6 +873,24 @@ func (g *group) submit(ctx context.Context, req request) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// followers lists the read-only sites replicating from primary that the
+// daemon may reconfigure (not operator-fenced, recloning or diverged).
+func (g *group) followers(primary string) []string {
+	g.mu.Lock()
+	st := g.state
+	g.mu.Unlock()
+	var out []string
+	for _, s := range g.obs.Observed().Sites {
+		_, diverged := st.Diverged[s.Name]
+		_, recloning := st.Recloning[s.Name]
+		if s.Name == primary || s.State != statemachine.ReadOnly || s.ReplicatingFrom != primary || diverged || recloning || slices.Contains(st.OperatorFenced, s.Name) {
+			continue
+		}
+		out = append(out, s.Name)
+	}
+	return out
 }
 
 // restartStoppedReplicas starts replication again, once primary is

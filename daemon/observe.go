@@ -104,6 +104,10 @@ func siteObservation(index int, s configs.Site, v poller.SiteView) sitepair.Site
 		o.SemiSync = sitepair.SemiSyncObservation{Known: true, Enabled: ss.PrimaryEnabled, Active: ss.PrimaryActive,
 			Timeout: ss.Timeout, WaitNoReplica: ss.WaitNoReplica, WaitPoint: ss.WaitPoint, WaitForReplicas: ss.WaitForReplicas}
 	}
+	if w := st.AckWaits; w.Known {
+		o.AckWaits = sitepair.AckWaitObservation{Known: true, Appliers: w.Appliers, Sessions: w.Sessions, Longest: w.Longest}
+	}
+	o.BacklogAge = v.BacklogAge
 	if v.StreamingFrom != "" && v.StreamingFrom == r.Follows {
 		o.LastStreamingAt = v.StreamingAt
 	}
@@ -125,6 +129,12 @@ func siteObservation(index int, s configs.Site, v poller.SiteView) sitepair.Site
 			o.Retrieved = gtid.Set{}
 		}
 		o.IOStopped = !rep.IOThread.Running()
+		o.ApplierStopped = !rep.SQLThread.Running()
+		// MariaDB's serial applier shows its own semi-sync wait in its
+		// state: that counts even when the processlist was not read.
+		if rep.AwaitingAck() && o.AckWaits.Appliers == 0 {
+			o.AckWaits.Known, o.AckWaits.Appliers = true, 1
+		}
 		// The last KNOWN lag: Seconds_Behind_Master turns NULL once the
 		// source is gone, which is not "no lag".
 		o.Lag, o.LagKnown = v.Lag, v.LagKnown

@@ -146,6 +146,16 @@ func (g *group) siteStatus(so sitepair.SiteObservation, st sitepair.Persisted, v
 	if r, ok := st.Recloning[so.Name]; ok {
 		s.Reclone = &status.Reclone{Donor: r.Donor, StartedAt: r.At, By: r.By, Failed: r.Failed}
 	}
+	// Only while the site answers: an unreachable site's last view would
+	// read as current.
+	if so.State.Reachable() {
+		s.ApplierBlocked = g.policy.ApplierBlocked(so)
+		s.WritesStalled = g.policy.WritesStalled(so)
+		if ss := so.SemiSync; ss.Known {
+			w := so.AckWaits
+			s.SemiSync = &status.SemiSync{SourceEnabled: ss.Enabled, WaitingSessions: w.Sessions, WaitingAppliers: w.Appliers, LongestWaitSeconds: w.Longest.Seconds()}
+		}
+	}
 	if sc := so.Sidecar; sc.Configured {
 		s.Sidecar = &status.Sidecar{LastReportAt: sc.LastReport, LeaseAgeSeconds: -1, Epoch: sc.Epoch, FencedEpoch: sc.FencedEpoch, MysqldDown: sc.MysqldDown, CanKill: sc.CanKill}
 		if !sc.LastReport.IsZero() {
@@ -170,7 +180,7 @@ func (g *group) siteStatus(so sitepair.SiteObservation, st sitepair.Persisted, v
 	if v.HasReachable && v.HasLatest && v.Latest.Reachable {
 		if rep := v.LastReachable.Status.Replica; rep != nil {
 			r := &status.Replication{IORunning: rep.IOThread.Running(), SQLRunning: rep.SQLThread.Running(),
-				Broken: v.LastReachable.ReplicationBroken, LagKnown: so.LagKnown}
+				Broken: v.LastReachable.ReplicationBroken, LagKnown: so.LagKnown, GTIDLagSeconds: so.BacklogAge.Seconds()}
 			if so.LagKnown {
 				r.LagSeconds = so.Lag.Seconds()
 			}
@@ -228,6 +238,10 @@ var reasonClass = map[sitepair.Reason]string{
 	sitepair.ReasonUnexpectedPrimaryFenced:    status.ClassActing,
 	sitepair.ReasonPrimaryPartitioned:         status.ClassDegraded,
 	sitepair.ReasonSemiSyncUnsafe:             status.ClassDegraded,
+	sitepair.ReasonApplierBlocked:             status.ClassDegraded,
+	// The primary serves reads and holds its writes until a replica
+	// acknowledges: its own alert says so (FailoverdWritesStalledAwaitingAck).
+	sitepair.ReasonWritesStalledAwaitingAck: status.ClassDegraded,
 
 	sitepair.ReasonWaitingForProbes:  status.ClassWaiting,
 	sitepair.ReasonPrimaryDebouncing: status.ClassWaiting,
@@ -236,6 +250,7 @@ var reasonClass = map[sitepair.Reason]string{
 	sitepair.ReasonPromotionSettling: status.ClassWaiting,
 
 	sitepair.ReasonAdoptPrimary:                status.ClassActing,
+	sitepair.ReasonSemiSyncSourceOnReplica:     status.ClassActing,
 	sitepair.ReasonRejoin:                      status.ClassActing,
 	sitepair.ReasonMarkDiverged:                status.ClassActing,
 	sitepair.ReasonDivergenceRepaired:          status.ClassActing,

@@ -23,6 +23,8 @@ type snapshotCollector struct {
 	siteState, siteActive, lag, ioRunning, sqlRunning, broken, divergent, recovery,
 	leaseAge, lastProbe, cacheRole *prometheus.Desc
 
+	gtidLag, applierBlocked, writesStalled, ackWaiting *prometheus.Desc
+
 	routingInSync *prometheus.Desc
 }
 
@@ -59,17 +61,21 @@ func newSnapshotCollector(o Options, m *Metrics) *snapshotCollector {
 		inFlight:      d("group_failover_in_flight", "1 while a failover or switchover is under way.", gs...),
 		lastFailover:  d("group_last_failover_timestamp_seconds", "When the latest completed failover or switchover (kind) promoted its site (Unix time); absent before the first.", "group", "kind"),
 
-		siteState:  d("site_state", "1 for the site's current debounced state, 0 for the three others.", "group", "site", "state"),
-		siteActive: d("site_active", "1 for the group's recorded primary (active site), else 0.", ss...),
-		lag:        d("site_replication_lag_seconds", "Replication lag of a replica; absent when unknown (NULL lag) or without a replication channel.", ss...),
-		ioRunning:  d("site_replication_io_running", "1 while the replica's IO (receiver) thread runs; only for sites with a replication channel.", ss...),
-		sqlRunning: d("site_replication_sql_running", "1 while the replica's SQL (applier) thread runs; only for sites with a replication channel.", ss...),
-		broken:     d("site_replication_broken", "1 when a replication thread stopped on an error; only for sites with a replication channel.", ss...),
-		recovery:   d("site_recovery", "1 while the site recovers: state in-progress (the last failover's old primary not yet a healthy replica of the active site) blocked (diverged: stays fenced until a human repairs or reclones it), recloning or reclone-failed (a reclone a human asked for runs, or failed). Absent otherwise.", "group", "site", "state"),
-		divergent:  d("site_divergent_transactions", "Transactions the site holds that the primary lacks (exact under gtid_strict_mode; an upper bound for MariaDB sites marked before counts were kept); 0 when not diverged.", ss...),
-		leaseAge:   d("site_sidecar_lease_age_seconds", "Time since the site's sidecar last reported; absent without a sidecar or before its first report to this leader.", ss...),
-		lastProbe:  d("site_last_probe_timestamp_seconds", "When the latest probe of the site finished (Unix time); absent before the first.", ss...),
-		cacheRole:  d("cache_role", "1 for the role (master, replica) the site's cache server holds, 0 for the other; absent without a cache or while unknown.", "group", "site", "role"),
+		siteState:      d("site_state", "1 for the site's current debounced state, 0 for the three others.", "group", "site", "state"),
+		siteActive:     d("site_active", "1 for the group's recorded primary (active site), else 0.", ss...),
+		lag:            d("site_replication_lag_seconds", "Replication lag of a replica; absent when unknown (NULL lag) or without a replication channel.", ss...),
+		ioRunning:      d("site_replication_io_running", "1 while the replica's IO (receiver) thread runs; only for sites with a replication channel.", ss...),
+		sqlRunning:     d("site_replication_sql_running", "1 while the replica's SQL (applier) thread runs; only for sites with a replication channel.", ss...),
+		broken:         d("site_replication_broken", "1 when a replication thread stopped on an error; only for sites with a replication channel.", ss...),
+		recovery:       d("site_recovery", "1 while the site recovers: state in-progress (the last failover's old primary not yet a healthy replica of the active site) blocked (diverged: stays fenced until a human repairs or reclones it), recloning or reclone-failed (a reclone a human asked for runs, or failed). Absent otherwise.", "group", "site", "state"),
+		divergent:      d("site_divergent_transactions", "Transactions the site holds that the primary lacks (exact under gtid_strict_mode; an upper bound for MariaDB sites marked before counts were kept); 0 when not diverged.", ss...),
+		leaseAge:       d("site_sidecar_lease_age_seconds", "Time since the site's sidecar last reported; absent without a sidecar or before its first report to this leader.", ss...),
+		lastProbe:      d("site_last_probe_timestamp_seconds", "When the latest probe of the site finished (Unix time); absent before the first.", ss...),
+		gtidLag:        d("site_replication_gtid_lag_seconds", "Replication lag of a replica measured from its GTID sets: how long transactions it received have stayed unapplied (0 when none); only for sites with a replication channel.", ss...),
+		applierBlocked: d("site_replication_applier_blocked", "1 while the replica's applier is blocked: its threads wait for semi-sync acknowledgements, or what it received stays unapplied while its threads run; only for sites with a replication channel.", ss...),
+		writesStalled:  d("site_writes_stalled_awaiting_ack", "1 while commits on the site have waited for a semi-sync acknowledgement longer than the bound (no replica acknowledges); only for sites whose semi-sync source side is on.", ss...),
+		ackWaiting:     d("site_semisync_waiting_sessions", "Sessions whose commits wait for a semi-sync acknowledgement; only for sites whose semi-sync source side is on.", ss...),
+		cacheRole:      d("cache_role", "1 for the role (master, replica) the site's cache server holds, 0 for the other; absent without a cache or while unknown.", "group", "site", "role"),
 
 		routingInSync: d("routing_in_sync", "1 when the routing follower (kube-service, kube-taint, dns, cache) points at the active site of the newest view.", "group", "follower"),
 	}
@@ -82,6 +88,7 @@ func (c *snapshotCollector) Describe(ch chan<- *prometheus.Desc) {
 		c.awaitingHuman, c.blocked, c.halted, c.cooldown, c.inFlight, c.lastFailover,
 		c.siteState, c.siteActive, c.lag, c.ioRunning, c.sqlRunning, c.broken, c.divergent, c.recovery,
 		c.leaseAge, c.lastProbe, c.cacheRole, c.routingInSync,
+		c.gtidLag, c.applierBlocked, c.writesStalled, c.ackWaiting,
 	} {
 		ch <- d
 	}
@@ -162,6 +169,12 @@ func (c *snapshotCollector) collectGroup(g status.Group, gauge func(*prometheus.
 			if r.LagKnown {
 				gauge(c.lag, r.LagSeconds, n, s.Name)
 			}
+			gauge(c.gtidLag, max(r.GTIDLagSeconds, 0), n, s.Name)
+			gauge(c.applierBlocked, boolean(s.ApplierBlocked != ""), n, s.Name)
+		}
+		if ss := s.SemiSync; ss != nil && ss.SourceEnabled {
+			gauge(c.writesStalled, boolean(s.WritesStalled != ""), n, s.Name)
+			gauge(c.ackWaiting, float64(ss.WaitingSessions), n, s.Name)
 		}
 		var diverged uint64
 		for _, d := range g.Diverged {

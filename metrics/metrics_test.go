@@ -124,14 +124,18 @@ func fixture() status.Snapshot {
 			Sites: []status.Site{{
 				Name: "east", Role: "primary-candidate", State: status.StateWritable, Active: true,
 				Executed: "0-1-42", LastProbeAt: at, LastReachableAt: at,
-				Sidecar:   &status.Sidecar{LastReportAt: at.Add(-time.Second), LeaseAgeSeconds: 1, Epoch: 7},
-				CacheRole: "master",
+				Sidecar:       &status.Sidecar{LastReportAt: at.Add(-time.Second), LeaseAgeSeconds: 1, Epoch: 7},
+				CacheRole:     "master",
+				SemiSync:      &status.SemiSync{SourceEnabled: true, WaitingSessions: 3, LongestWaitSeconds: 12},
+				WritesStalled: "3 sessions waiting for a semi-sync acknowledgement",
 			}, {
 				Name: "west", Role: "primary-candidate", State: status.StateReadOnly,
 				Executed: "0-1-41", ReplicatingFrom: "east", LastProbeAt: at,
-				Replication: &status.Replication{IORunning: true, SQLRunning: true, LagSeconds: 1.5, LagKnown: true},
-				Sidecar:     &status.Sidecar{LeaseAgeSeconds: -1},
-				CacheRole:   "replica", Recovery: status.RecoveryInProgress,
+				Replication:    &status.Replication{IORunning: true, SQLRunning: true, LagSeconds: 1.5, LagKnown: true, GTIDLagSeconds: 40},
+				ApplierBlocked: "transactions it received 40s ago are still not applied",
+				SemiSync:       &status.SemiSync{},
+				Sidecar:        &status.Sidecar{LeaseAgeSeconds: -1},
+				CacheRole:      "replica", Recovery: status.RecoveryInProgress,
 			}, {
 				Name: "dr", Role: "dr-only", State: status.StateUnreachable,
 				Replication: &status.Replication{IORunning: true, Broken: true, LastError: "Error 1062 on 0-9-3"},
@@ -144,7 +148,7 @@ func fixture() status.Snapshot {
 			EscalationHalted: true,
 			InFlight:         &status.InFlight{ID: "f-1", Kind: "switchover", From: "a", To: "b", Step: "drain", StartedAt: at},
 			Sites: []status.Site{
-				{Name: "a", State: status.StateWritable},
+				{Name: "a", State: status.StateWritable, SemiSync: &status.SemiSync{SourceEnabled: true}},
 				{Name: "b", State: status.StateWritable},
 			},
 		}},
@@ -258,6 +262,22 @@ failoverd_site_replication_sql_running{group="orders",site="west"} 1
 # TYPE failoverd_site_replication_broken gauge
 failoverd_site_replication_broken{group="orders",site="dr"} 1
 failoverd_site_replication_broken{group="orders",site="west"} 0
+# HELP failoverd_site_replication_gtid_lag_seconds Replication lag of a replica measured from its GTID sets: how long transactions it received have stayed unapplied (0 when none); only for sites with a replication channel.
+# TYPE failoverd_site_replication_gtid_lag_seconds gauge
+failoverd_site_replication_gtid_lag_seconds{group="orders",site="dr"} 0
+failoverd_site_replication_gtid_lag_seconds{group="orders",site="west"} 40
+# HELP failoverd_site_replication_applier_blocked 1 while the replica's applier is blocked: its threads wait for semi-sync acknowledgements, or what it received stays unapplied while its threads run; only for sites with a replication channel.
+# TYPE failoverd_site_replication_applier_blocked gauge
+failoverd_site_replication_applier_blocked{group="orders",site="dr"} 0
+failoverd_site_replication_applier_blocked{group="orders",site="west"} 1
+# HELP failoverd_site_writes_stalled_awaiting_ack 1 while commits on the site have waited for a semi-sync acknowledgement longer than the bound (no replica acknowledges); only for sites whose semi-sync source side is on.
+# TYPE failoverd_site_writes_stalled_awaiting_ack gauge
+failoverd_site_writes_stalled_awaiting_ack{group="billing",site="a"} 0
+failoverd_site_writes_stalled_awaiting_ack{group="orders",site="east"} 1
+# HELP failoverd_site_semisync_waiting_sessions Sessions whose commits wait for a semi-sync acknowledgement; only for sites whose semi-sync source side is on.
+# TYPE failoverd_site_semisync_waiting_sessions gauge
+failoverd_site_semisync_waiting_sessions{group="billing",site="a"} 0
+failoverd_site_semisync_waiting_sessions{group="orders",site="east"} 3
 # HELP failoverd_site_divergent_transactions Transactions the site holds that the primary lacks (exact under gtid_strict_mode; an upper bound for MariaDB sites marked before counts were kept); 0 when not diverged.
 # TYPE failoverd_site_divergent_transactions gauge
 failoverd_site_divergent_transactions{group="billing",site="a"} 0

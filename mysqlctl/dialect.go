@@ -72,6 +72,10 @@ type dialect struct {
 	workerErrorQuery string
 
 	processListQuery string
+	// ackWaitsQuery returns one row: appliers and sessions (threads whose
+	// commits wait for a semi-sync acknowledgement, the replication
+	// appliers and the others) and longest_ms (the longest such wait).
+	ackWaitsQuery string
 	// ioThreadsQuery lists the replication receiver threads' ids (column
 	// id); "" when StopReplicaIO need not kill them first.
 	ioThreadsQuery string
@@ -133,6 +137,28 @@ func semiSyncAtVariables(names []string) string {
 		q[i] = fmt.Sprintf("CONCAT('%s=', @@GLOBAL.%s)", n, n)
 	}
 	return "CONCAT_WS(',', " + strings.Join(q, ", ") + ") AS semi_sync_variables"
+}
+
+// The threads that apply replicated transactions: the SQL (coordinator)
+// thread and the workers of a multi-threaded applier, as MySQL's
+// performance_schema.threads names them (both spellings) and MariaDB's
+// PROCESSLIST COMMAND says.
+var (
+	mysqlApplierThreads   = []string{"thread/sql/replica_sql", "thread/sql/slave_sql", "thread/sql/replica_worker", "thread/sql/slave_worker"}
+	mariadbApplierThreads = []string{"Slave_SQL", "Slave_worker"}
+)
+
+// ackWaits builds the ackWaitsQuery over table: the threads in the
+// semi-sync wait state (stateCol), split by kindCol into appliers and
+// others, and longest (milliseconds) over them.
+func ackWaits(kindCol, stateCol, longest, table string, appliers []string) string {
+	q := make([]string, len(appliers))
+	for i, a := range appliers {
+		q[i] = "'" + a + "'"
+	}
+	in := kindCol + " IN (" + strings.Join(q, ", ") + ")"
+	return fmt.Sprintf("SELECT COUNT(IF(%s, 1, NULL)) AS appliers, COUNT(IF(%s, NULL, 1)) AS sessions, %s AS longest_ms FROM %s WHERE %s LIKE '%s%%'",
+		in, in, longest, table, stateCol, ackWaitState)
 }
 
 // waitCodes interprets a GTID wait function's result: "0" is reached,
@@ -254,6 +280,10 @@ func mysqlDialect(f Flavor) dialect {
 		semiWaitCountVars: waitCountVars,
 
 		processListQuery: "SHOW PROCESSLIST",
+		// The semi-sync ack receiver thread waits in the same state for
+		// ever, also on a healthy primary: it is no commit.
+		ackWaitsQuery: ackWaits("NAME", "PROCESSLIST_STATE", "COALESCE(MAX(PROCESSLIST_TIME), 0) * 1000", "performance_schema.threads", mysqlApplierThreads) +
+			" AND NAME NOT LIKE 'thread/semisync/%'",
 		workerErrorQuery: "SELECT LAST_ERROR_MESSAGE AS message FROM performance_schema.replication_applier_status_by_worker " +
 			"WHERE LAST_ERROR_NUMBER <> 0 ORDER BY LAST_ERROR_TIMESTAMP DESC LIMIT 1",
 
@@ -376,6 +406,7 @@ func mariadbDialect(Flavor) dialect {
 		semiTimeoutVars: timeoutVars, semiWaitNoReplicaVars: waitNoReplicaVars, semiWaitPointVars: waitPointVars,
 
 		processListQuery: "SHOW PROCESSLIST",
+		ackWaitsQuery:    ackWaits("COMMAND", "STATE", "COALESCE(MAX(TIME_MS), 0)", "information_schema.PROCESSLIST", mariadbApplierThreads),
 
 		changeSource: func(src Source) (string, error) {
 			host, user, password, port, err := sourceLiterals(src)

@@ -151,14 +151,20 @@ func open(ctx context.Context, opts Options) (*Instance, error) {
 	}
 	inst.flavor, inst.d = f, newDialect(f)
 	if opts.StatusOnly {
-		inst.q = statusOnlyQuerier{db: pool.db, allowed: map[string]bool{inst.d.batchStatusQuery: true, inst.d.semiStatusQuery: inst.d.semiStatusQuery != "",
-			inst.d.replicaStatusQuery: true, inst.d.workerErrorQuery: inst.d.workerErrorQuery != ""}}
+		inst.q = statusOnlyQuerier{db: pool.db, allowed: statusOnlyAllowed(inst.d)}
 		inst.openLong = func(context.Context) (querier, func() error, error) {
 			return nil, nil, fmt.Errorf("%w: a status-only instance opens no other session", ErrInvalidArgument)
 		}
 	}
 	logger.Debug("mysqlctl: opened", "addr", opts.Addr, "flavor", f.String())
 	return inst, nil
+}
+
+// statusOnlyAllowed is every statement Status may send: all a status-only
+// instance runs.
+func statusOnlyAllowed(d dialect) map[string]bool {
+	return map[string]bool{d.batchStatusQuery: true, d.semiStatusQuery: d.semiStatusQuery != "",
+		d.replicaStatusQuery: true, d.workerErrorQuery: d.workerErrorQuery != "", d.ackWaitsQuery: d.ackWaitsQuery != ""}
 }
 
 // driverConfig is the driver's configuration for opts.

@@ -97,6 +97,7 @@ func runSuite(t *testing.T, f serverFactory) {
 	t.Run("StopReplicaIOFreezesRetrievedSet", s.testStopReplicaIO)
 	t.Run("SlowParallelApplierIsNotAnIncompleteTransaction", s.testSlowParallelApplier)
 	t.Run("SemiSync", s.testSemiSync)
+	t.Run("SemiSyncWaitsAreSeen", s.testSemiSyncWaits)
 	t.Run("ManualFailoverThreeSites", s.testFailover)
 	t.Run("IdempotentReplicationControl", s.testIdempotency)
 	t.Run("CloneFrom", s.testClone)
@@ -910,6 +911,76 @@ func (s suite) testSemiSync(t *testing.T) {
 		if err != nil || st.SemiSync.PrimaryEnabled || st.SemiSync.ReplicaEnabled {
 			t.Fatalf("semi-sync after disabling: %+v, %v", st.SemiSync, err)
 		}
+	}
+}
+
+// Issue 26: the sessions whose commits wait for a semi-sync
+// acknowledgement are seen. A replica whose own source side is on (guides
+// advise it everywhere) has its applier's commits wait for acknowledgements
+// nobody sends; switched off, it applies again. A primary nobody
+// acknowledges (infinite timeout) has its clients' commits wait.
+func (s suite) testSemiSyncWaits(t *testing.T) {
+	p, _, ip, ir, pdb, rdb := s.pair(t)
+	src := "rpl_semi_sync_master_"
+	if s.f.engine == testenv.MySQL {
+		src = "rpl_semi_sync_source_"
+	}
+	const infinite = "4294967295"
+	mustExec(t, rdb, "SET GLOBAL "+src+"timeout = "+infinite, "SET GLOBAL "+src+"enabled = ON")
+	mustExec(t, app(t, p), "INSERT INTO t VALUES (60, 0)")
+	var rst Status
+	waitFor(t, 30*time.Second, "the replica's applier waiting for an acknowledgement", func() (bool, string) {
+		st, err := ir.Status(ctxFor(t, 30*time.Second))
+		if err != nil || st.Replica == nil {
+			return false, fmt.Sprint(err)
+		}
+		rst = st
+		return st.AckWaits.Known && st.AckWaits.Appliers > 0 && st.AckWaits.Sessions == 0,
+			fmt.Sprintf("%+v, SQL thread state %q", st.AckWaits, st.Replica.SQLState)
+	})
+	t.Logf("replica: %+v, SQL thread state %q, awaiting ack %t", rst.AckWaits, rst.Replica.SQLState, rst.Replica.AwaitingAck())
+	if err := ir.SetSemiSync(ctxFor(t, 30*time.Second), false, rst.SemiSync.ReplicaEnabled); err != nil {
+		t.Fatal(err)
+	}
+	s.waitReplicated(t, rdb, pdb)
+	if st, err := ir.Status(ctxFor(t, 30*time.Second)); err != nil || st.AckWaits.Known {
+		t.Fatalf("source side off: ack waits %+v (%v), want not read", st.AckWaits, err)
+	}
+
+	// Healthy semi-sync: nothing waits, whatever the server's own threads
+	// do (MySQL's ack receiver sits in the same state for ever).
+	mustExec(t, pdb, "SET GLOBAL "+src+"timeout = "+infinite, "SET GLOBAL "+src+"enabled = ON")
+	if err := ir.SetSemiSync(ctxFor(t, 30*time.Second), false, true); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "the replica acknowledging", func() (bool, string) {
+		st, err := ir.Status(ctxFor(t, 30*time.Second))
+		return err == nil && st.SemiSync.ReplicaActive && st.Replica != nil && st.Replica.IOThread == ThreadYes, fmt.Sprintf("%+v %v", st.SemiSync, err)
+	})
+	mustExec(t, app(t, p), "INSERT INTO t VALUES (62, 0)") // acknowledged
+	time.Sleep(1500 * time.Millisecond)
+	if st, err := ip.Status(ctxFor(t, 30*time.Second)); err != nil || !st.AckWaits.Known || st.AckWaits.Sessions != 0 || st.AckWaits.Appliers != 0 {
+		t.Fatalf("healthy semi-sync primary: ack waits %+v (%v), want nothing waiting", st.AckWaits, err)
+	}
+	// Its IO thread stopped, nobody acknowledges the primary.
+	if err := ir.StopReplicaIO(ctxFor(t, 30*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := app(t, p).ExecContext(ctxFor(t, time.Minute), "INSERT INTO t VALUES (61, 0)")
+		done <- err
+	}()
+	waitFor(t, 30*time.Second, "a client's commit waiting for an acknowledgement", func() (bool, string) {
+		st, err := ip.Status(ctxFor(t, 30*time.Second))
+		return err == nil && st.AckWaits.Sessions == 1 && st.AckWaits.Appliers == 0 && st.AckWaits.Longest >= time.Second,
+			fmt.Sprintf("%+v %v", st.AckWaits, err)
+	})
+	if err := ip.SetSemiSync(ctxFor(t, 30*time.Second), false, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("the waiting commit, released: %v", err)
 	}
 }
 

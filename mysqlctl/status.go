@@ -41,8 +41,30 @@ type Status struct {
 	// @@gtid_slave_pos, raw (one triple per domain).
 	GTIDCurrentPos, GTIDSlavePos string
 	SemiSync                     SemiSyncStatus
+	// AckWaits is what the server's sessions wait for semi-sync
+	// acknowledgements; read only while the source side is enabled
+	// (SemiSync.PrimaryEnabled), when nothing else can wait.
+	AckWaits AckWaits
 	// Replica is nil when no replication is configured.
 	Replica *ReplicaStatus
+}
+
+// AckWaits counts the sessions whose commits wait for a semi-sync
+// acknowledgement (thread state "Waiting for semi-sync ACK from
+// slave/replica").
+type AckWaits struct {
+	// Known: read. False when the source side is off (nothing waits) or
+	// the read failed.
+	Known bool
+	// Appliers counts the replication applier threads waiting (SQL thread,
+	// workers): on a replica with the source side on, its applier's
+	// commits wait for acknowledgements nobody sends.
+	Appliers int
+	// Sessions counts the other sessions waiting: clients' commits.
+	Sessions int
+	// Longest is how long the longest waiting thread has been in that
+	// state (MySQL: whole seconds).
+	Longest time.Duration
 }
 
 // Fenced reports whether the flavor's fence is in effect: super_read_only
@@ -140,6 +162,37 @@ func (r *ReplicaStatus) RelayExhausted() bool {
 	return !r.IOThread.Running() && r.SQLThread.Running() && strings.Contains(strings.ToLower(r.SQLState), "read all relay log")
 }
 
+// AwaitingAck reports whether the SQL (applier) thread waits for a
+// semi-sync acknowledgement of its own commit: the server's own semi-sync
+// source side is on (MariaDB's serial applier shows it here; a
+// multi-threaded applier's workers show it in AckWaits).
+func (r *ReplicaStatus) AwaitingAck() bool {
+	return r.SQLThread.Running() && strings.HasPrefix(r.SQLState, ackWaitState)
+}
+
+// ackWaitState begins the state of a thread whose commit waits for a
+// semi-sync acknowledgement: "... from slave" (MariaDB, MySQL before
+// 8.0.26), "... from replica" (MySQL 8.0.26+).
+const ackWaitState = "Waiting for semi-sync ACK"
+
+// readAckWaits fills st.AckWaits while the source side is on (otherwise
+// nothing waits). Best effort: a failed read leaves them unknown, as the
+// rest of the status stands.
+func (i *Instance) readAckWaits(ctx context.Context, st *Status) {
+	if !st.SemiSync.PrimaryEnabled || i.d.ackWaitsQuery == "" {
+		return
+	}
+	rs, err := i.q.query(ctx, i.d.ackWaitsQuery)
+	if err != nil || len(rs.rows) != 1 {
+		i.log.Debug("mysqlctl: semi-sync waits not read", "addr", i.addr, "err", err)
+		return
+	}
+	r := rs.row(0)
+	ms, _ := strconv.ParseFloat(r.str("longest_ms"), 64)
+	st.AckWaits = AckWaits{Known: true, Appliers: int(r.integer("appliers")), Sessions: int(r.integer("sessions")),
+		Longest: time.Duration(ms * float64(time.Millisecond))}
+}
+
 // SQLError reports whether the SQL (applier) thread stopped with an error.
 func (r *ReplicaStatus) SQLError() bool { return !r.SQLThread.Running() && r.LastSQLErrno != 0 }
 
@@ -161,6 +214,7 @@ func (i *Instance) Status(ctx context.Context) (Status, error) {
 	if st.Replica, err = i.replicaStatus(ctx); err != nil {
 		return Status{}, i.fail("status", "read replica status", err)
 	}
+	i.readAckWaits(ctx, &st)
 	return st, nil
 }
 
@@ -229,6 +283,7 @@ func (i *Instance) batchStatus(ctx context.Context, bq batchQuerier) (Status, er
 		return Status{}, i.fail("status", "read replica status", err)
 	}
 	i.withWorkerError(ctx, st.Replica)
+	i.readAckWaits(ctx, &st)
 	return st, nil
 }
 

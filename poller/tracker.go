@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/failoverd/failoverd/configs"
+	"github.com/failoverd/failoverd/gtid"
 	"github.com/failoverd/failoverd/statemachine"
 )
 
@@ -45,6 +46,7 @@ type tracked struct {
 	latest  Observation // zero Seq: none yet
 	lastOK  Observation // last reachable one; zero Seq: none yet
 	lag     knownLag
+	backlog backlog
 	// refused counts the consecutive latest probes refused; streamingFrom
 	// and streamingAt are the source and time of the last probe that saw
 	// the site streaming from it.
@@ -74,6 +76,37 @@ func (k *knownLag) observe(o Observation) {
 		*k = knownLag{}
 	case rep.LagKnown:
 		*k = knownLag{lag: rep.Lag, known: true, at: o.At}
+	}
+}
+
+// backlog measures a replica's lag from its GTID sets: the transactions
+// it had retrieved but not applied (retrieved − executed) when since was
+// stamped stay pending until its executed set covers them; their wait is
+// the lag. A backlog that drains between probes is no lag (a new one starts
+// from its probe); a tail received only in part (relay log exhausted with
+// the IO thread stopped: the source died mid-transaction) is not backlog.
+// Seconds_Behind alone misses an applier blocked inside a commit (a
+// replica's own semi-sync source side waiting for acknowledgements): it may
+// say 0 while nothing is applied.
+type backlog struct {
+	pending gtid.Set
+	since   time.Time // zero: nothing pending
+	age     time.Duration
+}
+
+func (b *backlog) observe(o Observation) {
+	if !o.Reachable {
+		return
+	}
+	rep, executed := o.Status.Replica, o.Status.Executed
+	switch {
+	case rep == nil || rep.RelayExhausted() || gtid.CheckFlavor(executed, rep.Retrieved) != nil || executed.Covers(rep.Retrieved):
+		*b = backlog{}
+	case b.since.IsZero() || executed.Covers(b.pending):
+		// What was pending got applied: whatever is pending now is new.
+		*b = backlog{pending: rep.Retrieved, since: o.At}
+	default:
+		b.age = o.At.Sub(b.since)
 	}
 }
 
@@ -144,6 +177,7 @@ func (t *Tracker) Observe(o Observation) (statemachine.Event, bool, error) {
 		s.lastOK = o
 	}
 	s.lag.observe(o)
+	s.backlog.observe(o)
 	if !o.Reachable && o.Class == ClassRefused {
 		s.refused++
 	} else {
@@ -181,6 +215,10 @@ type SiteView struct {
 	Lag      time.Duration
 	LagKnown bool
 	LagAt    time.Time
+	// BacklogAge is the replica's lag measured from its GTID sets, as of its
+	// last reachable probe: how long what it had retrieved but not applied
+	// has stayed unapplied (see backlog); 0 when none.
+	BacklogAge time.Duration
 	// RefusedInARow counts the consecutive latest probes refused (TCP
 	// connection refused); 0 after any other outcome.
 	RefusedInARow int
@@ -232,6 +270,7 @@ func (t *Tracker) view(name string) SiteView {
 		Lag:           s.lag.lag,
 		LagKnown:      s.lag.known,
 		LagAt:         s.lag.at,
+		BacklogAge:    s.backlog.age,
 		RefusedInARow: s.refused,
 		StreamingFrom: s.streamingFrom,
 		StreamingAt:   s.streamingAt,

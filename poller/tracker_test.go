@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/failoverd/failoverd/configs"
+	"github.com/failoverd/failoverd/gtid"
 	"github.com/failoverd/failoverd/mysqlctl"
 	"github.com/failoverd/failoverd/statemachine"
 )
@@ -267,5 +268,52 @@ func TestTrackerRefusalsAndStreaming(t *testing.T) {
 	}
 	if v, _ := tr.Site("b"); v.StreamingFrom != "a" || !v.StreamingAt.Equal(t0.Add(2*time.Second)) {
 		t.Errorf("streaming from %q at %v, want a at step 2", v.StreamingFrom, v.StreamingAt)
+	}
+}
+
+// A replica's lag is also measured from its GTID sets (issue 26 hole 9: an
+// applier blocked inside a commit may report Seconds_Behind 0): how long
+// what it had retrieved but not applied stays unapplied. A backlog that
+// drains between probes is no lag; a tail received only in part (the
+// source died mid-transaction, the relay log exhausted) is not backlog.
+func TestTrackerMeasuresLagFromGTIDSets(t *testing.T) {
+	tr, err := NewTracker(TrackerConfig{Sites: []string{"b"}, FailureThreshold: 2, RecoveryThreshold: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	maria := func(s string) gtid.Set { return gtid.MustParse(gtid.MariaDB, s) }
+	replica := func(seq int, io mysqlctl.ThreadState, state, retrieved, executed string) Observation {
+		o := obsOf("b", seq, 'R')
+		o.Status.Executed = maria(executed)
+		o.Status.Replica = &mysqlctl.ReplicaStatus{IOThread: io, SQLThread: mysqlctl.ThreadYes, SQLState: state, Retrieved: maria(retrieved), LagKnown: true}
+		return o
+	}
+	const applying, idle = "Reading event from the relay log", "Slave has read all relay log; waiting for more updates"
+	steps := []struct {
+		name string
+		o    Observation
+		want time.Duration
+	}{
+		{"caught up", replica(1, mysqlctl.ThreadYes, idle, "0-1-10", "0-1-10"), 0},
+		{"a backlog appears", replica(2, mysqlctl.ThreadYes, applying, "0-1-15", "0-1-12"), 0},
+		{"it drained; a new one", replica(3, mysqlctl.ThreadYes, applying, "0-1-20", "0-1-16"), 0},
+		{"not drained a second later", replica(4, mysqlctl.ThreadYes, applying, "0-1-25", "0-1-16"), time.Second},
+		{"failed probe keeps it", obsOf("b", 5, 'F'), time.Second},
+		{"still not drained", replica(6, mysqlctl.ThreadYes, applying, "0-1-30", "0-1-17"), 3 * time.Second},
+		{"IO stopped, still applying: still lag", replica(7, mysqlctl.ThreadNo, applying, "0-1-30", "0-1-19"), 4 * time.Second},
+		{"relay log exhausted short of a partial tail: no backlog", replica(8, mysqlctl.ThreadNo, idle, "0-1-30", "0-1-29"), 0},
+		{"caught up again", replica(9, mysqlctl.ThreadYes, idle, "0-1-31", "0-1-31"), 0},
+		{"behind again", replica(10, mysqlctl.ThreadYes, applying, "0-1-40", "0-1-31"), 0},
+		{"no longer a replica: none", obsOf("b", 11, 'W'), 0},
+		{"a replica again, behind", replica(12, mysqlctl.ThreadYes, applying, "0-1-50", "0-1-41"), 0},
+		{"two seconds on", replica(14, mysqlctl.ThreadYes, applying, "0-1-55", "0-1-41"), 2 * time.Second},
+	}
+	for _, st := range steps {
+		if _, _, err := tr.Observe(st.o); err != nil {
+			t.Fatalf("%s: %v", st.name, err)
+		}
+		if v, _ := tr.Site("b"); v.BacklogAge != st.want {
+			t.Errorf("%s: BacklogAge=%v, want %v", st.name, v.BacklogAge, st.want)
+		}
 	}
 }

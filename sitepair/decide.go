@@ -285,6 +285,10 @@ func (v *view) ineligible(i int, oldPrimary string, checkLag bool) string {
 		return "lag unknown"
 	case checkLag && v.pol.MaxLag > 0 && s.Lag > v.pol.MaxLag:
 		return fmt.Sprintf("lag %v over %v", s.Lag, v.pol.MaxLag)
+	case checkLag && v.pol.MaxLag > 0 && s.BacklogAge > v.pol.MaxLag:
+		// An applier blocked inside a commit may report Seconds_Behind 0
+		// while what it received waits: the GTID sets say how far behind.
+		return fmt.Sprintf("lag %v over %v (received transactions not applied, from GTID sets)", s.BacklogAge, v.pol.MaxLag)
 	}
 	return ""
 }
@@ -1355,6 +1359,20 @@ func (v *view) healthy() Decision {
 		d.Repoint = rejoin
 		return d
 	}
+	// The semi-sync source side belongs on the primary only: on a replica
+	// its applier's commits wait for acknowledgements nobody sends.
+	if off := v.sourceOnReplicas(p); len(off) > 0 {
+		d := v.decision(ReasonSemiSyncSourceOnReplica, "%s %s the semi-sync source side on: %s applier's commits wait for acknowledgements nobody sends; switching it off (the source side belongs on primary %s only)",
+			strings.Join(off, ", "), plural(len(off), "has", "have"), plural(len(off), "its", "their"), p)
+		d.Target = p
+		d.SemiSyncOff = off
+		return d
+	}
+	// Every commit on the primary waits: more urgent than any replica's
+	// state (which is usually the cause).
+	if why := v.pol.WritesStalled(v.sites[pi]); why != "" {
+		return v.decision(ReasonWritesStalledAwaitingAck, "primary %s accepts no writes: %s; a replica that acknowledges (reachable, replicating from it with the semi-sync replica side on) ends the stall", p, why)
+	}
 	switch v.det.Code {
 	case statemachine.ReplicationBroken:
 		return v.decision(ReasonDegradedReplicationBroken, "primary %s is healthy but a replica's replication stopped on an error", p)
@@ -1362,6 +1380,16 @@ func (v *view) healthy() Decision {
 		return v.decision(ReasonDegradedNotFollowing, "primary %s is healthy but a replica does not follow it (IO not connected, operator-fenced or diverged)", p)
 	case statemachine.ReplicaUnreachable:
 		return v.decision(ReasonDegradedReplicaUnreachable, "primary %s is healthy but %s unreachable", p, strings.Join(v.inState(statemachine.Unreachable), ", "))
+	}
+	// A replica that silently stopped applying must never read as healthy
+	// (it would be found out only by the failover that needs it).
+	for _, s := range v.sites {
+		if s.Name == p || s.State != statemachine.ReadOnly || s.ReplicatingFrom != p || v.opFenced(s.Name) || v.recloning(s.Name) || v.diverged(s.Name) {
+			continue
+		}
+		if why := v.pol.ApplierBlocked(s); why != "" {
+			return v.decision(ReasonApplierBlocked, "primary %s is healthy but replica %s's applier is blocked: %s", p, s.Name, why)
+		}
 	}
 	// Checked on every healthy probe: a failover must not discover that the
 	// proof it relies on was never available.
@@ -1388,4 +1416,47 @@ func plural(n int, one, many string) string {
 		return one
 	}
 	return many
+}
+
+// sourceOnReplicas lists the read-only replicas of primary p whose
+// semi-sync source side is on, except sites the daemon leaves alone
+// (operator-fenced, recloning, known-diverged).
+func (v *view) sourceOnReplicas(p string) []string {
+	var out []string
+	for _, s := range v.sites {
+		if s.Name == p || s.State != statemachine.ReadOnly || s.ReplicatingFrom != p || !s.SemiSync.Known || !s.SemiSync.Enabled ||
+			v.opFenced(s.Name) || v.recloning(s.Name) || v.diverged(s.Name) {
+			continue
+		}
+		out = append(out, s.Name)
+	}
+	return out
+}
+
+// ApplierBlocked says why replica s's applier is blocked ("" when it is
+// not): its threads wait for semi-sync acknowledgements, or with both
+// threads running it has left what it received unapplied for longer than
+// ApplierStallWindow. Pure; the daemon's status uses it too.
+func (p Policy) ApplierBlocked(s SiteObservation) string {
+	switch {
+	case s.AckWaits.Known && s.AckWaits.Appliers > 0:
+		return fmt.Sprintf("%d applier %s waiting %v for semi-sync acknowledgements (its own semi-sync source side is on; nobody acknowledges a replica's commits)",
+			s.AckWaits.Appliers, plural(s.AckWaits.Appliers, "thread", "threads"), s.AckWaits.Longest)
+	case !s.IOStopped && !s.ApplierStopped && !s.ReplicationBroken && s.BacklogAge > p.ApplierStallWindow():
+		return fmt.Sprintf("transactions it received %v ago are still not applied while both replication threads run (from GTID sets; bound %v)",
+			s.BacklogAge, p.ApplierStallWindow())
+	}
+	return ""
+}
+
+// WritesStalled says why commits on site s are stalled waiting for
+// semi-sync acknowledgements ("" when they are not): a commit has waited
+// longer than AckStallWindow. Pure; the daemon's status uses it too.
+func (p Policy) WritesStalled(s SiteObservation) string {
+	w := s.AckWaits
+	if !w.Known || w.Sessions == 0 || w.Longest <= p.AckStallWindow() {
+		return ""
+	}
+	return fmt.Sprintf("%d %s waiting for a semi-sync acknowledgement, the longest for %v (over %v)",
+		w.Sessions, plural(w.Sessions, "session", "sessions"), w.Longest, p.AckStallWindow())
 }

@@ -29,6 +29,27 @@ const (
 	// primary and cannot be rejoined automatically (IO thread not
 	// connected, operator-fenced or known-diverged).
 	ReasonDegradedNotFollowing Reason = "degraded-not-following"
+	// ReasonApplierBlocked (Alert): the primary is fine but a replica's
+	// applier is blocked: its threads wait for semi-sync acknowledgements
+	// (its own source side is on), or with both threads running it has left
+	// what it received unapplied for longer than
+	// Policy.ApplierStallWindow. It falls behind and, past maxCandidateLag,
+	// is no failover candidate.
+	ReasonApplierBlocked Reason = "degraded-applier-blocked"
+	// ReasonSemiSyncSourceOnReplica (DisableSemiSyncSource): a read-only
+	// replica of the primary has the semi-sync source side on (guides
+	// often advise it on every site): its applier's commits wait for
+	// acknowledgements nobody sends (for ever with the infinite timeout
+	// fencing semisync needs), so it is switched off there. The daemon owns
+	// the roles: the source side on the primary only.
+	ReasonSemiSyncSourceOnReplica Reason = "semisync-source-on-replica"
+	// ReasonWritesStalledAwaitingAck (Alert): commits on the primary have
+	// waited for a semi-sync acknowledgement longer than
+	// Policy.AckStallWindow: no replica acknowledges (all gone, IO threads
+	// stopped, replica side off). With the infinite timeout fencing
+	// semisync needs, every commit blocks until a replica returns: the
+	// price of never acknowledging a write only one site holds.
+	ReasonWritesStalledAwaitingAck Reason = "writes-stalled-awaiting-ack"
 	// ReasonAdoptPrimary (AdoptPrimary): no active site recorded yet; the
 	// sole writable site is adopted.
 	ReasonAdoptPrimary Reason = "adopt-primary"
@@ -234,6 +255,9 @@ var reasonAction = map[Reason]Action{
 	ReasonDegradedReplicaUnreachable: Alert,
 	ReasonDegradedReplicationBroken:  Alert,
 	ReasonDegradedNotFollowing:       Alert,
+	ReasonApplierBlocked:             Alert,
+	ReasonSemiSyncSourceOnReplica:    DisableSemiSyncSource,
+	ReasonWritesStalledAwaitingAck:   Alert,
 	ReasonAdoptPrimary:               AdoptPrimary,
 	ReasonUnexpectedPrimary:          Alert,
 	ReasonUnexpectedPrimaryFenced:    FenceSites,

@@ -71,6 +71,21 @@ type SiteObservation struct {
 	// LagKnown: Lag was measured (Seconds_Behind_Master NULL is unknown,
 	// never lag 0).
 	LagKnown bool
+	// BacklogAge is the replica's lag measured from GTID sets across
+	// probes: how long transactions it had retrieved but not applied have
+	// stayed unapplied (the retrieved set ahead of the executed one and the
+	// older part of that backlog not drained), as of its last reachable
+	// probe; 0 when it applied everything it received. A partially received
+	// tail (the source died mid-transaction) is not backlog. Decisions use
+	// the larger of Lag and BacklogAge: an applier blocked inside a commit
+	// may show Seconds_Behind_Master 0.
+	BacklogAge time.Duration
+	// ApplierStopped: the replication SQL (applier) thread is not running.
+	ApplierStopped bool
+	// AckWaits is what the site's sessions waited for semi-sync
+	// acknowledgements at its last reachable probe (read only while its
+	// semi-sync source side is on).
+	AckWaits AckWaitObservation
 	// IOStopped: no replication IO thread runs (stopped by someone, on an
 	// error, or no replication configured), as opposed to running or
 	// reconnecting.
@@ -313,6 +328,23 @@ type SemiSyncObservation struct {
 	WaitForReplicas int
 }
 
+// AckWaitObservation is what a site's sessions waited for semi-sync
+// acknowledgements (the thread state "Waiting for semi-sync ACK from
+// slave/replica") at one probe.
+type AckWaitObservation struct {
+	// Known: read (the probe found the semi-sync source side on; otherwise
+	// nothing waits).
+	Known bool
+	// Appliers counts replication applier threads (SQL thread, workers)
+	// waiting: the site's own source side makes its applier's commits wait
+	// for acknowledgements its own replicas (none) would send.
+	Appliers int
+	// Sessions counts the other sessions (clients' commits) waiting.
+	Sessions int
+	// Longest is how long the longest of those waits had lasted.
+	Longest time.Duration
+}
+
 // LeaseMargin is added to the sidecar lease before the daemon treats it as
 // expired: it covers the sidecar's bounded fence (a timer fires at lease
 // expiry; a fence that does not finish within its timeout ends in SIGKILL of
@@ -370,6 +402,14 @@ type Policy struct {
 	// the primary when those transactions are provably unacknowledged (see
 	// UnacknowledgedTail).
 	Rejoin RejoinPolicy
+	// ApplierStallAfter is how long a replica whose threads run may leave
+	// what it received unapplied (SiteObservation.BacklogAge) before its
+	// applier is reported blocked; 0 = DefaultApplierStallAfter.
+	ApplierStallAfter time.Duration
+	// AckStallAfter is how long a commit may wait for a semi-sync
+	// acknowledgement before the site's writes are reported stalled; 0 =
+	// DefaultAckStallAfter.
+	AckStallAfter time.Duration
 	// PromotionSettle is how long after a promotion the new primary may
 	// still be seen read-only (its writable probes are being debounced)
 	// before the no-primary rules apply to it; 0 = DefaultPromotionSettle.
@@ -382,6 +422,32 @@ type Policy struct {
 // the default probing (3 writable probes 500 ms apart) and still short
 // enough that a promotion that did not take is alerted on quickly.
 const DefaultPromotionSettle = 10 * time.Second
+
+// DefaultApplierStallAfter is Policy.ApplierStallAfter when it is 0: as long
+// as the default maxCandidateLag, so a replica reported blocked is one a
+// failover would no longer choose.
+const DefaultApplierStallAfter = 30 * time.Second
+
+// DefaultAckStallAfter is Policy.AckStallAfter when it is 0: a semi-sync
+// acknowledgement takes a round trip to the nearest replica (milliseconds);
+// a commit still waiting after seconds waits for a replica that is gone.
+const DefaultAckStallAfter = 5 * time.Second
+
+// ApplierStallWindow is ApplierStallAfter, or DefaultApplierStallAfter.
+func (p Policy) ApplierStallWindow() time.Duration {
+	if p.ApplierStallAfter > 0 {
+		return p.ApplierStallAfter
+	}
+	return DefaultApplierStallAfter
+}
+
+// AckStallWindow is AckStallAfter, or DefaultAckStallAfter.
+func (p Policy) AckStallWindow() time.Duration {
+	if p.AckStallAfter > 0 {
+		return p.AckStallAfter
+	}
+	return DefaultAckStallAfter
+}
 
 // PromotionSettleWindow is PromotionSettle, or DefaultPromotionSettle when
 // it is 0.
@@ -446,7 +512,8 @@ func (p Policy) Validate() error {
 	if p.Fencing.UsesSidecar() && p.LeaseTimeout <= 0 {
 		return fmt.Errorf("lease timeout %v must be positive with sidecar fencing: %w", p.LeaseTimeout, ErrInvalidPolicy)
 	}
-	if p.LeaseTimeout < 0 || p.FailoverCooldown < 0 || p.EscalationWindow < 0 || p.MaxLag < 0 || p.SilenceAfter < 0 || p.CorroborationWindow < 0 || p.PromotionSettle < 0 {
+	if p.LeaseTimeout < 0 || p.FailoverCooldown < 0 || p.EscalationWindow < 0 || p.MaxLag < 0 || p.SilenceAfter < 0 || p.CorroborationWindow < 0 || p.PromotionSettle < 0 ||
+		p.ApplierStallAfter < 0 || p.AckStallAfter < 0 {
 		return fmt.Errorf("durations must not be negative: %w", ErrInvalidPolicy)
 	}
 	if p.RefusedProbes < 1 {
@@ -501,6 +568,10 @@ const (
 	ClearDiverged Action = "clear-diverged"
 	// HaltFailover: set Persisted.EscalationHalted.
 	HaltFailover Action = "halt-failover"
+	// DisableSemiSyncSource: switch the semi-sync source side off on every
+	// site in SemiSyncOff (replicas of Target): on a replica it makes the
+	// applier's commits wait for acknowledgements nobody sends.
+	DisableSemiSyncSource Action = "disable-semisync-source"
 )
 
 // FenceProof says why a Promote is safe with respect to the old primary.
@@ -586,6 +657,9 @@ type Decision struct {
 	Diverged []Divergence
 	// Repaired lists the known-diverged sites found repaired (ClearDiverged).
 	Repaired []string
+	// SemiSyncOff lists the sites whose semi-sync source side to switch off
+	// (DisableSemiSyncSource).
+	SemiSyncOff []string
 	// FenceProof says why a Promote is safe; "" for every other action.
 	FenceProof FenceProof
 	// PromotionGTID is Target's GTID set at promotion (Promote).

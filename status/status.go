@@ -238,6 +238,18 @@ type Site struct {
 	ReplicatingFrom string `json:"replicatingFrom,omitempty"`
 	// Replica threads: nil when the site has no replication channel.
 	Replication *Replication `json:"replication,omitempty"`
+	// ApplierBlocked says why the site's replication applier is blocked
+	// (sitepair.Policy.ApplierBlocked: its threads wait for semi-sync
+	// acknowledgements, or what it received stays unapplied while its
+	// threads run); "" when it is not.
+	ApplierBlocked string `json:"applierBlocked,omitempty"`
+	// WritesStalled says why commits on the site are stalled waiting for
+	// semi-sync acknowledgements (sitepair.Policy.WritesStalled); "" when
+	// they are not.
+	WritesStalled string `json:"writesStalled,omitempty"`
+	// SemiSync is the site's semi-sync source side as last read; nil when
+	// unknown.
+	SemiSync *SemiSync `json:"semiSync,omitempty"`
 	// LastProbeAt is when the latest probe finished; LastReachableAt when
 	// one last reached the server; ProbeError the latest failure.
 	LastProbeAt     time.Time `json:"lastProbeAt,omitzero"`
@@ -273,6 +285,23 @@ type Replication struct {
 	// never 0).
 	LagSeconds float64 `json:"lagSeconds"`
 	LagKnown   bool    `json:"lagKnown"`
+	// GTIDLagSeconds is the lag measured from GTID sets: how long what the
+	// replica retrieved has stayed unapplied (0 when none). Decisions use
+	// the larger of the two.
+	GTIDLagSeconds float64 `json:"gtidLagSeconds"`
+}
+
+// SemiSync is a site's semi-sync source side and what waits on it.
+type SemiSync struct {
+	// SourceEnabled: rpl_semi_sync_{master,source}_enabled is on (on the
+	// primary only: the daemon switches it off on replicas).
+	SourceEnabled bool `json:"sourceEnabled"`
+	// WaitingSessions and WaitingAppliers count the client sessions and the
+	// replication applier threads whose commits wait for an
+	// acknowledgement; LongestWaitSeconds is the longest such wait.
+	WaitingSessions    int     `json:"waitingSessions,omitempty"`
+	WaitingAppliers    int     `json:"waitingAppliers,omitempty"`
+	LongestWaitSeconds float64 `json:"longestWaitSeconds,omitempty"`
 }
 
 // Sidecar is a site's sidecar as last reported.

@@ -56,6 +56,12 @@ func writeTable(w io.Writer, d status.Daemon, groups []status.Group, now time.Ti
 			if r := s.Replication; r != nil && r.Broken && r.LastError != "" {
 				fmt.Fprintf(tw, "  %s REPLICATION STOPPED: %s\n", s.Name, truncate(r.LastError, 160))
 			}
+			if s.WritesStalled != "" {
+				fmt.Fprintf(tw, "  %s WRITES STALLED awaiting semi-sync acknowledgements: %s\n", s.Name, truncate(s.WritesStalled, 160))
+			}
+			if s.ApplierBlocked != "" {
+				fmt.Fprintf(tw, "  %s APPLIER BLOCKED: %s\n", s.Name, truncate(s.ApplierBlocked, 160))
+			}
 			switch r := s.Reclone; {
 			case r != nil && r.Failed != "":
 				fmt.Fprintf(tw, "  %s RECLONE FAILED (from %s, asked by %s): %s\n", s.Name, r.Donor, r.By, r.Failed)
@@ -170,7 +176,9 @@ func lag(r *status.Replication) string {
 	case !r.LagKnown:
 		return "?"
 	}
-	return fmt.Sprintf("%.0fs", r.LagSeconds)
+	// What decisions use: the server's estimate or, when higher, how long
+	// received transactions stayed unapplied (GTID sets).
+	return fmt.Sprintf("%.0fs", max(r.LagSeconds, r.GTIDLagSeconds))
 }
 
 func sidecarAge(s *status.Sidecar) string {

@@ -107,6 +107,10 @@ type groupOptions struct {
 	// semiSyncTimeoutMs, when set, is every server's
 	// rpl_semi_sync_master_timeout (as an operator's my.cnf would set it).
 	semiSyncTimeoutMs uint64
+	// semiSyncEverywhere leaves the semi-sync source side on on every site,
+	// replicas included, as guides commonly advise ("so that any site can be
+	// promoted"); by default the harness switches it off on the replicas.
+	semiSyncEverywhere bool
 	// isolatable puts fault proxies on every link of site0: the daemon's
 	// (as proxied does) and the replicas' replication links to it.
 	isolatable bool
@@ -140,7 +144,7 @@ func newGroup(t testing.TB, o groupOptions) *group {
 	// only (on a replica it makes the applier wait for acknowledgements),
 	// and the timeout everywhere.
 	for i, m := range topo.Sites {
-		if i > 0 {
+		if i > 0 && !o.semiSyncEverywhere {
 			m.Exec(t, "SET GLOBAL "+semiSyncSourceVar(o.engine, "enabled")+" = OFF")
 		}
 		if o.semiSyncTimeoutMs > 0 {

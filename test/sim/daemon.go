@@ -380,7 +380,13 @@ func (in *instance) ReplicateFrom(_ context.Context, src mysqlctl.Source) error 
 	return nil
 }
 
-func (in *instance) SetSemiSync(context.Context, bool, bool) error { return in.reach("set semi-sync") }
+func (in *instance) SetSemiSync(_ context.Context, primary, _ bool) error {
+	if err := in.reach("set semi-sync"); err != nil {
+		return err
+	}
+	in.s.semiSource = primary
+	return nil
+}
 
 func (in *instance) Close() error { return nil }
 
@@ -392,7 +398,7 @@ func (w *world) status(s *server) mysqlctl.Status {
 		ServerUUID: uuidOf(s.index),
 		ReadOnly:   s.readOnly, SuperReadOnly: s.readOnly,
 		Executed: s.executed.gtidSet(),
-		SemiSync: mysqlctl.SemiSyncStatus{Available: true, PrimaryEnabled: true, ReplicaEnabled: true, PrimaryActive: true,
+		SemiSync: mysqlctl.SemiSyncStatus{Available: true, PrimaryEnabled: s.semiSource, ReplicaEnabled: true, PrimaryActive: s.semiSource,
 			ReplicaActive: true, Timeout: sitepair.MinSemiSyncTimeout, WaitNoReplica: true, WaitPoint: "AFTER_SYNC", WaitForReplicas: 1},
 	}
 	if s.source == "" {

@@ -117,6 +117,11 @@ type server struct {
 	hostDown bool // with !up: the host is gone (probes time out, not refused)
 	hung     bool // runs but answers nothing and does nothing
 	readOnly bool
+	// semiSource is the semi-sync source side (rpl_semi_sync_source_enabled):
+	// on at start and after a restart, on every site (the my.cnf guides
+	// often advise, issue 26 hole 9), else as the daemon last set it (off
+	// on replicas, on on the primary it promotes once a replica acknowledges).
+	semiSource bool
 
 	// executed is @@gtid_executed; log is the binlog order of it.
 	executed *txnSet

@@ -98,7 +98,7 @@ func newWorld(seed uint64, su Setup, sched Schedule, verbose bool) *world {
 	w.daemonSlow = make([]int, n)
 	w.probeOK = make([]bool, n)
 	for i := range n {
-		s := &server{name: fmt.Sprintf("s%d", i), index: i, dr: i == su.DROnly, up: true, readOnly: i != 0,
+		s := &server{name: fmt.Sprintf("s%d", i), index: i, dr: i == su.DROnly, up: true, readOnly: i != 0, semiSource: true,
 			executed: newTxnSet(), retrieved: newTxnSet()}
 		if i != 0 {
 			s.source, s.ioRunning = "s0", true
@@ -337,7 +337,7 @@ func (w *world) restart(s *server) {
 	// replication threads unless semi-sync fencing is used, which requires
 	// skip_replica_start=ON (docs/design.md): a detached replica must not
 	// reconnect to a lost primary by itself.
-	s.up, s.hostDown, s.readOnly = true, false, true
+	s.up, s.hostDown, s.readOnly, s.semiSource = true, false, true, true
 	s.ioRunning = s.source != "" && !w.setup.SemiSyncFencing
 }
 
