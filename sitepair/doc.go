@@ -41,4 +41,37 @@
 //
 // The full detection and decision tables and the invariants checked by the
 // exhaustive model test are in docs/decisions.md.
+//
+// # Where things are
+//
+// Inputs and outputs:
+//   - observation.go: [Observed], [SiteObservation] and what sidecars and
+//     semi-sync report;
+//   - persisted.go: [Persisted], [InFlight], [FenceConfirmation];
+//   - policy.go: [Policy], fencing modes, defaults, [Policy.Validate];
+//   - decision.go: [Decision], [Action], [FenceProof], [Divergence];
+//   - reasons.go: every [Reason] and the action it belongs to.
+//
+// The rules [Decide] applies:
+//   - decide.go: [Decide] itself (validate the input, run the group
+//     detection, dispatch on it) and the helpers every rule uses;
+//   - failover.go: phase 1 (the revoke) and phase 2 (the failover in
+//     flight, up to [Promote]);
+//   - proofs.go: the fence proofs;
+//   - candidates.go: which sites may be promoted, what one holds that
+//     another lacks, and which candidate is chosen;
+//   - catchup.go: what a target must hold before it is promoted (catch-up,
+//     the holders of semi-sync acknowledged writes);
+//   - recovery.go: a primary back without a failover (the old primary given
+//     back at the catch-up deadline, the recorded primary re-asserted);
+//   - splitbrain.go: several writable sites, or one that is not the
+//     recorded primary;
+//   - healthy.go: the recorded primary writable (adoption, rejoin,
+//     divergence, degraded and stalled replicas);
+//   - rejoin.go: the rejoin policy (recloning an old primary whose extra
+//     transactions no client saw committed).
+//
+// Outside Decide: switchover.go ([DecideSwitchover]), apply.go ([Apply],
+// [Acknowledge]), confirm.go ([ConfirmFence]) and reclone.go
+// ([StartReclone], [FinishReclone]).
 package sitepair
