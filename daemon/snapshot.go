@@ -216,90 +216,9 @@ func recovery(s status.Site, so sitepair.SiteObservation, st sitepair.Persisted,
 	return status.RecoveryInProgress
 }
 
-// classOf sorts a decision reason for operators and alerts.
-func classOf(r sitepair.Reason) string {
-	if c, ok := reasonClass[r]; ok {
-		return c
-	}
-	return status.ClassInvalid
-}
-
-// reasonClass is every sitepair reason's class (a test checks none is
-// missing).
-var reasonClass = map[sitepair.Reason]string{
-	sitepair.ReasonInvalidPolicy: status.ClassInvalid,
-	sitepair.ReasonInvalidInput:  status.ClassInvalid,
-
-	sitepair.ReasonHealthy:                    status.ClassHealthy,
-	sitepair.ReasonDegradedReplicaUnreachable: status.ClassDegraded,
-	sitepair.ReasonDegradedReplicationBroken:  status.ClassDegraded,
-	sitepair.ReasonDegradedNotFollowing:       status.ClassDegraded,
-	sitepair.ReasonUnexpectedPrimary:          status.ClassDegraded,
-	sitepair.ReasonUnexpectedPrimaryFenced:    status.ClassActing,
-	sitepair.ReasonPrimaryPartitioned:         status.ClassDegraded,
-	sitepair.ReasonSemiSyncUnsafe:             status.ClassDegraded,
-	sitepair.ReasonApplierBlocked:             status.ClassDegraded,
-	// The primary serves reads and holds its writes until a replica
-	// acknowledges: its own alert says so (FailoverdWritesStalledAwaitingAck).
-	sitepair.ReasonWritesStalledAwaitingAck: status.ClassDegraded,
-
-	sitepair.ReasonWaitingForProbes:  status.ClassWaiting,
-	sitepair.ReasonPrimaryDebouncing: status.ClassWaiting,
-	sitepair.ReasonAwaitLeaseExpiry:  status.ClassWaiting,
-	sitepair.ReasonAwaitCatchUp:      status.ClassWaiting,
-	sitepair.ReasonPromotionSettling: status.ClassWaiting,
-
-	sitepair.ReasonAdoptPrimary:                status.ClassActing,
-	sitepair.ReasonSemiSyncSourceOnReplica:     status.ClassActing,
-	sitepair.ReasonRejoin:                      status.ClassActing,
-	sitepair.ReasonMarkDiverged:                status.ClassActing,
-	sitepair.ReasonDivergenceRepaired:          status.ClassActing,
-	sitepair.ReasonRecloneUnacknowledgedTail:   status.ClassActing,
-	sitepair.ReasonReassertPrimary:             status.ClassActing,
-	sitepair.ReasonFailoverRevoke:              status.ClassActing,
-	sitepair.ReasonFenceWritableDuringFailover: status.ClassActing,
-	sitepair.ReasonFenceOldPrimary:             status.ClassActing,
-	sitepair.ReasonCatchUpTimeout:              status.ClassActing,
-	sitepair.ReasonTargetLost:                  status.ClassActing,
-	sitepair.ReasonSemiSyncDetachReplicas:      status.ClassActing,
-	sitepair.ReasonResumeCatchUp:               status.ClassActing,
-	sitepair.ReasonPromote:                     status.ClassActing,
-	sitepair.ReasonPromoteRetarget:             status.ClassActing,
-	sitepair.ReasonPromoteResume:               status.ClassActing,
-	sitepair.ReasonPromoteNoFencing:            status.ClassActing,
-	sitepair.ReasonSwitchover:                  status.ClassActing,
-	// Refused switchovers answer the request; never a group's standing decision.
-	sitepair.ReasonSwitchoverInFlight:        status.ClassActing,
-	sitepair.ReasonSwitchoverGroupState:      status.ClassActing,
-	sitepair.ReasonSwitchoverTargetIsPrimary: status.ClassActing,
-	sitepair.ReasonSwitchoverBadTarget:       status.ClassActing,
-	sitepair.ReasonSwitchoverTargetBehind:    status.ClassActing,
-	sitepair.ReasonSwitchoverCooldown:        status.ClassActing,
-
-	sitepair.ReasonSplitBrainKeepPromoted: status.ClassSplitBrain,
-	sitepair.ReasonSplitBrainKeepWinner:   status.ClassSplitBrain,
-	sitepair.ReasonSplitBrainAlertOnly:    status.ClassSplitBrain,
-
-	sitepair.ReasonTotalLoss:                 status.ClassNoPrimary,
-	sitepair.ReasonNoPrimaryNoActiveSite:     status.ClassNoPrimary,
-	sitepair.ReasonNoPrimaryNotAllReachable:  status.ClassNoPrimary,
-	sitepair.ReasonNoPrimaryTargetIneligible: status.ClassNoPrimary,
-	sitepair.ReasonNoPrimaryTargetBehind:     status.ClassNoPrimary,
-
-	sitepair.ReasonCooldown:                   status.ClassBlocked,
-	sitepair.ReasonEscalationLimit:            status.ClassBlocked,
-	sitepair.ReasonNoEligibleCandidate:        status.ClassBlocked,
-	sitepair.ReasonIncomparableCandidates:     status.ClassBlocked,
-	sitepair.ReasonCandidateLacksTransactions: status.ClassBlocked,
-	sitepair.ReasonUncorroborated:             status.ClassBlocked,
-	sitepair.ReasonCatchUpTimeoutBlocked:      status.ClassBlocked,
-	sitepair.ReasonTargetWritableWithoutProof: status.ClassBlocked,
-	sitepair.ReasonPublishedTargetUnreachable: status.ClassBlocked,
-
-	sitepair.ReasonEscalationHalted:       status.ClassAwaitingHuman,
-	sitepair.ReasonAwaitFenceConfirmation: status.ClassAwaitingHuman,
-	sitepair.ReasonAckHolderUnreachable:   status.ClassAwaitingHuman,
-}
+// classOf sorts a decision reason for operators and alerts: its class in
+// sitepair's reason table (invalid for an unknown reason).
+func classOf(r sitepair.Reason) string { return string(sitepair.ClassOf(r)) }
 
 // rpo says whether the primary's acknowledged writes survive its loss, as
 // its last reachable probe found its semi-sync ("" when no primary is

@@ -14,12 +14,13 @@ import (
 	"github.com/failoverd/failoverd/status"
 )
 
-// Every decision reason has a class: an unclassified one would read as
-// "invalid" on dashboards and alerts.
-func TestEveryReasonHasAClass(t *testing.T) {
-	for _, r := range sitepair.Reasons() {
-		if _, ok := reasonClass[r]; !ok {
-			t.Errorf("reason %q has no class in reasonClass", r)
+// The snapshot's class of a decision is its reason's class in sitepair's
+// reason table, with the status package's words; an unknown reason reads as
+// invalid.
+func TestSnapshotClassComesFromTheReasonTable(t *testing.T) {
+	for _, ri := range sitepair.ReasonTable() {
+		if got := classOf(ri.Reason); got != string(ri.Class) || got == "" {
+			t.Errorf("classOf(%s) = %q, the reason table says %q", ri.Reason, got, ri.Class)
 		}
 	}
 	if classOf("no-such-reason") != status.ClassInvalid {

@@ -98,7 +98,7 @@ func TestLabelBounds(t *testing.T) {
 }
 
 // TestEnumsComeFromTheirSources reads the constants the daemon draws label
-// values from (sitepair's fence proofs, status's states and classes): a word
+// values from (sitepair's fence proofs and reason classes, status's states): a word
 // added there without being added here would be exported as "other".
 func TestEnumsComeFromTheirSources(t *testing.T) {
 	for _, c := range []struct {
@@ -106,7 +106,7 @@ func TestEnumsComeFromTheirSources(t *testing.T) {
 		words            []string
 	}{
 		{"../sitepair", "FenceProof", "Proof", proofs},
-		{"../status", "", "Class", classes},
+		{"../sitepair", "Class", "Class", classes},
 		{"../status", "", "State", states},
 	} {
 		for name, v := range constants(t, c.dir, c.typ, c.prefix) {

@@ -27,14 +27,19 @@ var (
 	routingResults = []string{"ok", "error"}
 	states         = []string{status.StateUnknown, status.StateWritable, status.StateReadOnly, status.StateUnreachable}
 	cacheRoles     = []string{"master", "replica"}
-	classes        = []string{
-		status.ClassHealthy, status.ClassDegraded, status.ClassWaiting, status.ClassActing,
-		status.ClassSplitBrain, status.ClassNoPrimary, status.ClassBlocked,
-		status.ClassAwaitingHuman, status.ClassInvalid,
-	}
+	// classes, reasons and actions come from sitepair's reason table.
+	classes = classWords()
 	reasons = reasonWords()
 	actions = actionWords()
 )
+
+func classWords() []string {
+	var out []string
+	for _, c := range sitepair.Classes() {
+		out = append(out, string(c))
+	}
+	return out
+}
 
 func reasonWords() []string {
 	var out []string
@@ -46,10 +51,9 @@ func reasonWords() []string {
 
 func actionWords() []string {
 	var out []string
-	for _, r := range sitepair.Reasons() {
-		a, _ := sitepair.ActionOf(r)
-		if !slices.Contains(out, string(a)) {
-			out = append(out, string(a))
+	for _, ri := range sitepair.ReasonTable() {
+		if !slices.Contains(out, string(ri.Action)) {
+			out = append(out, string(ri.Action))
 		}
 	}
 	slices.Sort(out)

@@ -5,7 +5,11 @@
 // none of them reaches into the daemon's loop.
 package status
 
-import "time"
+import (
+	"time"
+
+	"github.com/failoverd/failoverd/sitepair"
+)
 
 // Snapshot is the daemon and every group it runs, as of At.
 type Snapshot struct {
@@ -57,16 +61,18 @@ type Daemon struct {
 }
 
 // Decision classes (Group.Class): what a decision means for an operator.
+// They are sitepair's reason classes (its reason table gives every reason
+// one), as the plain strings the JSON carries.
 const (
-	ClassHealthy       = "healthy"        // nothing to do
-	ClassDegraded      = "degraded"       // the primary serves; a replica needs attention
-	ClassWaiting       = "waiting"        // transient: probes, debouncing, a lease, catch-up
-	ClassActing        = "acting"         // a failover, switchover, fence or rejoin is being carried out
-	ClassSplitBrain    = "split-brain"    // more than one site may accept writes
-	ClassNoPrimary     = "no-primary"     // no site accepts writes and none can be promoted yet
-	ClassBlocked       = "blocked"        // a failover is needed but a rule refuses it
-	ClassAwaitingHuman = "awaiting-human" // only an operator can move the group on
-	ClassInvalid       = "invalid"        // configuration or state inconsistent
+	ClassHealthy       = string(sitepair.ClassHealthy)       // nothing to do
+	ClassDegraded      = string(sitepair.ClassDegraded)      // the primary serves; a replica needs attention
+	ClassWaiting       = string(sitepair.ClassWaiting)       // transient: probes, debouncing, a lease, catch-up
+	ClassActing        = string(sitepair.ClassActing)        // a failover, switchover, fence or rejoin is being carried out
+	ClassSplitBrain    = string(sitepair.ClassSplitBrain)    // more than one site may accept writes
+	ClassNoPrimary     = string(sitepair.ClassNoPrimary)     // no site accepts writes and none can be promoted yet
+	ClassBlocked       = string(sitepair.ClassBlocked)       // a failover is needed but a rule refuses it
+	ClassAwaitingHuman = string(sitepair.ClassAwaitingHuman) // only an operator can move the group on
+	ClassInvalid       = string(sitepair.ClassInvalid)       // configuration or state inconsistent
 )
 
 // Group is one failover group.
