@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/failoverd/failoverd/sidecar"
+	"github.com/failoverd/failoverd/view"
 )
 
 // Body size limits: commands are tiny; a sidecar report lists its peers.
@@ -63,7 +63,7 @@ func Handler(o Options) http.Handler {
 		mux.Handle("GET /metrics", o.Metrics)
 	}
 	mux.HandleFunc("GET /active-site", s.activeSite)
-	mux.HandleFunc("POST "+sidecar.ReportPath, s.sidecarReport)
+	mux.HandleFunc("POST "+view.ReportPath, s.sidecarReport)
 	mux.HandleFunc("GET /v1/groups", s.groups)
 	mux.HandleFunc("GET /status", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Deprecation", "true")
@@ -106,7 +106,7 @@ func (s *server) sidecarReport(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("report larger than %d bytes or unreadable: %v", maxReportBytes, err))
 		return
 	}
-	v, err := s.Control.SidecarReport(body, r.Header.Get(sidecar.SignatureHeader))
+	v, err := s.Control.SidecarReport(body, r.Header.Get(view.SignatureHeader))
 	if err != nil {
 		s.failOrForward(w, r, err, body)
 		return
@@ -273,7 +273,7 @@ func (s *server) forward(w http.ResponseWriter, r *http.Request, leader string, 
 	if err != nil {
 		return err
 	}
-	for _, h := range []string{"Authorization", "Content-Type", sidecar.SignatureHeader} {
+	for _, h := range []string{"Authorization", "Content-Type", view.SignatureHeader} {
 		if v := r.Header.Get(h); v != "" {
 			req.Header.Set(h, v)
 		}
@@ -297,7 +297,7 @@ func (s *server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	code := statusOf(err)
 	if code == http.StatusInternalServerError {
 		s.Logger.Error("api.failed", "method", r.Method, "path", r.URL.Path, "err", err)
-	} else if r.Method == http.MethodPost && r.URL.Path != sidecar.ReportPath {
+	} else if r.Method == http.MethodPost && r.URL.Path != view.ReportPath {
 		s.Logger.Warn("api.refused", "method", r.Method, "path", r.URL.Path, "code", code, "err", err)
 	}
 	writeError(w, code, err.Error())

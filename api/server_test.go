@@ -12,7 +12,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/failoverd/failoverd/sidecar"
 	"github.com/failoverd/failoverd/status"
 	"github.com/failoverd/failoverd/view"
 )
@@ -164,15 +163,15 @@ func TestNotReadyAndFollower(t *testing.T) {
 func TestSidecarReport(t *testing.T) {
 	f := &fakeControl{leader: true}
 	srv := serve(t, f, token)
-	good := map[string]string{sidecar.SignatureHeader: "good"}
-	if code, _ := do(t, srv, call{method: "POST", path: sidecar.ReportPath, body: `{"group":"orders"}`, header: good}); code != 200 {
+	good := map[string]string{view.SignatureHeader: "good"}
+	if code, _ := do(t, srv, call{method: "POST", path: view.ReportPath, body: `{"group":"orders"}`, header: good}); code != 200 {
 		t.Fatalf("signed report: %d", code)
 	}
-	if code, _ := do(t, srv, call{method: "POST", path: sidecar.ReportPath, body: `{}`}); code != 401 {
+	if code, _ := do(t, srv, call{method: "POST", path: view.ReportPath, body: `{}`}); code != 401 {
 		t.Fatalf("unsigned report: %d, want 401", code)
 	}
 	big := strings.Repeat("x", maxReportBytes+1)
-	if code, _ := do(t, srv, call{method: "POST", path: sidecar.ReportPath, body: big, header: good}); code != 413 {
+	if code, _ := do(t, srv, call{method: "POST", path: view.ReportPath, body: big, header: good}); code != 413 {
 		t.Fatalf("oversized report: %d, want 413", code)
 	}
 }
@@ -314,7 +313,7 @@ func TestFollowerForwardsToTheLeader(t *testing.T) {
 	if code != 200 || !strings.Contains(body, `"activeSite":"a"`) {
 		t.Fatalf("active-site through a follower: %d %s", code, body)
 	}
-	if code, _ := do(t, followerSrv, call{method: "POST", path: sidecar.ReportPath, body: `{"site":"b"}`, header: map[string]string{sidecar.SignatureHeader: "good"}}); code != 200 {
+	if code, _ := do(t, followerSrv, call{method: "POST", path: view.ReportPath, body: `{"site":"b"}`, header: map[string]string{view.SignatureHeader: "good"}}); code != 200 {
 		t.Fatalf("sidecar report through a follower: %d", code)
 	}
 	if code, body := do(t, followerSrv, call{method: "POST", path: "/v1/groups/orders/switchover", auth: "Bearer " + token, body: `{"target":"b","by":"ann"}`}); code != 202 {

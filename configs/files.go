@@ -65,6 +65,40 @@ func (c *Config) resolvePaths(dir string) {
 	}
 }
 
+// ClientConfig is the *tls.Config of a group's MySQL clients (the poller,
+// the daemon's actions and the sidecar); nil when TLS is disabled. CAFile
+// replaces the system roots; CertFile/KeyFile add a client certificate;
+// ServerName overrides the name checked (otherwise each site's host).
+func (t TLS) ClientConfig() (*tls.Config, error) {
+	if !t.Enabled {
+		return nil, nil
+	}
+	c := &tls.Config{
+		MinVersion:         tls.VersionTLS12,
+		ServerName:         t.ServerName,
+		InsecureSkipVerify: t.InsecureSkipVerify, // configuration's explicit testing-only switch
+	}
+	if t.CAFile != "" {
+		pem, err := os.ReadFile(t.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("tls: read CA file: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("tls: CA file %s: %w: no PEM certificate", t.CAFile, ErrInvalid)
+		}
+		c.RootCAs = pool
+	}
+	if t.CertFile != "" || t.KeyFile != "" {
+		cert, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("tls: load client certificate: %w", err)
+		}
+		c.Certificates = []tls.Certificate{cert}
+	}
+	return c, nil
+}
+
 // ServerConfig is the *tls.Config the daemon's HTTP server serves HTTPS with,
 // or nil when t is not enabled. It loads the key pair once; with a
 // clientCAFile, clients must present a certificate signed by one of its CAs.

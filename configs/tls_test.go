@@ -8,6 +8,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"errors"
 	"math/big"
 	"os"
 	"path/filepath"
@@ -148,5 +149,45 @@ func TestAPITLSFromEnvironment(t *testing.T) {
 	}
 	if !cfg.Daemon.TLS.Enabled() || cfg.Daemon.TLS.CertFile != filepath.Join(dir, "server.crt") {
 		t.Errorf("daemon.tls from the environment: %+v", cfg.Daemon.TLS)
+	}
+}
+
+// TestTLSClientConfig: a group's MySQL client TLS (poller, daemon actions,
+// sidecar) is off unless enabled, uses the system roots without a CA file,
+// and fails on a CA file, certificate or key it cannot use.
+func TestTLSClientConfig(t *testing.T) {
+	dir := t.TempDir()
+	writeCert(t, dir, "db")
+	cert, key := filepath.Join(dir, "db.crt"), filepath.Join(dir, "db.key")
+	junk := filepath.Join(dir, "junk.pem")
+	if err := os.WriteFile(junk, []byte("not a certificate"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	if c, err := (TLS{CAFile: cert}).ClientConfig(); c != nil || err != nil {
+		t.Errorf("disabled TLS: %v, %v; want nil, nil", c, err)
+	}
+	c, err := TLS{Enabled: true, CAFile: cert, CertFile: cert, KeyFile: key, ServerName: "db.example"}.ClientConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.RootCAs == nil || len(c.Certificates) != 1 || c.ServerName != "db.example" || c.InsecureSkipVerify || c.MinVersion != tls.VersionTLS12 {
+		t.Errorf("TLS config: roots %v, %d certs, server name %q, skip verify %v, min version %x",
+			c.RootCAs != nil, len(c.Certificates), c.ServerName, c.InsecureSkipVerify, c.MinVersion)
+	}
+	if c, err := (TLS{Enabled: true}).ClientConfig(); err != nil || c.RootCAs != nil {
+		t.Errorf("TLS without CA must use the system roots: %v, %v", c, err)
+	}
+	for name, bad := range map[string]TLS{
+		"missing CA": {Enabled: true, CAFile: filepath.Join(dir, "none.pem")},
+		"junk CA":    {Enabled: true, CAFile: junk},
+		"bad pair":   {Enabled: true, CertFile: cert, KeyFile: junk},
+	} {
+		if _, err := bad.ClientConfig(); err == nil {
+			t.Errorf("%s: no error", name)
+		}
+	}
+	if _, err := (TLS{Enabled: true, CAFile: junk}).ClientConfig(); !errors.Is(err, ErrInvalid) {
+		t.Errorf("junk CA: %v, want ErrInvalid", err)
 	}
 }

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/failoverd/failoverd/api"
-	"github.com/failoverd/failoverd/sidecar"
 	"github.com/failoverd/failoverd/view"
 )
 
@@ -60,24 +59,24 @@ func (d *Daemon) SidecarReport(body []byte, sig string) (view.Answer, error) {
 }
 
 // verifyReport checks a sidecar report's signature and decodes it.
-func (p *publisher) verifyReport(body []byte, sig string) (sidecar.Report, error) {
+func (p *publisher) verifyReport(body []byte, sig string) (view.Report, error) {
 	if len(p.key) == 0 {
-		return sidecar.Report{}, fmt.Errorf("%w: sidecar reports need daemon.viewSigningKeyFile", api.ErrForbidden)
+		return view.Report{}, fmt.Errorf("%w: sidecar reports need daemon.viewSigningKeyFile", api.ErrForbidden)
 	}
 	// An unsigned report could claim a fence that never happened.
 	if !view.VerifyBytes(body, sig, p.key) {
-		return sidecar.Report{}, fmt.Errorf("%w: bad or missing %s", api.ErrUnauthorized, sidecar.SignatureHeader)
+		return view.Report{}, fmt.Errorf("%w: bad or missing %s", api.ErrUnauthorized, view.SignatureHeader)
 	}
-	var rep sidecar.Report
+	var rep view.Report
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&rep); err != nil {
-		return sidecar.Report{}, fmt.Errorf("%w: malformed report: %v", api.ErrBadRequest, err)
+		return view.Report{}, fmt.Errorf("%w: malformed report: %v", api.ErrBadRequest, err)
 	}
 	// Checked before the report is recorded: its answer could not be bound.
 	if rep.Nonce != "" {
 		if err := view.CheckNonce(rep.Nonce); err != nil {
-			return sidecar.Report{}, fmt.Errorf("%w: report field nonce: %v", api.ErrBadRequest, err)
+			return view.Report{}, fmt.Errorf("%w: report field nonce: %v", api.ErrBadRequest, err)
 		}
 	}
 	return rep, nil
@@ -87,7 +86,7 @@ func (p *publisher) verifyReport(body []byte, sig string) (sidecar.Report, error
 // only an answer made for this very report may renew the sidecar's lease
 // (a recorded one replayed to a later report must not). A report without a
 // nonce (a sidecar of an older version) gets s unbound, as before.
-func (p *publisher) answer(s view.Signed, rep sidecar.Report) (view.Answer, error) {
+func (p *publisher) answer(s view.Signed, rep view.Report) (view.Answer, error) {
 	if rep.Nonce == "" {
 		return view.Answer{Signed: s}, nil
 	}
@@ -100,7 +99,7 @@ func (p *publisher) answer(s view.Signed, rep sidecar.Report) (view.Answer, erro
 
 // takeReport records a verified report of one of g's sidecars and answers
 // g's signed view and a receipt token for the sidecar to echo.
-func (g *group) takeReport(rep sidecar.Report) (view.Signed, string, error) {
+func (g *group) takeReport(rep view.Report) (view.Signed, string, error) {
 	if !g.sidecars.known(rep.Site) {
 		return view.Signed{}, "", fmt.Errorf("%w: unknown group or site without a sidecar: %s/%s", api.ErrNotFound, rep.Group, rep.Site)
 	}

@@ -27,7 +27,6 @@ import (
 	"github.com/failoverd/failoverd/hooks"
 	"github.com/failoverd/failoverd/kube"
 	"github.com/failoverd/failoverd/mysqlctl"
-	"github.com/failoverd/failoverd/poller"
 	"github.com/failoverd/failoverd/sitepair"
 	"github.com/failoverd/failoverd/statemachine"
 	"github.com/failoverd/failoverd/store"
@@ -276,7 +275,7 @@ func dialMySQL(ctx context.Context, g configs.Group, site configs.Site) (Instanc
 		return nil, err
 	}
 	// The same TLS settings (CA, client certificate, server name) as the poller.
-	tlsCfg, err := poller.TLSConfig(g.TLS)
+	tlsCfg, err := g.TLS.ClientConfig()
 	if err != nil {
 		return nil, err
 	}

@@ -12,10 +12,10 @@ import (
 	"github.com/failoverd/failoverd/configs"
 	"github.com/failoverd/failoverd/gtid"
 	"github.com/failoverd/failoverd/mysqlctl"
-	"github.com/failoverd/failoverd/sidecar"
 	"github.com/failoverd/failoverd/sitepair"
 	"github.com/failoverd/failoverd/statemachine"
 	"github.com/failoverd/failoverd/store"
+	"github.com/failoverd/failoverd/view"
 )
 
 // memStore is an in-memory Store whose content a test can change behind
@@ -386,7 +386,7 @@ func TestPromotionPublishesBeforeWritable(t *testing.T) {
 	if ops.has("b:writable") {
 		t.Fatalf("b made writable before its sidecar held the view: %v", ops)
 	}
-	g.sidecars.record(sidecar.Report{Site: "b", Epoch: 3, MySQLdUp: true}, t0)
+	g.sidecars.record(view.Report{Site: "b", Epoch: 3, MySQLdUp: true}, t0)
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}

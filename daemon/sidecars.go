@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/failoverd/failoverd/configs"
-	"github.com/failoverd/failoverd/sidecar"
 	"github.com/failoverd/failoverd/sitepair"
 	"github.com/failoverd/failoverd/view"
 )
@@ -50,7 +49,7 @@ func (s *sidecars) known(site string) bool {
 }
 
 // record stores r as received at at.
-func (s *sidecars) record(r sidecar.Report, at time.Time) {
+func (s *sidecars) record(r view.Report, at time.Time) {
 	o := sitepair.SidecarObservation{
 		Configured: true, LastReport: at, Epoch: r.Epoch, EpochSince: at, FencedEpoch: r.FencedEpoch, MysqldDown: r.MySQLdDown, CanKill: r.CanKill,
 	}

@@ -14,7 +14,6 @@ import (
 
 	"github.com/failoverd/failoverd/api"
 	"github.com/failoverd/failoverd/configs"
-	"github.com/failoverd/failoverd/sidecar"
 	"github.com/failoverd/failoverd/sitepair"
 	"github.com/failoverd/failoverd/view"
 )
@@ -37,9 +36,9 @@ func reportDaemon(t *testing.T, now time.Time) (*Daemon, *group, *httptest.Serve
 
 func postReport(t *testing.T, url string, body []byte, sig string) (int, string) {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodPost, url+sidecar.ReportPath, bytes.NewReader(body))
+	req, _ := http.NewRequest(http.MethodPost, url+view.ReportPath, bytes.NewReader(body))
 	if sig != "" {
-		req.Header.Set(sidecar.SignatureHeader, sig)
+		req.Header.Set(view.SignatureHeader, sig)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -54,8 +53,8 @@ func TestSidecarReport(t *testing.T) {
 	now := t0.Add(time.Hour)
 	d, g, srv := reportDaemon(t, now)
 	key := []byte("secret")
-	body, _ := json.Marshal(sidecar.Report{Group: "g", Site: "b", Epoch: 7, MySQLdUp: true,
-		Peers: map[string]sidecar.PeerServed{"a": {ServedEpoch: 7, ServedAgoMs: 1500}}})
+	body, _ := json.Marshal(view.Report{Group: "g", Site: "b", Epoch: 7, MySQLdUp: true,
+		Peers: map[string]view.PeerServed{"a": {ServedEpoch: 7, ServedAgoMs: 1500}}})
 
 	if code, _ := postReport(t, srv.URL, body, view.SignBytes(body, key)); code != http.StatusServiceUnavailable {
 		t.Fatalf("follower answered %d, want 503 (a sidecar must not renew from a follower)", code)
@@ -112,12 +111,12 @@ func TestSidecarReportDownOnlyWhenProven(t *testing.T) {
 	g := newSidecars(configs.Group{Sites: []configs.Site{{Name: "a", Sidecar: &configs.Endpoint{}}}})
 	for _, c := range []struct {
 		name          string
-		r             sidecar.Report
+		r             view.Report
 		down, canKill bool
 	}{
-		{name: "status read failed (hung, auth, too many connections)", r: sidecar.Report{Site: "a", Epoch: 2, MySQLdUp: false}},
-		{name: "process proven gone", r: sidecar.Report{Site: "a", Epoch: 2, MySQLdDown: true}, down: true},
-		{name: "can kill", r: sidecar.Report{Site: "a", Epoch: 2, MySQLdUp: true, CanKill: true}, canKill: true},
+		{name: "status read failed (hung, auth, too many connections)", r: view.Report{Site: "a", Epoch: 2, MySQLdUp: false}},
+		{name: "process proven gone", r: view.Report{Site: "a", Epoch: 2, MySQLdDown: true}, down: true},
+		{name: "can kill", r: view.Report{Site: "a", Epoch: 2, MySQLdUp: true, CanKill: true}, canKill: true},
 	} {
 		g.record(c.r, t0)
 		if o := g.observation("a"); o.MysqldDown != c.down || o.CanKill != c.canKill {
@@ -177,17 +176,17 @@ func TestSidecarReportAnswerIsBoundToItsNonce(t *testing.T) {
 func TestSidecarBootsAndReceipts(t *testing.T) {
 	g := newSidecars(configs.Group{Sites: []configs.Site{{Name: "b", Sidecar: &configs.Endpoint{}}}})
 	t1, t2, t3, t4 := t0, t0.Add(time.Second), t0.Add(2*time.Second), t0.Add(3*time.Second)
-	g.record(sidecar.Report{Site: "b", Epoch: 2, Boot: "x"}, t1)
+	g.record(view.Report{Site: "b", Epoch: 2, Boot: "x"}, t1)
 	tok := g.issue("b", "x", t1)
-	g.record(sidecar.Report{Site: "b", Epoch: 2, Boot: "x", Echo: tok}, t2)
+	g.record(view.Report{Site: "b", Epoch: 2, Boot: "x", Echo: tok}, t2)
 	if o := g.observation("b"); !o.EpochSince.Equal(t1) || !o.AliveAt.Equal(t1) {
 		t.Fatalf("same boot: epochSince %v aliveAt %v, want both %v", o.EpochSince, o.AliveAt, t1)
 	}
-	g.record(sidecar.Report{Site: "b", Epoch: 2, Boot: "y", Echo: tok}, t3)
+	g.record(view.Report{Site: "b", Epoch: 2, Boot: "y", Echo: tok}, t3)
 	if o := g.observation("b"); !o.EpochSince.Equal(t3) || !o.AliveAt.IsZero() {
 		t.Fatalf("new boot echoing the old boot's receipt: epochSince %v aliveAt %v, want %v and zero", o.EpochSince, o.AliveAt, t3)
 	}
-	g.record(sidecar.Report{Site: "b", Epoch: 2, Boot: "y", Echo: "forged"}, t4)
+	g.record(view.Report{Site: "b", Epoch: 2, Boot: "y", Echo: "forged"}, t4)
 	if o := g.observation("b"); !o.AliveAt.IsZero() || !o.EpochSince.Equal(t3) {
 		t.Fatalf("unknown receipt: aliveAt %v, epochSince %v", o.AliveAt, o.EpochSince)
 	}

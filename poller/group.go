@@ -2,11 +2,8 @@ package poller
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"fmt"
 	"log/slog"
-	"os"
 	"time"
 
 	"github.com/failoverd/failoverd/configs"
@@ -65,40 +62,6 @@ func siteOptions(base mysqlctl.Options, site Site, password func() (string, erro
 	return o, nil
 }
 
-// TLSConfig builds the client TLS configuration of a group; nil when TLS is
-// disabled. CAFile replaces the system roots; CertFile/KeyFile add a client
-// certificate; ServerName overrides the name checked (otherwise each site's
-// host).
-func TLSConfig(t configs.TLS) (*tls.Config, error) {
-	if !t.Enabled {
-		return nil, nil
-	}
-	c := &tls.Config{
-		MinVersion:         tls.VersionTLS12,
-		ServerName:         t.ServerName,
-		InsecureSkipVerify: t.InsecureSkipVerify, // configuration's explicit testing-only switch
-	}
-	if t.CAFile != "" {
-		pem, err := os.ReadFile(t.CAFile)
-		if err != nil {
-			return nil, fmt.Errorf("tls: read CA file: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("tls: CA file %s: %w: no PEM certificate", t.CAFile, ErrInvalidConfig)
-		}
-		c.RootCAs = pool
-	}
-	if t.CertFile != "" || t.KeyFile != "" {
-		cert, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
-		if err != nil {
-			return nil, fmt.Errorf("tls: load client certificate: %w", err)
-		}
-		c.Certificates = []tls.Certificate{cert}
-	}
-	return c, nil
-}
-
 // GroupSites returns the poller sites of a configured group, in order.
 func GroupSites(g configs.Group) []Site {
 	out := make([]Site, len(g.Sites))
@@ -124,7 +87,7 @@ type GroupOptions struct {
 // account (password read from its file now, to fail early, and again at
 // every dial) and its TLS settings.
 func NewFromGroup(g configs.Group, opts GroupOptions) (*Poller, error) {
-	tlsCfg, err := TLSConfig(g.TLS)
+	tlsCfg, err := g.TLS.ClientConfig()
 	if err != nil {
 		return nil, fmt.Errorf("new poller for group %s: %w", g.Name, err)
 	}

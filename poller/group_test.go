@@ -2,14 +2,7 @@ package poller
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"errors"
-	"math/big"
 	"net"
 	"os"
 	"path/filepath"
@@ -20,66 +13,10 @@ import (
 	"github.com/failoverd/failoverd/mysqlctl"
 )
 
-// writeCert writes a self-signed certificate and its key into dir.
-func writeCert(t *testing.T, dir string) (certFile, keyFile string) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "poller-test"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kder, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	certFile, keyFile = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
-	writeFile(t, certFile, string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})))
-	writeFile(t, keyFile, string(pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder})))
-	return certFile, keyFile
-}
-
 func writeFile(t *testing.T, path, content string) {
 	t.Helper()
 	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
 		t.Fatal(err)
-	}
-}
-
-func TestTLSConfig(t *testing.T) {
-	dir := t.TempDir()
-	cert, key := writeCert(t, dir)
-	junk := filepath.Join(dir, "junk.pem")
-	writeFile(t, junk, "not a certificate")
-
-	if c, err := TLSConfig(configs.TLS{CAFile: cert}); c != nil || err != nil {
-		t.Errorf("disabled TLS: %v, %v; want nil, nil", c, err)
-	}
-	c, err := TLSConfig(configs.TLS{Enabled: true, CAFile: cert, CertFile: cert, KeyFile: key, ServerName: "db.example"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if c.RootCAs == nil || len(c.Certificates) != 1 || c.ServerName != "db.example" || c.InsecureSkipVerify {
-		t.Errorf("TLS config: roots %v, %d certs, server name %q, skip verify %v", c.RootCAs != nil, len(c.Certificates), c.ServerName, c.InsecureSkipVerify)
-	}
-	if c, err := TLSConfig(configs.TLS{Enabled: true}); err != nil || c.RootCAs != nil {
-		t.Errorf("TLS without CA must use the system roots: %v, %v", c, err)
-	}
-	for name, bad := range map[string]configs.TLS{
-		"missing CA": {Enabled: true, CAFile: filepath.Join(dir, "none.pem")},
-		"junk CA":    {Enabled: true, CAFile: junk},
-		"bad pair":   {Enabled: true, CertFile: cert, KeyFile: junk},
-	} {
-		if _, err := TLSConfig(bad); err == nil {
-			t.Errorf("%s: no error", name)
-		}
 	}
 }
 

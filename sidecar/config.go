@@ -10,7 +10,6 @@ import (
 
 	"github.com/failoverd/failoverd/configs"
 	"github.com/failoverd/failoverd/mysqlctl"
-	"github.com/failoverd/failoverd/poller"
 )
 
 // Sentinel errors.
@@ -192,7 +191,7 @@ func FromConfig(c *configs.Config, group, site string, ov Overrides) (Config, my
 	if err != nil {
 		return Config{}, mysqlctl.Options{}, fmt.Errorf("%s password: %w", acct.User, err)
 	}
-	tlsCfg, err := poller.TLSConfig(g.TLS)
+	tlsCfg, err := g.TLS.ClientConfig()
 	if err != nil {
 		return Config{}, mysqlctl.Options{}, err
 	}

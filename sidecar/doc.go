@@ -9,7 +9,7 @@
 // Every checkInterval, and at once at start, a round:
 //
 //  1. reads the local MySQL's status (for the report);
-//  2. POSTs a signed Report to the daemon (each --daemon-url until one
+//  2. POSTs a signed view.Report to the daemon (each --daemon-url until one
 //     answers 200 with its signed view) and GETs
 //     /peer/active-site?from=SITE&nonce=N from every peer sidecar, all at the
 //     same time; each request carries a fresh random nonce (the report in

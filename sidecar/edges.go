@@ -28,7 +28,7 @@ type MySQL interface {
 
 // DaemonClient sends a report to the daemon and returns the view it answers.
 type DaemonClient interface {
-	// Report sends body (a JSON Report carrying the round's nonce) with its
+	// Report sends body (a JSON view.Report carrying the round's nonce) with its
 	// signature and returns the daemon's answer: its signed view, bound to
 	// the nonce by a daemon that knows bindings.
 	Report(ctx context.Context, body []byte, signature string) (view.Answer, error)
@@ -120,12 +120,12 @@ func (d *httpDaemon) Report(ctx context.Context, body []byte, signature string) 
 func (d *httpDaemon) try(ctx context.Context, base string, body []byte, signature string) (view.Answer, error) {
 	ctx, cancel := context.WithTimeout(ctx, d.timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimSuffix(base, "/")+ReportPath, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimSuffix(base, "/")+view.ReportPath, bytes.NewReader(body))
 	if err != nil {
 		return view.Answer{}, fmt.Errorf("%s: build request: %w", base, err)
 	}
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set(SignatureHeader, signature)
+	req.Header.Set(view.SignatureHeader, signature)
 	a, err := doView(d.client, req)
 	if err != nil {
 		return view.Answer{}, fmt.Errorf("%s: %w", base, err)

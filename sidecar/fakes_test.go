@@ -227,13 +227,13 @@ type fakeDaemon struct {
 	err     error
 	block   chan struct{} // when set, the next calls wait for it to close
 	entered chan struct{}
-	reports []Report
+	reports []view.Report
 	sigs    []string
 	bodies  [][]byte
 }
 
 func (d *fakeDaemon) Report(ctx context.Context, body []byte, sig string) (view.Answer, error) {
-	var r Report
+	var r view.Report
 	if err := json.Unmarshal(body, &r); err != nil {
 		return view.Answer{}, err
 	}
@@ -294,7 +294,7 @@ func (d *fakeDaemon) count() int {
 	return len(d.reports)
 }
 
-func (d *fakeDaemon) lastReport(t *testing.T) Report {
+func (d *fakeDaemon) lastReport(t *testing.T) view.Report {
 	t.Helper()
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -466,26 +466,26 @@ type standInDaemon struct {
 
 	mu      sync.Mutex
 	sv      *view.Signed
-	reports []Report
+	reports []view.Report
 	badSigs int
 }
 
 func newStandInDaemon(t *testing.T) *standInDaemon {
 	d := &standInDaemon{t: t}
 	d.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodPost || r.URL.Path != ReportPath {
+		if r.Method != http.MethodPost || r.URL.Path != view.ReportPath {
 			http.NotFound(w, r)
 			return
 		}
 		body, _ := io.ReadAll(r.Body)
-		if !view.VerifyBytes(body, r.Header.Get(SignatureHeader), testKey) {
+		if !view.VerifyBytes(body, r.Header.Get(view.SignatureHeader), testKey) {
 			d.mu.Lock()
 			d.badSigs++
 			d.mu.Unlock()
 			http.Error(w, "bad signature", http.StatusUnauthorized)
 			return
 		}
-		var rep Report
+		var rep view.Report
 		if err := json.Unmarshal(body, &rep); err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
@@ -524,11 +524,11 @@ func (d *standInDaemon) set(sv view.Signed) {
 	d.mu.Unlock()
 }
 
-func (d *standInDaemon) lastReport() (Report, bool) {
+func (d *standInDaemon) lastReport() (view.Report, bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if len(d.reports) == 0 {
-		return Report{}, false
+		return view.Report{}, false
 	}
 	return d.reports[len(d.reports)-1], true
 }

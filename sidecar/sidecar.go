@@ -87,7 +87,7 @@ type Sidecar struct {
 	local       localState
 	served      map[string]served
 	// boot identifies this process's run; echo is the daemon's last token
-	// (see Report.Boot, Report.Echo).
+	// (see view.Report.Boot, view.Report.Echo).
 	boot, echo string
 	// lastFenceErr / downLogged keep repeated failures from flooding the log.
 	lastFenceErr string
@@ -769,12 +769,12 @@ func minTime(a, b time.Time) time.Time {
 }
 
 // Report returns the report the sidecar would send now.
-func (s *Sidecar) Report() Report {
+func (s *Sidecar) Report() view.Report {
 	canKill := s.killer != nil && s.killer.CanKill()
 	now := s.clock.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	r := Report{
+	r := view.Report{
 		Group:            s.cfg.Group,
 		Site:             s.cfg.Site,
 		Epoch:            s.epochLocked(),
@@ -786,10 +786,10 @@ func (s *Sidecar) Report() Report {
 		Executed:         s.local.executed,
 		CanKill:          canKill,
 		LeaseRemainingMs: s.lease.Sub(now).Milliseconds(),
-		Peers:            make(map[string]PeerServed, len(s.served)),
+		Peers:            make(map[string]view.PeerServed, len(s.served)),
 	}
 	for site, sv := range s.served {
-		r.Peers[site] = PeerServed{ServedEpoch: sv.epoch, ServedAgoMs: now.Sub(sv.at).Milliseconds()}
+		r.Peers[site] = view.PeerServed{ServedEpoch: sv.epoch, ServedAgoMs: now.Sub(sv.at).Milliseconds()}
 	}
 	return r
 }

@@ -532,7 +532,7 @@ func TestReportsCarryServedPeerAgesAndAreSigned(t *testing.T) {
 	h.clock.Advance(100 * time.Millisecond)
 	h.step(t)
 	r := h.daemon.lastReport(t)
-	want := map[string]PeerServed{"west": {ServedEpoch: 4, ServedAgoMs: 400}, "north": {ServedEpoch: 4, ServedAgoMs: 100}}
+	want := map[string]view.PeerServed{"west": {ServedEpoch: 4, ServedAgoMs: 400}, "north": {ServedEpoch: 4, ServedAgoMs: 100}}
 	if fmt.Sprint(r.Peers) != fmt.Sprint(want) {
 		t.Errorf("peers %+v, want %+v", r.Peers, want)
 	}

@@ -5,6 +5,11 @@
 // or no site. Signing (HMAC-SHA256 with daemon.viewSigningKeyFile) lets a
 // sidecar trust a copy that reached it through a peer.
 //
+// The package holds the whole signed protocol between the daemon and its
+// sidecars, so both sides share it without importing each other: views,
+// answers bound to a request's nonce (answer.go), and the sidecar's Report
+// with its path and signature header (report.go).
+//
 // Views are ordered by epoch only: IssuedAt is informational and never
 // compared with another machine's clock.
 package view

@@ -14,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/failoverd/failoverd/sidecar"
 	"github.com/failoverd/failoverd/view"
 )
 
@@ -141,14 +140,14 @@ func runSidecarCmd(t *testing.T, viaEnv bool) {
 		}
 	}
 	var mu sync.Mutex
-	var reports []sidecar.Report
+	var reports []view.Report
 	daemon := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
-		if r.URL.Path != sidecar.ReportPath || !view.VerifyBytes(body, r.Header.Get(sidecar.SignatureHeader), []byte(key)) {
+		if r.URL.Path != view.ReportPath || !view.VerifyBytes(body, r.Header.Get(view.SignatureHeader), []byte(key)) {
 			http.Error(w, "bad report", http.StatusUnauthorized)
 			return
 		}
-		var rep sidecar.Report
+		var rep view.Report
 		_ = json.Unmarshal(body, &rep)
 		mu.Lock()
 		reports = append(reports, rep)

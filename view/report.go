@@ -1,11 +1,15 @@
-package sidecar
+package view
+
+// The sidecar's half of the signed protocol: what a sidecar POSTs to the
+// daemon each round, where, and how it is signed. The daemon answers with an
+// Answer bound to the report's nonce.
 
 // ReportPath is where a sidecar POSTs its Report on each daemon URL.
 const ReportPath = "/v1/sidecar/report"
 
 // SignatureHeader carries the hex HMAC-SHA256 of a report's exact body bytes,
-// keyed with daemon.viewSigningKeyFile: view.SignBytes(body, key), checked
-// with view.VerifyBytes.
+// keyed with daemon.viewSigningKeyFile: SignBytes(body, key), checked with
+// VerifyBytes.
 const SignatureHeader = "X-Failoverd-Signature"
 
 // Report is what a sidecar tells the daemon every round (JSON body of
@@ -14,9 +18,9 @@ const SignatureHeader = "X-Failoverd-Signature"
 type Report struct {
 	Group string `json:"group"`
 	Site  string `json:"site"`
-	// Nonce is fresh random hex per round (view.NewNonce): the daemon binds
-	// its answer to it (view.Answer), and only a bound answer renews the
-	// lease. Empty from a sidecar of an older version.
+	// Nonce is fresh random hex per round (NewNonce): the daemon binds its
+	// answer to it (Answer), and only a bound answer renews the lease.
+	// Empty from a sidecar of an older version.
 	Nonce string `json:"nonce,omitempty"`
 	// Boot is random hex made when this sidecar process started: a new
 	// boot holds no view and may adopt an older epoch from a peer, so the
