@@ -157,7 +157,7 @@ var ErrInvalidInput = errors.New("sitepair: invalid input")
 
 // decision builds a Decision for reason r, with the action r belongs to.
 func (v *view) decision(r Reason, format string, args ...any) Decision {
-	a, ok := reasonAction[r]
+	a, ok := ActionOf(r)
 	if !ok {
 		panic("sitepair: reason without action: " + string(r))
 	}

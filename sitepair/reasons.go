@@ -371,16 +371,6 @@ var reasonIndex = func() map[Reason]ReasonInfo {
 	return m
 }()
 
-// reasonAction is every reason's action, read from reasonTable (the lookup
-// Decide's decision builder uses).
-var reasonAction = func() map[Reason]Action {
-	m := make(map[Reason]Action, len(reasonTable))
-	for _, ri := range reasonTable {
-		m[ri.Reason] = ri.Action
-	}
-	return m
-}()
-
 // ReasonTable returns every reason's row, grouped by situation.
 func ReasonTable() []ReasonInfo { return slices.Clone(reasonTable) }
 
