@@ -8,9 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/failoverd/failoverd/configs"
 	"github.com/failoverd/failoverd/mysqlctl"
-	"github.com/failoverd/failoverd/poller"
 	"github.com/failoverd/failoverd/sitepair"
 	"github.com/failoverd/failoverd/statemachine"
 	"github.com/failoverd/failoverd/store"
@@ -23,27 +21,6 @@ import (
 func semiEverywhere(st mysqlctl.Status) mysqlctl.Status {
 	st.SemiSync = mysqlctl.SemiSyncStatus{Available: true, PrimaryEnabled: true, ReplicaEnabled: true, PrimaryActive: true}
 	return st
-}
-
-// The observation carries what the decision needs: sessions and appliers
-// waiting for acknowledgements (the SQL thread's own state counts when the
-// processlist read did not), the GTID-measured lag and a stopped applier.
-func TestSiteObservationCarriesAckWaitsAndGTIDLag(t *testing.T) {
-	st := semiEverywhere(replicaStatus(mysqlctl.ThreadYes, "0-1-20", "0-1-3"))
-	st.Replica.SQLState = "Waiting for semi-sync ACK from slave"
-	v := poller.SiteView{State: statemachine.ReadOnly, HasReachable: true, BacklogAge: 40 * time.Second,
-		LastReachable: poller.Observation{Reachable: true, Status: st, Follows: "a", IOConnected: true}}
-	o := siteObservation(1, configs.Site{Name: "b", Role: "primary-candidate"}, v)
-	if o.BacklogAge != 40*time.Second || o.ApplierStopped || !o.AckWaits.Known || o.AckWaits.Appliers != 1 || !o.SemiSync.Enabled {
-		t.Fatalf("observation: backlog %v, applier stopped %t, ack waits %+v, semi-sync %+v", o.BacklogAge, o.ApplierStopped, o.AckWaits, o.SemiSync)
-	}
-	st.Replica.SQLThread, st.Replica.SQLState = mysqlctl.ThreadNo, ""
-	st.AckWaits = mysqlctl.AckWaits{Known: true, Sessions: 2, Longest: 9 * time.Second}
-	v.LastReachable.Status = st
-	o = siteObservation(1, configs.Site{Name: "b", Role: "primary-candidate"}, v)
-	if !o.ApplierStopped || o.AckWaits != (sitepair.AckWaitObservation{Known: true, Sessions: 2, Longest: 9 * time.Second}) {
-		t.Fatalf("observation: applier stopped %t, ack waits %+v", o.ApplierStopped, o.AckWaits)
-	}
 }
 
 // scriptedGroup is a group acting through the scripted sites.

@@ -6,10 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/failoverd/failoverd/configs"
 	"github.com/failoverd/failoverd/gtid"
-	"github.com/failoverd/failoverd/mysqlctl"
-	"github.com/failoverd/failoverd/poller"
 	"github.com/failoverd/failoverd/sitepair"
 	"github.com/failoverd/failoverd/statemachine"
 	"github.com/failoverd/failoverd/store"
@@ -200,18 +197,5 @@ func TestStateKeepsLostHolderConfirmations(t *testing.T) {
 	}
 	if !reflect.DeepEqual(back.InFlight.LostHolders, p.InFlight.LostHolders) {
 		t.Fatalf("reloaded %+v, want %+v", back.InFlight.LostHolders, p.InFlight.LostHolders)
-	}
-}
-
-// The old primary's semi-sync wait count reaches the decision: how many
-// replicas hold each acknowledged write decides how many may be unreachable
-// when it is promoted away from (ack-holder-unreachable).
-func TestSiteObservationCarriesTheSemiSyncWaitCount(t *testing.T) {
-	v := poller.SiteView{Name: "a", State: statemachine.Unreachable, HasReachable: true, LastReachable: poller.Observation{
-		At: t0, Reachable: true, Status: mysqlctl.Status{SemiSync: mysqlctl.SemiSyncStatus{Available: true, PrimaryEnabled: true, PrimaryActive: true, WaitForReplicas: 2}},
-	}}
-	o := siteObservation(0, configs.Site{Name: "a", Role: configs.RolePrimaryCandidate}, v)
-	if !o.SemiSync.Known || !o.SemiSync.Enabled || o.SemiSync.WaitForReplicas != 2 || !o.LastReachableAt.Equal(t0) {
-		t.Fatalf("observation %+v", o.SemiSync)
 	}
 }

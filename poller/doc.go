@@ -1,8 +1,21 @@
 // Package poller is the I/O half of failure detection: it probes every site
 // of a group on a fixed cadence and turns each probe into an immutable
 // [Observation]; a [Tracker] feeds those into one statemachine.Machine per
-// site and produces the statemachine.GroupInput that statemachine.Detect
-// classifies. It decides nothing.
+// site, keeps what a single probe cannot say (last known lag, GTID backlog,
+// refusals in a row, last streaming time) and turns it into the decision
+// input, sitepair.Observed. It decides nothing.
+//
+// # Decision input
+//
+// [Tracker.Observed] (input.go) is the one place where probes become
+// decision input: a tail received only in part (the source died
+// mid-transaction) is not counted as received, a NULL lag is unknown unless
+// a running applier has nothing left to apply, a site without replication
+// has no IO thread and lag 0, the applier's own semi-sync wait counts as a
+// waiting applier. sitepair.Decide derives group detection
+// (statemachine.Detect) from the same fields. [Tracker.Settled] is the
+// daemon's barrier: every site probed since its last action, except one
+// debounced unreachable whose latest probe failed.
 //
 // # Probing
 //

@@ -15,7 +15,7 @@ import (
 	"github.com/failoverd/failoverd/test/testenv/promote"
 )
 
-// detection is one run of statemachine.Detect after an observation.
+// detection is the group detection of one decision after an observation.
 type detection struct {
 	at     time.Time // real clock
 	code   statemachine.Code
@@ -25,8 +25,10 @@ type detection struct {
 
 // liveGroup is a real topology of one engine watched the way the daemon watches
 // it: daemon→site links through fault proxies (replication direct), a
-// Poller built by NewFromGroup, a Tracker by NewGroupTracker, and Detect run
-// after every observation with site0 as the persisted primary.
+// Poller built by NewFromGroup, a Tracker by NewGroupTracker, and the
+// Tracker's observations decided on (sitepair.Decide, which runs
+// statemachine.Detect) after every observation with site0 as the persisted
+// primary.
 type liveGroup struct {
 	topo    *testenv.Topology
 	proxies []*testenv.Proxy
@@ -97,7 +99,11 @@ func (lg *liveGroup) start(t testenv.T) {
 			if _, _, err := tr.Observe(o); err != nil {
 				panic(err) // sites come from the same group: cannot happen
 			}
-			r := statemachine.Detect(tr.Snapshot(primary))
+			d, err := decide(tr, lg.group, primary, statemachine.Detection(lg.group.Detection), time.Now())
+			if err != nil {
+				panic(err) // a well-formed group: cannot happen
+			}
+			r := d.Detection
 			lg.mu.Lock()
 			lg.history = append(lg.history, detection{at: time.Now(), code: r.Code, result: r, obs: o})
 			lg.mu.Unlock()

@@ -16,26 +16,21 @@ var ErrUnknownSite = errors.New("poller: unknown site")
 
 // TrackerConfig configures NewTracker.
 type TrackerConfig struct {
-	// Sites are the group's site names, in configuration order (the order
-	// of GroupInput.Sites).
+	// Sites are the group's site names, in configuration order.
 	Sites []string
 	// FailureThreshold and RecoveryThreshold configure every site's
 	// statemachine.Machine.
 	FailureThreshold, RecoveryThreshold int
-	// Detection is copied into every GroupInput; "" means Corroborated.
-	Detection statemachine.Detection
 	// Clock stamps observations without a time; nil means time.Now.
 	Clock func() time.Time
 }
 
-// Tracker is the bookkeeping between the Poller and group detection: it
-// feeds each site's observations into that site's statemachine.Machine,
-// keeps the latest observations, and builds statemachine.GroupInput
-// snapshots. It decides nothing. It is safe for concurrent use (Observe is
+// Tracker is the bookkeeping between the Poller and the decision: it feeds
+// each site's observations into that site's statemachine.Machine, keeps the
+// latest observations, and turns them into sitepair.Observed (Observed, in
+// input.go). It decides nothing. It is safe for concurrent use (Observe is
 // meant to be called from the Poller's sink).
 type Tracker struct {
-	detection statemachine.Detection
-
 	mu    sync.Mutex
 	order []string
 	sites map[string]*tracked
@@ -115,7 +110,7 @@ func NewTracker(cfg TrackerConfig) (*Tracker, error) {
 	if len(cfg.Sites) == 0 {
 		return nil, fmt.Errorf("new tracker: %w: no sites", ErrInvalidConfig)
 	}
-	t := &Tracker{detection: cfg.Detection, sites: map[string]*tracked{}}
+	t := &Tracker{sites: map[string]*tracked{}}
 	for _, name := range cfg.Sites {
 		if _, dup := t.sites[name]; dup || name == "" {
 			return nil, fmt.Errorf("new tracker: %w: site name %q is empty or duplicated", ErrInvalidConfig, name)
@@ -134,11 +129,13 @@ func NewTracker(cfg TrackerConfig) (*Tracker, error) {
 	return t, nil
 }
 
-// NewGroupTracker returns a Tracker for a configured group: its sites,
-// thresholds and detection policy.
+// NewGroupTracker returns a Tracker for a configured group: its sites and
+// thresholds. The group's detection policy is the decision's
+// (sitepair.Policy.Detection), not the Tracker's.
 func NewGroupTracker(g configs.Group, clock func() time.Time) (*Tracker, error) {
-	det, err := statemachine.ParseDetection(g.Detection)
-	if err != nil {
+	// A group that skipped configs validation with an unknown detection
+	// policy is refused here too, before any of its probes is interpreted.
+	if _, err := statemachine.ParseDetection(g.Detection); err != nil {
 		return nil, fmt.Errorf("new tracker for group %s: %w", g.Name, err)
 	}
 	names := make([]string, len(g.Sites))
@@ -149,7 +146,6 @@ func NewGroupTracker(g configs.Group, clock func() time.Time) (*Tracker, error) 
 		Sites:             names,
 		FailureThreshold:  g.FailureThreshold,
 		RecoveryThreshold: g.RecoveryThreshold,
-		Detection:         det,
 		Clock:             clock,
 	})
 	if err != nil {
@@ -275,31 +271,4 @@ func (t *Tracker) view(name string) SiteView {
 		StreamingFrom: s.streamingFrom,
 		StreamingAt:   s.streamingAt,
 	}
-}
-
-// Snapshot returns the group detection input, given the persisted primary
-// ("" when none). Each site's replication view (ReplicatingFrom,
-// IOConnected, SourceSilent, ReplicationBroken) comes from its last
-// reachable observation: like its debounced state, it stands until
-// FailureThreshold failed probes make the site Unreachable, where it no
-// longer counts. LastHeartbeatAge stays 0 (unknown) and SilenceAfter 0:
-// silence arrives as SourceSilent (see the package doc).
-func (t *Tracker) Snapshot(primary string) statemachine.GroupInput {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	in := statemachine.GroupInput{Primary: primary, Detection: t.detection, Sites: make([]statemachine.SiteInput, len(t.order))}
-	for i, name := range t.order {
-		s := t.sites[name]
-		o := s.lastOK
-		in.Sites[i] = statemachine.SiteInput{
-			Name:              name,
-			State:             s.machine.State(),
-			Debouncing:        s.machine.Debouncing(),
-			ReplicatingFrom:   o.Follows,
-			IOConnected:       o.IOConnected,
-			SourceSilent:      o.SourceSilent,
-			ReplicationBroken: o.ReplicationBroken,
-		}
-	}
-	return in
 }

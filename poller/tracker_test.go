@@ -1,7 +1,9 @@
 package poller
 
 import (
+	"cmp"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -9,13 +11,14 @@ import (
 	"github.com/failoverd/failoverd/configs"
 	"github.com/failoverd/failoverd/gtid"
 	"github.com/failoverd/failoverd/mysqlctl"
+	"github.com/failoverd/failoverd/sitepair"
 	"github.com/failoverd/failoverd/statemachine"
 )
 
 var t0 = time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
 
 // obsOf turns "W" (writable), "R" (read-only replica following a,
-// streaming), "L" (replica that lost its source: IO reconnecting), "S"
+// streaming), "L" (replica that lost its source: IO thread reconnecting), "S"
 // (replica connected but its source silent) and "F" (failed probe) into one
 // observation of site at step seq.
 func obsOf(site string, seq int, kind byte) Observation {
@@ -29,41 +32,84 @@ func obsOf(site string, seq int, kind byte) Observation {
 		return o
 	}
 	o.Reachable, o.Status.ReadOnly, o.Follows = true, true, "a"
+	o.Status.Replica = &mysqlctl.ReplicaStatus{IOThread: mysqlctl.ThreadYes, SQLThread: mysqlctl.ThreadYes}
 	switch kind {
 	case 'R':
 		o.IOConnected = true
 	case 'S':
 		o.IOConnected, o.SilenceKnown, o.SourceSilent = true, true, true
 	case 'L':
+		o.Status.Replica.IOThread = mysqlctl.ThreadConnecting
 	default:
 		panic("bad kind " + string(kind))
 	}
 	return o
 }
 
+// decide is the production path from a Tracker to group detection:
+// Observed, then sitepair.Decide (which runs statemachine.Detect on the
+// same observations) with primary as the persisted active site.
+func decide(tr *Tracker, g configs.Group, primary string, det statemachine.Detection, now time.Time) (sitepair.Decision, error) {
+	pol := sitepair.DefaultPolicy()
+	pol.Detection = det
+	st := sitepair.Persisted{ActiveSite: primary}
+	if primary != "" {
+		st.Epoch = 1
+	}
+	d := sitepair.Decide(tr.Observed(g), st, pol, now)
+	if d.Reason == sitepair.ReasonInvalidInput || d.Reason == sitepair.ReasonInvalidPolicy {
+		return d, fmt.Errorf("decision input rejected: %s", d.Message)
+	}
+	return d, nil
+}
+
+// decideOn is decide, failing the test on rejected input.
+func decideOn(t testing.TB, tr *Tracker, g configs.Group, primary string, det statemachine.Detection) sitepair.Decision {
+	t.Helper()
+	d, err := decide(tr, g, primary, det, t0.Add(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// abcGroup is a group of three primary candidates a, b and c.
+func abcGroup(failure, recovery int) configs.Group {
+	return configs.Group{Name: "g", FailureThreshold: failure, RecoveryThreshold: recovery, Sites: []configs.Site{
+		{Name: "a", Role: configs.RolePrimaryCandidate},
+		{Name: "b", Role: configs.RolePrimaryCandidate},
+		{Name: "c", Role: configs.RolePrimaryCandidate},
+	}}
+}
+
 // TestTrackerGroupInput feeds per-site scripts (one character per round,
-// sites probed in order) and checks statemachine.Detect on the snapshot
-// after the last round.
+// sites probed in order) and checks the group detection sitepair.Decide
+// finds in the Tracker's observations after the last round.
 func TestTrackerGroupInput(t *testing.T) {
 	tests := []struct {
 		name    string
 		scripts map[string]string // site → probes; sites a, b, c
 		want    statemachine.Code
+		det     statemachine.Detection // "": corroborated
 	}{
-		{"nothing yet", map[string]string{"a": "", "b": "", "c": ""}, statemachine.Undetermined},
-		{"healthy", map[string]string{"a": "WWW", "b": "RRR", "c": "RRR"}, statemachine.Healthy},
-		{"primary not yet trusted", map[string]string{"a": "WW", "b": "RR", "c": "RR"}, statemachine.Undetermined},
-		{"primary blip", map[string]string{"a": "WWWF", "b": "RRRR", "c": "RRRR"}, statemachine.PrimaryDebouncing},
-		{"primary down, corroborated", map[string]string{"a": "WWWFF", "b": "RRRRL", "c": "RRRLS"}, statemachine.PrimaryDown},
-		{"partition: a replica still streams", map[string]string{"a": "WWWFF", "b": "RRRRL", "c": "RRRRR"}, statemachine.UnreachablePrimary},
+		{"nothing yet", map[string]string{"a": "", "b": "", "c": ""}, statemachine.Undetermined, ""},
+		{"healthy", map[string]string{"a": "WWW", "b": "RRR", "c": "RRR"}, statemachine.Healthy, ""},
+		{"primary not yet trusted", map[string]string{"a": "WW", "b": "RR", "c": "RR"}, statemachine.Undetermined, ""},
+		{"primary blip", map[string]string{"a": "WWWF", "b": "RRRR", "c": "RRRR"}, statemachine.PrimaryDebouncing, ""},
+		{"primary down, corroborated", map[string]string{"a": "WWWFF", "b": "RRRRL", "c": "RRRLS"}, statemachine.PrimaryDown, ""},
+		{"partition: a replica still streams", map[string]string{"a": "WWWFF", "b": "RRRRL", "c": "RRRRR"}, statemachine.UnreachablePrimary, ""},
 		// c's last probe failed (debouncing, still read-only): its last
 		// reachable view (streaming) still stands.
-		{"witness view from last reachable probe", map[string]string{"a": "WWWFF", "b": "RRRRL", "c": "RRRRF"}, statemachine.UnreachablePrimary},
-		{"replica lost for good", map[string]string{"a": "WWWWW", "b": "RRRFF", "c": "RRRRR"}, statemachine.ReplicaUnreachable},
+		{"witness view from last reachable probe", map[string]string{"a": "WWWFF", "b": "RRRRL", "c": "RRRRF"}, statemachine.UnreachablePrimary, ""},
+		{"replica lost for good", map[string]string{"a": "WWWWW", "b": "RRRFF", "c": "RRRRR"}, statemachine.ReplicaUnreachable, ""},
+		// The detection policy is the decision's, applied to the same
+		// observations: daemon-only ignores the replicas still streaming.
+		{"partition seen daemon-only: primary down", map[string]string{"a": "WWWFF", "b": "RRRRR", "c": "RRRRR"}, statemachine.PrimaryDown, statemachine.DaemonOnly},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			tr, err := NewTracker(TrackerConfig{Sites: []string{"a", "b", "c"}, FailureThreshold: 2, RecoveryThreshold: 3})
+			g := abcGroup(2, 3)
+			tr, err := NewGroupTracker(g, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -80,19 +126,19 @@ func TestTrackerGroupInput(t *testing.T) {
 					}
 				}
 			}
-			in := tr.Snapshot("a")
-			if in.Primary != "a" || len(in.Sites) != 3 || in.Sites[0].Name != "a" || in.Sites[2].Name != "c" {
-				t.Fatalf("snapshot shape: %+v", in)
+			obs := tr.Observed(g)
+			if len(obs.Sites) != 3 || obs.Sites[0].Name != "a" || obs.Sites[2].Name != "c" {
+				t.Fatalf("observed shape: %+v", obs.Sites)
 			}
-			if got := statemachine.Detect(in); got.Code != tt.want {
-				t.Errorf("Detect = %s (matched %v), want %s; input %+v", got.Code, got.Matched, tt.want, in.Sites)
+			if got := decideOn(t, tr, g, "a", cmp.Or(tt.det, statemachine.Corroborated)).Detection; got.Code != tt.want || got.Primary != "a" {
+				t.Errorf("Detect = %s (matched %v, primary %q), want %s; input %+v", got.Code, got.Matched, got.Primary, tt.want, obs.Sites)
 			}
 		})
 	}
 }
 
 func TestTrackerBookkeeping(t *testing.T) {
-	tr, err := NewTracker(TrackerConfig{Sites: []string{"a", "b"}, FailureThreshold: 2, RecoveryThreshold: 1, Detection: statemachine.DaemonOnly})
+	tr, err := NewTracker(TrackerConfig{Sites: []string{"a", "b"}, FailureThreshold: 2, RecoveryThreshold: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,9 +171,6 @@ func TestTrackerBookkeeping(t *testing.T) {
 	ev, changed, _ = tr.Observe(obsOf("a", 4, 'F'))
 	if !changed || ev.To != statemachine.Unreachable {
 		t.Errorf("second failure: %v %v, want unreachable", ev, changed)
-	}
-	if in := tr.Snapshot(""); in.Detection != statemachine.DaemonOnly || in.Primary != "" {
-		t.Errorf("snapshot detection %q primary %q", in.Detection, in.Primary)
 	}
 	if views := tr.Sites(); len(views) != 2 || views[1].Name != "b" || views[1].HasLatest || views[1].State != statemachine.Unknown {
 		t.Errorf("Sites() = %+v", views)
@@ -166,9 +209,8 @@ func TestNewGroupTracker(t *testing.T) {
 	if !changed || ev.To != statemachine.Unreachable || !ev.At.Equal(t0) {
 		t.Errorf("failure threshold 1: %v %v (probe without time stamped by the clock)", ev, changed)
 	}
-	in := tr.Snapshot("x")
-	if in.Detection != statemachine.DaemonOnly || in.Sites[1].Name != "y" {
-		t.Errorf("snapshot: %+v", in)
+	if obs := tr.Observed(g); len(obs.Sites) != 2 || obs.Sites[1].Name != "y" || obs.Sites[0].State != statemachine.Unreachable {
+		t.Errorf("observed: %+v", obs.Sites)
 	}
 	g.Detection = "vote"
 	if _, err := NewGroupTracker(g, nil); !errors.Is(err, statemachine.ErrUnknownDetection) || !strings.Contains(err.Error(), "group g") {
