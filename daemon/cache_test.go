@@ -46,7 +46,7 @@ func TestSwitchoverMovesTheCacheFirst(t *testing.T) {
 		{"cache cannot follow: refused, nothing touched", fmt.Errorf("promote cache b: %w", dragonfly.ErrSyncTimeout), false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ms := &memStore{states: map[string]store.GroupState{"g": {Group: "g", Epoch: 1, ActiveSite: "a"}}}
+			ms := newTestStore(t, store.GroupState{Group: "g", Epoch: 1, ActiveSite: "a"})
 			cfg := configs.Group{Name: "g", Engine: configs.EngineMariaDB, RelayDrainTimeout: time.Second,
 				Cache: &configs.Cache{MaxSyncWait: time.Second}, Sites: []configs.Site{{Name: "a"}, {Name: "b"}}}
 			ops := &opLog{}

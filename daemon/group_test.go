@@ -18,42 +18,41 @@ import (
 	"github.com/failoverd/failoverd/view"
 )
 
-// memStore is an in-memory Store whose content a test can change behind
-// the daemon's back (another daemon writing).
-type memStore struct {
-	mu     sync.Mutex
-	states map[string]store.GroupState
-	saved  []store.GroupState
+// watchedStore is store.Memory (the durable stores' write rules) that
+// calls onSave after every write it took: a test sees the daemon's writes,
+// or has another daemon write right after one.
+type watchedStore struct {
+	*store.Memory
 	onSave func(store.GroupState)
 }
 
-func (m *memStore) Load(_ context.Context, g string) (store.GroupState, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	st, ok := m.states[g]
-	if !ok {
-		return store.GroupState{Group: g}, nil
+// newTestStore is a watchedStore holding states.
+func newTestStore(t *testing.T, states ...store.GroupState) *watchedStore {
+	t.Helper()
+	ws := &watchedStore{Memory: store.NewMemory(time.Now)}
+	for _, st := range states {
+		ws.put(t, st)
 	}
-	st.Exists = true
-	return st, nil
+	return ws
 }
 
-func (m *memStore) Save(ctx context.Context, st store.GroupState) error {
-	if err := ctx.Err(); err != nil {
+func (w *watchedStore) Save(ctx context.Context, st store.GroupState) error {
+	if err := w.Memory.Save(ctx, st); err != nil {
 		return err
 	}
-	m.mu.Lock()
-	m.states[st.Group] = st
-	m.saved = append(m.saved, st)
-	hook := m.onSave
-	m.mu.Unlock()
-	if hook != nil {
-		hook(st)
+	if w.onSave != nil {
+		w.onSave(st)
 	}
 	return nil
 }
 
-func (m *memStore) Describe() string { return "memory" }
+// put writes st as another daemon would (onSave is not called).
+func (w *watchedStore) put(t *testing.T, st store.GroupState) {
+	t.Helper()
+	if err := w.Memory.Save(context.Background(), st); err != nil {
+		t.Fatalf("test store: %v", err)
+	}
+}
 
 // fakeInstance records the operations the executor runs on one site.
 type fakeInstance struct {
@@ -106,7 +105,7 @@ func (f fakeInstance) ReplicateFrom(context.Context, mysqlctl.Source) error {
 
 // testGroup builds a 2-site MariaDB group a → b with a failover in flight
 // (epoch 2 revoked, target to) on st.
-func testGroup(t *testing.T, st *memStore, to string, clock func() time.Time) (*group, *opLog) {
+func testGroup(t *testing.T, st *watchedStore, to string, clock func() time.Time) (*group, *opLog) {
 	t.Helper()
 	cfg := configs.Group{Name: "g", Engine: configs.EngineMariaDB, RelayDrainTimeout: time.Second,
 		Sites: []configs.Site{{Name: "a"}, {Name: "b"}, {Name: "c"}}}
@@ -118,8 +117,8 @@ func testGroup(t *testing.T, st *memStore, to string, clock func() time.Time) (*
 	g := &group{cfg: cfg, flavor: gtid.MariaDB, policy: sitepair.DefaultPolicy(), store: st, pub: &publisher{}, now: clock,
 		log: slog.New(slog.DiscardHandler), fenced: map[string]uint64{}, sidecars: newSidecars(cfg)}
 	g.exec = &executor{group: cfg, conns: newConnections(dial, cfg.Sites), log: g.log}
-	st.states = map[string]store.GroupState{"g": {Group: "g", Epoch: 2, InFlight: &store.InFlight{
-		ID: "g-2", Kind: kindFailover, From: "a", To: to, RevokedEpoch: 2, RevokedAt: clock(), Step: StepRevoked, StepDone: true}}}
+	st.put(t, store.GroupState{Group: "g", Epoch: 2, InFlight: &store.InFlight{
+		ID: "g-2", Kind: kindFailover, From: "a", To: to, RevokedEpoch: 2, RevokedAt: clock(), Step: StepRevoked, StepDone: true}})
 	if err := g.load(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -164,7 +163,7 @@ func (fixedObs) Settled(time.Time) bool { return true }
 // under the term's context, so the promotion stops at its next step, before
 // anything is made writable.
 func TestPromotionStopsWhenLeadershipIsLost(t *testing.T) {
-	ms := &memStore{}
+	ms := newTestStore(t)
 	g, ops := testGroup(t, ms, "b", clockAt(t0))
 	g.cfg.PollInterval = 200 * time.Millisecond
 	g.actionTimeout = time.Minute
@@ -212,13 +211,11 @@ func TestPromotionStopsWhenLeadershipIsLost(t *testing.T) {
 
 // Another daemon wrote a newer state: the next step notices and stops.
 func TestPromotionStopsWhenTheStoreMovedOn(t *testing.T) {
-	ms := &memStore{}
+	ms := newTestStore(t)
 	g, ops := testGroup(t, ms, "b", clockAt(t0))
 	ms.onSave = func(st store.GroupState) {
 		if st.InFlight != nil && st.InFlight.Step == StepRelayDrained {
-			ms.mu.Lock()
-			ms.states["g"] = store.GroupState{Group: "g", Epoch: 3, ActiveSite: "c"}
-			ms.mu.Unlock()
+			ms.put(t, store.GroupState{Group: "g", Epoch: 3, ActiveSite: "c"})
 		}
 	}
 	err := g.promote(context.Background(), promoteDecision("b"))
@@ -237,13 +234,11 @@ func TestPromotionStopsWhenTheStoreMovedOn(t *testing.T) {
 // promotion was published and its sidecar awaited: a write by another daemon
 // in that window (leaderships overlapping) stops the promotion.
 func TestPromotionRereadsTheStoreRightBeforeWritable(t *testing.T) {
-	ms := &memStore{}
+	ms := newTestStore(t)
 	g, ops := testGroup(t, ms, "b", clockAt(t0))
 	ms.onSave = func(st store.GroupState) {
 		if st.InFlight != nil && st.InFlight.Step == StepPublished {
-			ms.mu.Lock()
-			ms.states["g"] = store.GroupState{Group: "g", Epoch: 4, ActiveSite: "c"}
-			ms.mu.Unlock()
+			ms.put(t, store.GroupState{Group: "g", Epoch: 4, ActiveSite: "c"})
 		}
 	}
 	err := g.promote(context.Background(), promoteDecision("b"))
@@ -257,7 +252,7 @@ func TestPromotionRereadsTheStoreRightBeforeWritable(t *testing.T) {
 
 // A retargeted failover is persisted before the new target is touched.
 func TestRetargetIsPersistedFirst(t *testing.T) {
-	ms := &memStore{}
+	ms := newTestStore(t)
 	g, ops := testGroup(t, ms, "b", clockAt(t0))
 	var toAtFirstOp string
 	ms.onSave = func(st store.GroupState) {
@@ -279,7 +274,7 @@ func TestRetargetIsPersistedFirst(t *testing.T) {
 // The revoke time is taken after the durable write, and a daemon that
 // loads a failover in flight measures from its own clock.
 func TestRevokeTimeIsTakenAfterTheDurableWrite(t *testing.T) {
-	ms := &memStore{states: map[string]store.GroupState{}}
+	ms := newTestStore(t)
 	clock := clockAt(t0)
 	cfg := configs.Group{Name: "g", Engine: configs.EngineMariaDB, Sites: []configs.Site{{Name: "a"}, {Name: "b"}}}
 	g := &group{cfg: cfg, flavor: gtid.MariaDB, policy: sitepair.DefaultPolicy(), store: ms, pub: &publisher{}, now: clock,
@@ -313,7 +308,7 @@ func TestRevokeTimeIsTakenAfterTheDurableWrite(t *testing.T) {
 // onDrainTimeout=promote may give up what only the candidate received, never
 // what another reachable replica also holds (acknowledged under semi-sync).
 func TestDrainTimeoutPromoteKeepsWhatAPeerHolds(t *testing.T) {
-	ms := &memStore{}
+	ms := newTestStore(t)
 	g, ops := testGroup(t, ms, "b", clockAt(t0))
 	g.cfg.OnDrainTimeout, g.exec.group.OnDrainTimeout = "promote", "promote"
 	md := func(s string) gtid.Set { return gtid.MustParse(gtid.MariaDB, s) }
@@ -355,7 +350,7 @@ func TestDrainTimeoutPromoteKeepsWhatAPeerHolds(t *testing.T) {
 // made writable, and the promotion waits until the target's sidecar holds
 // it: a sidecar still holding the revoking view would fence the new primary.
 func TestPromotionPublishesBeforeWritable(t *testing.T) {
-	ms := &memStore{}
+	ms := newTestStore(t)
 	g, ops := testGroup(t, ms, "b", clockAt(t0))
 	g.cfg.Sites[1].Sidecar = &configs.Endpoint{Address: "127.0.0.1:1"}
 	g.cfg.Sidecar.CheckInterval = time.Minute // the wait ends by the report, not the bound
@@ -395,9 +390,9 @@ func TestPromotionPublishesBeforeWritable(t *testing.T) {
 	}
 }
 
-// flakyStore fails the first fails Loads, then answers from memStore.
+// flakyStore fails the first fails Loads, then answers from store.Memory.
 type flakyStore struct {
-	*memStore
+	*store.Memory
 	mu    sync.Mutex
 	fails int
 }
@@ -410,7 +405,7 @@ func (f *flakyStore) Load(ctx context.Context, g string) (store.GroupState, erro
 		return store.GroupState{}, errors.New("apiserver unavailable")
 	}
 	f.mu.Unlock()
-	return f.memStore.Load(ctx, g)
+	return f.Memory.Load(ctx, g)
 }
 
 // A new leader that cannot read the persisted state retries, and if it
@@ -422,7 +417,7 @@ func TestNewLeaderRetriesLoadThenResigns(t *testing.T) {
 		fails   int
 		leading bool
 	}{{fails: leaderLoadAttempts - 1, leading: true}, {fails: leaderLoadAttempts, leading: false}} {
-		fs := &flakyStore{memStore: &memStore{states: map[string]store.GroupState{}}, fails: c.fails}
+		fs := &flakyStore{Memory: store.NewMemory(time.Now), fails: c.fails}
 		cfg := configs.Group{Name: "g", Engine: configs.EngineMariaDB, Sites: []configs.Site{{Name: "a"}, {Name: "b"}}}
 		g := &group{cfg: cfg, flavor: gtid.MariaDB, store: fs, pub: &publisher{}, now: time.Now, log: slog.New(slog.DiscardHandler), sidecars: newSidecars(cfg)}
 		d := &Daemon{log: slog.New(slog.DiscardHandler), groups: []*group{g}, opts: Options{Clock: time.Now}}

@@ -13,7 +13,6 @@ import (
 	"github.com/failoverd/failoverd/poller"
 	"github.com/failoverd/failoverd/sitepair"
 	"github.com/failoverd/failoverd/statemachine"
-	"github.com/failoverd/failoverd/store"
 )
 
 // Issue 26, hole 9: the semi-sync source side on a replica makes its
@@ -50,7 +49,7 @@ func TestSiteObservationCarriesAckWaitsAndGTIDLag(t *testing.T) {
 func scriptedGroup(t *testing.T, sites ...*scripted) (*group, *opLog) {
 	t.Helper()
 	e, log := scriptedExecutor(t, "", sites...)
-	g := &group{cfg: e.group, policy: sitepair.DefaultPolicy(), store: &memStore{states: map[string]store.GroupState{}}, pub: &publisher{},
+	g := &group{cfg: e.group, policy: sitepair.DefaultPolicy(), store: newTestStore(t), pub: &publisher{},
 		now: clockAt(t0), log: slog.New(slog.DiscardHandler), fenced: map[string]uint64{}, exec: e}
 	return g, log
 }
@@ -91,7 +90,7 @@ func TestDrainSwitchesTheCandidatesSourceSideOffFirst(t *testing.T) {
 // The status names a replica whose applier is blocked and a primary whose
 // writes stall waiting for acknowledgements, never "healthy" about either.
 func TestSnapshotReportsBlockedApplierAndStalledWrites(t *testing.T) {
-	ms := &memStore{}
+	ms := newTestStore(t)
 	g, _ := testGroup(t, ms, "b", clockAt(t0))
 	g.obs = fixedObs{o: sitepair.Observed{Sites: []sitepair.SiteObservation{
 		{Name: "a", Role: sitepair.PrimaryCandidate, State: statemachine.Writable,
