@@ -55,7 +55,7 @@ func TestSwitchoverMovesTheCacheFirst(t *testing.T) {
 				return fakeInstance{site: s.Name, log: ops, executed: exec}, nil
 			}
 			g := &group{cfg: cfg, flavor: gtid.MariaDB, policy: sitepair.DefaultPolicy(), store: ms, pub: &publisher{}, now: clockAt(t0),
-				log: slog.New(slog.DiscardHandler), fenced: map[string]uint64{}, sidecars: newSidecars(cfg), actionTimeout: time.Minute}
+				log: slog.New(slog.DiscardHandler), fenced: map[string]uint64{}, pace: livePacer{}, sidecars: newSidecars(cfg), actionTimeout: time.Minute}
 			g.exec = &executor{group: cfg, conns: newConnections(dial, cfg.Sites), log: g.log}
 			cache := &fakeCache{err: tc.err}
 			g.follow = newHandoff([]Follower{cache}, g.log)

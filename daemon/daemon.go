@@ -231,6 +231,7 @@ func newGroupCore(gc configs.Group, st store.Store, pub *publisher, dial Dialer,
 		actionTimeout: gc.RelayDrainTimeout + 30*time.Second, // maxLagWait only shortens the drain
 		fenced:        map[string]uint64{},
 		sidecars:      newSidecars(gc),
+		pace:          livePacer{},
 		requests:      make(chan request),
 		reclones:      map[string]bool{},
 		recloned:      make(chan recloneResult),

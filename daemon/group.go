@@ -54,10 +54,8 @@ type group struct {
 
 	// actionTimeout bounds one action (a whole promotion sequence).
 	actionTimeout time.Duration
-	// pause, when set (the harness), is called by waitFor instead of
-	// sleeping (the harness runs the rest of its world once), and an
-	// action's parallel parts run one after another (see concurrently).
-	pause func()
+	// pace runs an action's parallel parts and its bounded waits.
+	pace pacer
 
 	mu        sync.Mutex // guards the fields below, read by status
 	stored    store.GroupState
@@ -417,9 +415,9 @@ func (g *group) revoke(ctx context.Context, d sitepair.Decision) error {
 	g.failpoint(StepRevoked)
 	// Both at once: a hung old primary makes the fence attempt and the IO
 	// threads reading from it slow.
-	var wg sync.WaitGroup
+	var parts []func()
 	if fence := g.reachable(d.Fence); len(fence) > 0 {
-		g.concurrently(&wg, func() {
+		parts = append(parts, func() {
 			if err := g.bestEffortFence(ctx, fence); err != nil {
 				// Best effort: the old primary may be down; phase 2 waits for a proof.
 				g.log.Info("fence.best_effort_failed", "err", err)
@@ -427,14 +425,14 @@ func (g *group) revoke(ctx context.Context, d sitepair.Decision) error {
 		})
 	}
 	if len(d.Detach) > 0 {
-		g.concurrently(&wg, func() {
+		parts = append(parts, func() {
 			if err := g.stopIO(ctx, d.Detach); err != nil {
 				// The next decision sees which IO threads still run and retries.
 				g.log.Warn("semisync.detach_failed", "err", err)
 			}
 		})
 	}
-	wg.Wait()
+	g.pace.all(parts...)
 	return nil
 }
 
@@ -443,29 +441,19 @@ func (g *group) revoke(ctx context.Context, d sitepair.Decision) error {
 // replica whose source hangs takes seconds to stop its IO thread.
 func (g *group) stopIO(ctx context.Context, sites []string) error {
 	errs := make([]error, len(sites))
-	var wg sync.WaitGroup
+	parts := make([]func(), len(sites))
 	for i, s := range sites {
-		g.concurrently(&wg, func() {
+		parts[i] = func() {
 			err := g.exec.on(ctx, s, stepTimeout, func(ctx context.Context, in Instance) error { return in.StopReplicaIO(ctx) })
 			if err != nil {
 				errs[i] = fmt.Errorf("stop IO thread of %s: %w", s, err)
 				return
 			}
 			g.log.Info("site.io_stopped", "site", s)
-		})
+		}
 	}
-	wg.Wait()
+	g.pace.all(parts...)
 	return errors.Join(errs...)
-}
-
-// concurrently runs f in wg, or right now in a group driven by the harness
-// (the deterministic simulation, whose histories must replay exactly).
-func (g *group) concurrently(wg *sync.WaitGroup, f func()) {
-	if g.pause != nil {
-		f()
-		return
-	}
-	wg.Go(f)
 }
 
 // reachable keeps the sites not debounced unreachable: a best-effort fence
@@ -682,44 +670,12 @@ func (g *group) publishPromotion(ctx context.Context, d sitepair.Decision) error
 	// A sidecar renews every checkInterval; one that does not answer in a
 	// few is dead (it fences nothing) or cut off (a fence by it only costs
 	// availability, and the daemon re-asserts the primary).
-	caught, err := g.waitFor(ctx, 3*g.cfg.Sidecar.CheckInterval, func() bool { return g.sidecars.observation(d.Target).Epoch >= d.Epoch })
+	caught, err := g.pace.waitFor(ctx, 3*g.cfg.Sidecar.CheckInterval, func() bool { return g.sidecars.observation(d.Target).Epoch >= d.Epoch })
 	if err == nil && !caught {
 		g.log.Warn("sidecar.not_caught_up", "site", d.Target, "epoch", d.Epoch,
 			"note", "making it writable anyway; if its sidecar fences it, the primary is re-asserted")
 	}
 	return err
-}
-
-// waitPoll is how often waitFor checks its condition.
-const waitPoll = 10 * time.Millisecond
-
-// waitFor waits until cond holds (true), at most limit (false), checking
-// every waitPoll. A group driven by the harness lets the harness run the
-// rest of the world at each check instead of sleeping (pause).
-func (g *group) waitFor(ctx context.Context, limit time.Duration, cond func() bool) (bool, error) {
-	if g.pause != nil {
-		for range max(1, int(limit/waitPoll)) {
-			if cond() {
-				return true, nil
-			}
-			g.pause()
-		}
-		return cond(), nil
-	}
-	wait := time.NewTimer(limit)
-	defer wait.Stop()
-	tick := time.NewTicker(waitPoll)
-	defer tick.Stop()
-	for !cond() {
-		select {
-		case <-ctx.Done():
-			return false, ctx.Err()
-		case <-wait.C:
-			return cond(), nil
-		case <-tick.C:
-		}
-	}
-	return true, nil
 }
 
 // publish signs and publishes the group's current view: the persisted one,

@@ -115,7 +115,7 @@ func testGroup(t *testing.T, st *watchedStore, to string, clock func() time.Time
 		return fakeInstance{site: s.Name, log: ops, executed: exec}, nil
 	}
 	g := &group{cfg: cfg, flavor: gtid.MariaDB, policy: sitepair.DefaultPolicy(), store: st, pub: &publisher{}, now: clock,
-		log: slog.New(slog.DiscardHandler), fenced: map[string]uint64{}, sidecars: newSidecars(cfg)}
+		log: slog.New(slog.DiscardHandler), fenced: map[string]uint64{}, pace: livePacer{}, sidecars: newSidecars(cfg)}
 	g.exec = &executor{group: cfg, conns: newConnections(dial, cfg.Sites), log: g.log}
 	st.put(t, store.GroupState{Group: "g", Epoch: 2, InFlight: &store.InFlight{
 		ID: "g-2", Kind: kindFailover, From: "a", To: to, RevokedEpoch: 2, RevokedAt: clock(), Step: StepRevoked, StepDone: true}})
@@ -278,7 +278,7 @@ func TestRevokeTimeIsTakenAfterTheDurableWrite(t *testing.T) {
 	clock := clockAt(t0)
 	cfg := configs.Group{Name: "g", Engine: configs.EngineMariaDB, Sites: []configs.Site{{Name: "a"}, {Name: "b"}}}
 	g := &group{cfg: cfg, flavor: gtid.MariaDB, policy: sitepair.DefaultPolicy(), store: ms, pub: &publisher{}, now: clock,
-		log: slog.New(slog.DiscardHandler), fenced: map[string]uint64{}, sidecars: newSidecars(cfg)}
+		log: slog.New(slog.DiscardHandler), fenced: map[string]uint64{}, pace: livePacer{}, sidecars: newSidecars(cfg)}
 	g.exec = &executor{group: cfg, conns: newConnections(func(context.Context, configs.Site) (Instance, error) {
 		return nil, errors.New("unreachable")
 	}, cfg.Sites), log: g.log}

@@ -67,10 +67,11 @@ func NewHarness(gc configs.Group, o HarnessOptions) (*Harness, error) {
 	if err != nil {
 		return nil, err
 	}
-	g.obs, g.identity, g.pause = o.Observations, o.Identity, o.Pause
-	if g.pause == nil {
-		g.pause = func() {}
+	pause := o.Pause
+	if pause == nil {
+		pause = func() {}
 	}
+	g.obs, g.identity, g.pace = o.Observations, o.Identity, serialPacer{pause: pause}
 	if len(o.Followers) > 0 {
 		g.follow = newHandoff(o.Followers, g.log)
 		g.follow.now = o.Clock

@@ -28,7 +28,7 @@ func TestReassertRestartsStoppedReplicas(t *testing.T) {
 	ms := newTestStore(t, store.GroupState{Group: "g", Epoch: 2, ActiveSite: "a",
 		Diverged: map[string]string{"e": "0-5-1"}})
 	g := &group{cfg: cfg, flavor: gtid.MariaDB, policy: sitepair.DefaultPolicy(), store: ms, pub: &publisher{}, now: clockAt(t0),
-		log: slog.New(slog.DiscardHandler), fenced: map[string]uint64{}, sidecars: newSidecars(cfg)}
+		log: slog.New(slog.DiscardHandler), fenced: map[string]uint64{}, pace: livePacer{}, sidecars: newSidecars(cfg)}
 	g.exec = &executor{group: cfg, conns: newConnections(dial, cfg.Sites), log: g.log, secret: func() (string, error) { return "pw", nil }}
 	if err := g.load(t.Context()); err != nil {
 		t.Fatal(err)

@@ -66,7 +66,7 @@ func TestRecloneOnMySQLClonesFromThePrimary(t *testing.T) {
 	ms := newTestStore(t, store.GroupState{Group: "g", Epoch: 3, ActiveSite: "a",
 		Diverged: map[string]string{"c": errant}, DivergedCount: map[string]uint64{"c": 2}})
 	g := &group{cfg: cfg, flavor: gtid.MySQL, policy: sitepair.DefaultPolicy(), store: ms, pub: &publisher{}, now: clockAt(t0),
-		log: slog.New(slog.DiscardHandler), fenced: map[string]uint64{}, sidecars: newSidecars(cfg),
+		log: slog.New(slog.DiscardHandler), fenced: map[string]uint64{}, pace: livePacer{}, sidecars: newSidecars(cfg),
 		requests: make(chan request), reclones: map[string]bool{}, recloned: make(chan recloneResult)}
 	g.exec = &executor{group: cfg, conns: newConnections(dial, cfg.Sites), log: g.log, secret: func() (string, error) { return "pw", nil }}
 	if err := g.load(context.Background()); err != nil {
@@ -146,7 +146,7 @@ func TestInterruptedRecloneIsRecordedFailed(t *testing.T) {
 		Recloning: map[string]store.Reclone{"c": {Donor: "a", Epoch: 3, At: t0, By: "ann"}}})
 	cfg := configs.Group{Name: "g", Engine: configs.EngineMariaDB, Sites: []configs.Site{{Name: "a"}, {Name: "c"}}}
 	g := &group{cfg: cfg, flavor: gtid.MariaDB, policy: sitepair.DefaultPolicy(), store: ms, pub: &publisher{}, now: clockAt(t0),
-		log: slog.New(slog.DiscardHandler), fenced: map[string]uint64{}, sidecars: newSidecars(cfg), reclones: map[string]bool{}}
+		log: slog.New(slog.DiscardHandler), fenced: map[string]uint64{}, pace: livePacer{}, sidecars: newSidecars(cfg), reclones: map[string]bool{}}
 	if err := g.load(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -183,7 +183,7 @@ func recloneTestGroup(t *testing.T, held map[string]gtid.Set, obsC gtid.Set) (*g
 	}
 	ms := newTestStore(t, store.GroupState{Group: "g", Epoch: 3, ActiveSite: "a"})
 	g := &group{cfg: cfg, flavor: gtid.MySQL, policy: sitepair.DefaultPolicy(), store: ms, pub: &publisher{}, now: clockAt(t0),
-		log: slog.New(slog.DiscardHandler), fenced: map[string]uint64{}, sidecars: newSidecars(cfg),
+		log: slog.New(slog.DiscardHandler), fenced: map[string]uint64{}, pace: livePacer{}, sidecars: newSidecars(cfg),
 		requests: make(chan request), reclones: map[string]bool{}, recloned: make(chan recloneResult, 1)}
 	g.exec = &executor{group: cfg, conns: newConnections(dial, cfg.Sites), log: g.log, secret: func() (string, error) { return "pw", nil }}
 	if err := g.load(context.Background()); err != nil {

@@ -77,7 +77,7 @@ func TestConfirmFenceRefusedWhenNothingAwaits(t *testing.T) {
 	ms := newTestStore(t, store.GroupState{Group: "g", Epoch: 3, ActiveSite: "a"})
 	cfg := configs.Group{Name: "g", Engine: configs.EngineMariaDB, Sites: []configs.Site{{Name: "a"}, {Name: "b"}}}
 	g := &group{cfg: cfg, flavor: flavorOf(cfg.Engine), policy: sitepair.DefaultPolicy(), store: ms, pub: &publisher{}, now: clockAt(t0),
-		log: slog.New(slog.DiscardHandler), fenced: map[string]uint64{}, sidecars: newSidecars(cfg)}
+		log: slog.New(slog.DiscardHandler), fenced: map[string]uint64{}, pace: livePacer{}, sidecars: newSidecars(cfg)}
 	if err := g.load(context.Background()); err != nil {
 		t.Fatal(err)
 	}

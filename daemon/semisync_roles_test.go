@@ -50,7 +50,7 @@ func scriptedGroup(t *testing.T, sites ...*scripted) (*group, *opLog) {
 	t.Helper()
 	e, log := scriptedExecutor(t, "", sites...)
 	g := &group{cfg: e.group, policy: sitepair.DefaultPolicy(), store: newTestStore(t), pub: &publisher{},
-		now: clockAt(t0), log: slog.New(slog.DiscardHandler), fenced: map[string]uint64{}, exec: e}
+		now: clockAt(t0), log: slog.New(slog.DiscardHandler), fenced: map[string]uint64{}, pace: livePacer{}, exec: e}
 	return g, log
 }
 
