@@ -41,11 +41,19 @@ func (d *Daemon) SidecarReport(body []byte, sig string) (view.Answer, error) {
 	if !d.isLeader() {
 		return view.Answer{}, fmt.Errorf("%w: this daemon does not take sidecar reports", api.ErrNotLeader)
 	}
-	rep, err := d.pub.verifyReport(body, sig)
+	return acceptReport(d.pub, d.group, body, sig)
+}
+
+// acceptReport is the one way a sidecar's report is taken, by the daemon's
+// API and by the harness: check its signature, find its group (group
+// returns nil for one this daemon does not run), record it, and answer the
+// group's signed view bound to the report, with a receipt token.
+func acceptReport(pub *publisher, group func(name string) *group, body []byte, sig string) (view.Answer, error) {
+	rep, err := pub.verifyReport(body, sig)
 	if err != nil {
 		return view.Answer{}, err
 	}
-	g := d.group(rep.Group)
+	g := group(rep.Group)
 	if g == nil {
 		return view.Answer{}, fmt.Errorf("%w: unknown group %s", api.ErrNotFound, rep.Group)
 	}
@@ -53,7 +61,7 @@ func (d *Daemon) SidecarReport(body []byte, sig string) (view.Answer, error) {
 	if err != nil {
 		return view.Answer{}, err
 	}
-	a, err := d.pub.answer(s, rep)
+	a, err := pub.answer(s, rep)
 	a.Token = tok
 	return a, err
 }
