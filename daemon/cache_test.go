@@ -56,7 +56,7 @@ func TestSwitchoverMovesTheCacheFirst(t *testing.T) {
 			}
 			g := &group{cfg: cfg, flavor: gtid.MariaDB, policy: sitepair.DefaultPolicy(), store: ms, pub: &publisher{}, now: clockAt(t0),
 				log: slog.New(slog.DiscardHandler), fenced: map[string]uint64{}, pace: livePacer{}, sidecars: newSidecars(cfg), actionTimeout: time.Minute}
-			g.exec = &executor{group: cfg, conns: newConnections(dial, cfg.Sites), log: g.log}
+			g.servers = &servers{group: cfg, conns: newConnections(dial, cfg.Sites), log: g.log}
 			cache := &fakeCache{err: tc.err}
 			g.follow = newHandoff([]Follower{cache}, g.log)
 			if err := g.load(context.Background()); err != nil {

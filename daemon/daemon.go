@@ -1,8 +1,9 @@
 // Package daemon wires failoverd together: for every group one loop that
-// observes (poller), decides (sitepair), acts (executor), persists (store)
-// and publishes (the signed view at /active-site), plus the HTTP API and
-// optional leader election. See docs/design.md for the loop and the failover
-// sequence, and the invariants every step keeps.
+// observes (poller), decides (sitepair), acts, persists (store) and
+// publishes (the signed view at /active-site), plus the HTTP API and
+// optional leader election. docs/design.md ("The loop") names the file of
+// each part in the order a failover runs through them, and the invariants
+// every step keeps.
 package daemon
 
 import (
@@ -218,7 +219,7 @@ func (d *Daemon) newGroup(gc configs.Group) (*group, error) {
 	return g, nil
 }
 
-// newGroupCore is a group's decision loop and executor, without routing,
+// newGroupCore is a group's decision loop and its servers, without routing,
 // cache, hooks or events (the daemon adds them; the harness runs without).
 func newGroupCore(gc configs.Group, st store.Store, pub *publisher, dial Dialer, clock func() time.Time,
 	failpoint func(string), log *slog.Logger) (*group, error) {
@@ -232,12 +233,12 @@ func newGroupCore(gc configs.Group, st store.Store, pub *publisher, dial Dialer,
 		fenced:        map[string]uint64{},
 		sidecars:      newSidecars(gc),
 		pace:          livePacer{},
+		failpointHook: failpoint,
 		requests:      make(chan request),
 		reclones:      map[string]bool{},
 		recloned:      make(chan recloneResult),
 	}
-	g.exec = &executor{group: gc, conns: newConnections(dial, gc.Sites), log: log, failpoint: failpoint,
-		secret: gc.Credentials.Replication.Password}
+	g.servers = &servers{group: gc, conns: newConnections(dial, gc.Sites), log: log, secret: gc.Credentials.Replication.Password}
 	return g, nil
 }
 
@@ -343,7 +344,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		go func() {
 			defer wg.Done()
 			g.run(ctx, d.lead.current)
-			g.exec.conns.closeAll()
+			g.servers.conns.closeAll()
 			if r, ok := g.hooks.(*hooks.Runner); ok {
 				// Give running hooks a moment to finish, then stop them.
 				hctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

@@ -37,13 +37,13 @@ type Observations interface {
 // group runs one group's loop: observe → decide → act → persist → publish.
 // Groups share nothing but the store and the publisher.
 type group struct {
-	cfg    configs.Group
-	flavor gtid.Flavor
-	policy sitepair.Policy
-	store  store.Store
-	exec   *executor
-	pub    *publisher
-	follow *handoff // routing and cache, never awaited by a promotion
+	cfg     configs.Group
+	flavor  gtid.Flavor
+	policy  sitepair.Policy
+	store   store.Store
+	servers *servers
+	pub     *publisher
+	follow  *handoff // routing and cache, never awaited by a promotion
 	// sidecars holds the sidecars' latest reports (lease proof input).
 	sidecars *sidecars
 	events   Events
@@ -56,6 +56,9 @@ type group struct {
 	actionTimeout time.Duration
 	// pace runs an action's parallel parts and its bounded waits.
 	pace pacer
+	// failpointHook, when set, is called after each persisted failover
+	// step (the Step* names); the crash tests make it SIGKILL the process.
+	failpointHook func(step string)
 
 	mu        sync.Mutex // guards the fields below, read by status
 	stored    store.GroupState
@@ -264,28 +267,28 @@ func (g *group) act(ctx, term context.Context, d sitepair.Decision) error {
 		g.restartStoppedReplicas(ctx, d.Target)
 		// The semi-sync roles move with the primary on every path that
 		// makes one (a restarted primary comes back with its my.cnf's).
-		if err := g.exec.semiSync(ctx, d.Target, g.followers(d.Target)); err != nil {
+		if err := g.servers.semiSync(ctx, d.Target, g.followers(d.Target)); err != nil {
 			g.log.Warn("semisync.reconfigure_failed", "err", err)
 		}
 		return nil
 	case sitepair.Rejoin:
-		if err := g.exec.repoint(ctx, d.Target, d.Repoint); err != nil {
+		if err := g.servers.repoint(ctx, d.Target, d.Repoint); err != nil {
 			return err
 		}
-		if err := g.exec.semiSync(ctx, d.Target, d.Repoint); err != nil {
+		if err := g.servers.semiSync(ctx, d.Target, d.Repoint); err != nil {
 			g.log.Warn("semisync.reconfigure_failed", "err", err)
 		}
 		return nil
 	case sitepair.StopReplicaIO:
 		return g.stopIO(ctx, d.Detach)
 	case sitepair.DisableSemiSyncSource:
-		return g.exec.sourceOff(ctx, d.SemiSyncOff)
+		return g.servers.sourceOff(ctx, d.SemiSyncOff)
 	}
 	return fmt.Errorf("unknown action %q", d.Action)
 }
 
 // commit applies d to the persisted state, saves it durably and publishes
-// the new view. step/promotion record the executor's progress of an
+// the new view. step/promotion record the progress of an
 // in-flight failover.
 func (g *group) commit(ctx context.Context, d sitepair.Decision, step, promotion string) error {
 	now := g.now()
@@ -372,7 +375,7 @@ func (g *group) makeWritable(ctx context.Context, target string) error {
 	if err := g.checkStore(ctx); err != nil {
 		return err
 	}
-	return g.exec.makeWritable(ctx, target)
+	return g.servers.makeWritable(ctx, target)
 }
 
 func inFlightID(st store.GroupState) string {
@@ -390,8 +393,8 @@ func later(a, b time.Time) time.Time {
 }
 
 func (g *group) failpoint(name string) {
-	if g.exec.failpoint != nil {
-		g.exec.failpoint(name)
+	if g.failpointHook != nil {
+		g.failpointHook(name)
 	}
 }
 
@@ -444,7 +447,7 @@ func (g *group) stopIO(ctx context.Context, sites []string) error {
 	parts := make([]func(), len(sites))
 	for i, s := range sites {
 		parts[i] = func() {
-			err := g.exec.on(ctx, s, stepTimeout, func(ctx context.Context, in Instance) error { return in.StopReplicaIO(ctx) })
+			err := g.servers.on(ctx, s, stepTimeout, func(ctx context.Context, in Instance) error { return in.StopReplicaIO(ctx) })
 			if err != nil {
 				errs[i] = fmt.Errorf("stop IO thread of %s: %w", s, err)
 				return
@@ -488,7 +491,7 @@ func (g *group) bestEffortFence(ctx context.Context, sites []string) error {
 func (g *group) fenceSites(ctx context.Context, sites []string) error {
 	var errs []error
 	for _, s := range sites {
-		if err := g.exec.fence(ctx, s); err != nil {
+		if err := g.servers.fence(ctx, s); err != nil {
 			errs = append(errs, err)
 			continue
 		}
@@ -517,7 +520,7 @@ func (g *group) promote(ctx context.Context, d sitepair.Decision) error {
 		_ = g.bestEffortFence(ctx, fence)
 	}
 	start := g.now()
-	res, err := g.exec.drain(ctx, d.Target, g.drainTimeout())
+	res, err := g.servers.drain(ctx, d.Target, g.drainTimeout())
 	g.phase("drain", start)
 	if err != nil {
 		return fmt.Errorf("promote %s: %w", d.Target, err)
@@ -532,7 +535,7 @@ func (g *group) promote(ctx context.Context, d sitepair.Decision) error {
 		return err
 	}
 	start = g.now()
-	promo, err := g.exec.detach(ctx, d.Target)
+	promo, err := g.servers.detach(ctx, d.Target)
 	g.phase("detach", start)
 	if err != nil {
 		return fmt.Errorf("promote %s: %w", d.Target, err)
@@ -571,11 +574,11 @@ func (g *group) promote(ctx context.Context, d sitepair.Decision) error {
 	log.Warn("failover.promoted", "epoch", d.Epoch, "promotion_gtid", promo.Compact(), "planned", d.Planned)
 	g.failpoint(StepPromoted)
 	start = g.now()
-	if err := g.exec.repoint(ctx, d.Target, d.Repoint); err != nil {
+	if err := g.servers.repoint(ctx, d.Target, d.Repoint); err != nil {
 		// Not fatal: Rejoin decisions retry on the next rounds.
 		log.Warn("repoint.failed", "err", err)
 	}
-	if err := g.exec.semiSync(ctx, d.Target, d.Repoint); err != nil {
+	if err := g.servers.semiSync(ctx, d.Target, d.Repoint); err != nil {
 		log.Warn("semisync.reconfigure_failed", "err", err)
 	}
 	g.phase("repoint", start)
@@ -601,7 +604,7 @@ func (g *group) drainTimeout() time.Duration {
 // (under semi-sync, acknowledged writes). On refusal its IO thread runs again.
 func (g *group) refuseLoss(ctx context.Context, d sitepair.Decision) error {
 	var executed gtid.Set
-	err := g.exec.on(ctx, d.Target, stepTimeout, func(ctx context.Context, in Instance) error {
+	err := g.servers.on(ctx, d.Target, stepTimeout, func(ctx context.Context, in Instance) error {
 		st, err := in.Status(ctx)
 		executed = st.Executed
 		return err
@@ -615,7 +618,7 @@ func (g *group) refuseLoss(ctx context.Context, d sitepair.Decision) error {
 		}
 		if have := s.Executed.Union(s.Retrieved); !executed.Covers(have) {
 			// Promoting would throw away transactions a peer acknowledged.
-			_ = g.exec.on(ctx, d.Target, stepTimeout, func(ctx context.Context, in Instance) error { return in.StartReplicaIO(ctx) })
+			_ = g.servers.on(ctx, d.Target, stepTimeout, func(ctx context.Context, in Instance) error { return in.StartReplicaIO(ctx) })
 			return fmt.Errorf("%w: onDrainTimeout is promote, but %s lacks %s that %s holds",
 				ErrDrainAborted, d.Target, executed.Uncovered(have).Compact(), s.Name)
 		}
@@ -876,11 +879,11 @@ func (g *group) restartStoppedReplicas(ctx context.Context, primary string) {
 		return
 	}
 	g.log.Info("reassert.restart_replicas", "sites", stopped, "source", primary)
-	if err := g.exec.repoint(ctx, primary, stopped); err != nil {
+	if err := g.servers.repoint(ctx, primary, stopped); err != nil {
 		g.log.Warn("reassert.restart_replicas_failed", "err", err)
 		return
 	}
-	if err := g.exec.semiSync(ctx, primary, stopped); err != nil {
+	if err := g.servers.semiSync(ctx, primary, stopped); err != nil {
 		g.log.Warn("semisync.reconfigure_failed", "err", err)
 	}
 }

@@ -54,7 +54,7 @@ func (w *watchedStore) put(t *testing.T, st store.GroupState) {
 	}
 }
 
-// fakeInstance records the operations the executor runs on one site.
+// fakeInstance records the operations the daemon runs on one site.
 type fakeInstance struct {
 	Instance // operations a test does not expect panic
 	site     string
@@ -116,7 +116,7 @@ func testGroup(t *testing.T, st *watchedStore, to string, clock func() time.Time
 	}
 	g := &group{cfg: cfg, flavor: gtid.MariaDB, policy: sitepair.DefaultPolicy(), store: st, pub: &publisher{}, now: clock,
 		log: slog.New(slog.DiscardHandler), fenced: map[string]uint64{}, pace: livePacer{}, sidecars: newSidecars(cfg)}
-	g.exec = &executor{group: cfg, conns: newConnections(dial, cfg.Sites), log: g.log}
+	g.servers = &servers{group: cfg, conns: newConnections(dial, cfg.Sites), log: g.log}
 	st.put(t, store.GroupState{Group: "g", Epoch: 2, InFlight: &store.InFlight{
 		ID: "g-2", Kind: kindFailover, From: "a", To: to, RevokedEpoch: 2, RevokedAt: clock(), Step: StepRevoked, StepDone: true}})
 	if err := g.load(context.Background()); err != nil {
@@ -279,7 +279,7 @@ func TestRevokeTimeIsTakenAfterTheDurableWrite(t *testing.T) {
 	cfg := configs.Group{Name: "g", Engine: configs.EngineMariaDB, Sites: []configs.Site{{Name: "a"}, {Name: "b"}}}
 	g := &group{cfg: cfg, flavor: gtid.MariaDB, policy: sitepair.DefaultPolicy(), store: ms, pub: &publisher{}, now: clock,
 		log: slog.New(slog.DiscardHandler), fenced: map[string]uint64{}, pace: livePacer{}, sidecars: newSidecars(cfg)}
-	g.exec = &executor{group: cfg, conns: newConnections(func(context.Context, configs.Site) (Instance, error) {
+	g.servers = &servers{group: cfg, conns: newConnections(func(context.Context, configs.Site) (Instance, error) {
 		return nil, errors.New("unreachable")
 	}, cfg.Sites), log: g.log}
 	g.state = sitepair.Persisted{Epoch: 1, ActiveSite: "a"}
@@ -310,9 +310,9 @@ func TestRevokeTimeIsTakenAfterTheDurableWrite(t *testing.T) {
 func TestDrainTimeoutPromoteKeepsWhatAPeerHolds(t *testing.T) {
 	ms := newTestStore(t)
 	g, ops := testGroup(t, ms, "b", clockAt(t0))
-	g.cfg.OnDrainTimeout, g.exec.group.OnDrainTimeout = "promote", "promote"
+	g.cfg.OnDrainTimeout, g.servers.group.OnDrainTimeout = "promote", "promote"
 	md := func(s string) gtid.Set { return gtid.MustParse(gtid.MariaDB, s) }
-	g.exec.conns.dial = func(_ context.Context, s configs.Site) (Instance, error) {
+	g.servers.conns.dial = func(_ context.Context, s configs.Site) (Instance, error) {
 		f := fakeInstance{site: s.Name, log: ops, executed: md("0-1-10")}
 		if s.Name == "b" {
 			f.retrieved, f.drainErr = md("0-1-12"), mysqlctl.ErrDrainTimeout

@@ -82,7 +82,7 @@ func TestHooksFireOnFailedPromotion(t *testing.T) {
 	g.hooks = rec
 	g.actionTimeout = time.Minute
 	exec := gtid.MustParse(gtid.MariaDB, "0-1-10")
-	g.exec.conns = newConnections(func(_ context.Context, s configs.Site) (Instance, error) {
+	g.servers.conns = newConnections(func(_ context.Context, s configs.Site) (Instance, error) {
 		return fakeInstance{site: s.Name, log: ops, executed: exec, retrieved: exec, drainErr: errDrainFailedForTest}, nil
 	}, g.cfg.Sites)
 	g.carryOut(context.Background(), promoteDecision("b"))

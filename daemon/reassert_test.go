@@ -29,7 +29,7 @@ func TestReassertRestartsStoppedReplicas(t *testing.T) {
 		Diverged: map[string]string{"e": "0-5-1"}})
 	g := &group{cfg: cfg, flavor: gtid.MariaDB, policy: sitepair.DefaultPolicy(), store: ms, pub: &publisher{}, now: clockAt(t0),
 		log: slog.New(slog.DiscardHandler), fenced: map[string]uint64{}, pace: livePacer{}, sidecars: newSidecars(cfg)}
-	g.exec = &executor{group: cfg, conns: newConnections(dial, cfg.Sites), log: g.log, secret: func() (string, error) { return "pw", nil }}
+	g.servers = &servers{group: cfg, conns: newConnections(dial, cfg.Sites), log: g.log, secret: func() (string, error) { return "pw", nil }}
 	if err := g.load(t.Context()); err != nil {
 		t.Fatal(err)
 	}

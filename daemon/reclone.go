@@ -103,7 +103,7 @@ func (g *group) probeReclone(ctx context.Context, site, donor string) sitepair.R
 	probe := sitepair.RecloneProbe{Donor: donor}
 	read := func(name string) (gtid.Set, error) {
 		var set gtid.Set
-		err := g.exec.on(ctx, name, recloneProbeTimeout, func(ctx context.Context, in Instance) error {
+		err := g.servers.on(ctx, name, recloneProbeTimeout, func(ctx context.Context, in Instance) error {
 			st, err := in.Status(ctx)
 			set = st.Executed
 			return err
@@ -208,11 +208,11 @@ func (g *group) reclone(ctx context.Context, site, donor string) error {
 	defer cancel()
 	start := g.now()
 	// The copy replaces everything: the site must take no writes meanwhile.
-	if err := g.exec.fence(ctx, site); err != nil {
+	if err := g.servers.fence(ctx, site); err != nil {
 		return fmt.Errorf("reclone %s: fence before the copy: %w", site, err)
 	}
 	// A replication thread still applying would write into the copy.
-	err := g.exec.on(ctx, site, stepTimeout, func(ctx context.Context, in Instance) error {
+	err := g.servers.on(ctx, site, stepTimeout, func(ctx context.Context, in Instance) error {
 		if err := in.StopReplica(ctx); err != nil {
 			return err
 		}
@@ -225,7 +225,7 @@ func (g *group) reclone(ctx context.Context, site, donor string) error {
 		return fmt.Errorf("reclone %s from %s: %w", site, donor, err)
 	}
 	// The copy restarted or rewrote the server: open a fresh connection.
-	g.exec.conns.drop(site)
+	g.servers.conns.drop(site)
 	if err := g.awaitRecloned(ctx, site); err != nil {
 		return fmt.Errorf("reclone %s from %s: after the copy: %w", site, donor, err)
 	}
@@ -257,7 +257,7 @@ func (g *group) copySite(ctx context.Context, site, donor string) error {
 	if err != nil {
 		return fmt.Errorf("donor address %q: %w", addr, err)
 	}
-	in, err := g.exec.conns.get(ctx, site)
+	in, err := g.servers.conns.get(ctx, site)
 	if err != nil {
 		return err
 	}

@@ -68,7 +68,7 @@ func TestRecloneOnMySQLClonesFromThePrimary(t *testing.T) {
 	g := &group{cfg: cfg, flavor: gtid.MySQL, policy: sitepair.DefaultPolicy(), store: ms, pub: &publisher{}, now: clockAt(t0),
 		log: slog.New(slog.DiscardHandler), fenced: map[string]uint64{}, pace: livePacer{}, sidecars: newSidecars(cfg),
 		requests: make(chan request), reclones: map[string]bool{}, recloned: make(chan recloneResult)}
-	g.exec = &executor{group: cfg, conns: newConnections(dial, cfg.Sites), log: g.log, secret: func() (string, error) { return "pw", nil }}
+	g.servers = &servers{group: cfg, conns: newConnections(dial, cfg.Sites), log: g.log, secret: func() (string, error) { return "pw", nil }}
 	if err := g.load(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -185,7 +185,7 @@ func recloneTestGroup(t *testing.T, held map[string]gtid.Set, obsC gtid.Set) (*g
 	g := &group{cfg: cfg, flavor: gtid.MySQL, policy: sitepair.DefaultPolicy(), store: ms, pub: &publisher{}, now: clockAt(t0),
 		log: slog.New(slog.DiscardHandler), fenced: map[string]uint64{}, pace: livePacer{}, sidecars: newSidecars(cfg),
 		requests: make(chan request), reclones: map[string]bool{}, recloned: make(chan recloneResult, 1)}
-	g.exec = &executor{group: cfg, conns: newConnections(dial, cfg.Sites), log: g.log, secret: func() (string, error) { return "pw", nil }}
+	g.servers = &servers{group: cfg, conns: newConnections(dial, cfg.Sites), log: g.log, secret: func() (string, error) { return "pw", nil }}
 	if err := g.load(context.Background()); err != nil {
 		t.Fatal(err)
 	}

@@ -48,9 +48,9 @@ func TestSiteObservationCarriesAckWaitsAndGTIDLag(t *testing.T) {
 // scriptedGroup is a group acting through the scripted sites.
 func scriptedGroup(t *testing.T, sites ...*scripted) (*group, *opLog) {
 	t.Helper()
-	e, log := scriptedExecutor(t, "", sites...)
+	e, log := scriptedServers(t, "", sites...)
 	g := &group{cfg: e.group, policy: sitepair.DefaultPolicy(), store: newTestStore(t), pub: &publisher{},
-		now: clockAt(t0), log: slog.New(slog.DiscardHandler), fenced: map[string]uint64{}, pace: livePacer{}, exec: e}
+		now: clockAt(t0), log: slog.New(slog.DiscardHandler), fenced: map[string]uint64{}, pace: livePacer{}, servers: e}
 	return g, log
 }
 
@@ -77,7 +77,7 @@ func TestDisableSemiSyncSourceKeepsTheReplicaSide(t *testing.T) {
 func TestDrainSwitchesTheCandidatesSourceSideOffFirst(t *testing.T) {
 	after := semiEverywhere(replicaStatus(mysqlctl.ThreadNo, "0-1-12", "0-1-3"))
 	b := &scripted{site: "b", status: after}
-	e, log := scriptedExecutor(t, "", b)
+	e, log := scriptedServers(t, "", b)
 	if _, err := e.drain(context.Background(), "b", time.Second); err != nil {
 		t.Fatal(err)
 	}
