@@ -123,60 +123,6 @@ func (g *group) takeReport(rep view.Report) (view.Signed, string, error) {
 	return s, g.sidecars.issue(rep.Site, rep.Boot, at), nil
 }
 
-// Switchover implements api.Control.
-func (d *Daemon) Switchover(ctx context.Context, group, target string, force bool, by api.Actor) error {
-	g, err := d.commandGroup(group)
-	if err != nil {
-		return err
-	}
-	if !g.hasSite(target) {
-		return fmt.Errorf("%w: group %s has no site %s", api.ErrNotFound, group, target)
-	}
-	return g.submit(ctx, request{kind: kindSwitchover, target: target, force: force, by: by.String()})
-}
-
-// Acknowledge implements api.Control.
-func (d *Daemon) Acknowledge(ctx context.Context, group string, by api.Actor) error {
-	g, err := d.commandGroup(group)
-	if err != nil {
-		return err
-	}
-	return g.submit(ctx, request{kind: kindAcknowledge, by: by.String()})
-}
-
-// ConfirmFence implements api.Control.
-func (d *Daemon) ConfirmFence(ctx context.Context, group, site string, by api.Actor) error {
-	g, err := d.commandGroup(group)
-	if err != nil {
-		return err
-	}
-	if !g.hasSite(site) {
-		return fmt.Errorf("%w: group %s has no site %s", api.ErrNotFound, group, site)
-	}
-	return g.submit(ctx, request{kind: kindConfirmFence, target: site, by: by.String()})
-}
-
-func (d *Daemon) commandGroup(name string) (*group, error) {
-	g := d.group(name)
-	if g == nil {
-		return nil, fmt.Errorf("%w: unknown group %s", api.ErrNotFound, name)
-	}
-	// Only the leader acts; a follower's command would race the leader's loop.
-	if !d.isLeader() {
-		return nil, fmt.Errorf("%w: send commands to the leading daemon", api.ErrNotLeader)
-	}
-	return g, nil
-}
-
-func (g *group) hasSite(name string) bool {
-	for _, s := range g.cfg.Sites {
-		if s.Name == name {
-			return true
-		}
-	}
-	return false
-}
-
 // leaderURL is the leading daemon's API URL when another daemon leads and
 // advertises one (its identity is its daemon.advertiseURL), else "".
 func (d *Daemon) leaderURL() string {

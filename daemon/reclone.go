@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/failoverd/failoverd/api"
 	"github.com/failoverd/failoverd/configs"
 	"github.com/failoverd/failoverd/gtid"
 	"github.com/failoverd/failoverd/mysqlctl"
@@ -39,57 +38,6 @@ type cloner interface {
 type recloneResult struct {
 	site   string
 	failed string // "" on success
-}
-
-// Reclone implements api.Control.
-func (d *Daemon) Reclone(ctx context.Context, group, site, token string, by api.Actor) error {
-	g, err := d.commandGroup(group)
-	if err != nil {
-		return err
-	}
-	if !g.hasSite(site) {
-		return fmt.Errorf("%w: group %s has no site %s", api.ErrNotFound, group, site)
-	}
-	return g.submit(ctx, request{kind: kindReclone, target: site, token: token, by: by.String()})
-}
-
-// startReclone records a human's reclone request (before anything touches
-// the site) and starts the copy in the background; ctx is the leadership
-// term's, so losing it stops the copy.
-func (g *group) startReclone(ctx context.Context, req request, obs sitepair.Observed, st sitepair.Persisted, entry store.AuditEntry) error {
-	refuse := func(err error) error {
-		g.log.Warn("reclone.refused", "site", req.target, "by", req.by, "err", err)
-		err = fmt.Errorf("%w: %w", ErrRefused, err)
-		g.auditRefused(ctx, entry, err)
-		return err
-	}
-	if why := g.recloneUnavailable(); why != "" {
-		return refuse(fmt.Errorf("reclone %s: %w: %s", req.target, ErrNoRecloneMethod, why))
-	}
-	// No server is read for a request the state refuses anyway (a failover
-	// in flight must not wait on a probe).
-	if err := sitepair.CheckReclone(obs, st, req.target, req.by); err != nil {
-		return refuse(err)
-	}
-	// Read now, not from the last round: a site holding transactions the
-	// donor lacks must not be wiped on a token that predates them.
-	probe := g.probeReclone(ctx, req.target, st.ActiveSite)
-	next, r, err := sitepair.StartReclone(obs, st, req.target, req.token, probe, entry.At, req.by)
-	if err != nil {
-		return refuse(err)
-	}
-	lost, _ := sitepair.RecloneDiscards(st, req.target, probe) // StartReclone compared them
-	if !lost.IsEmpty() {
-		entry.Result = fmt.Sprintf("%s: discarding what the donor %s lacks: %s", store.AuditAccepted, r.Donor, lost)
-	}
-	// Persisted first: a restarted daemon must keep a half-copied site out
-	// of every decision.
-	if err := g.audited(ctx, next, entry); err != nil {
-		return err
-	}
-	g.log.Warn("reclone.started", "site", req.target, "donor", r.Donor, "by", req.by, "discarded", lost.String())
-	g.runReclone(ctx, req.target, r.Donor)
-	return nil
 }
 
 // recloneProbeTimeout bounds reading one site's GTID set for a reclone

@@ -36,20 +36,6 @@ var _ Instance = (*mysqlctl.Instance)(nil)
 // Dialer opens an Instance for a site's admin address.
 type Dialer func(ctx context.Context, site configs.Site) (Instance, error)
 
-// Failover steps, persisted in store.InFlight.Step and used as failpoint
-// names (FAILOVERD_FAILPOINT) by the crash tests.
-const (
-	StepRevoked           = "revoked"
-	StepOldPrimaryFenced  = "old-primary-fenced"
-	StepRelayDrained      = "relay-drained"
-	StepReplicationReset  = "replication-reset"
-	StepPromotionRecorded = "promotion-recorded"
-	StepPublished         = "published"
-	StepWritable          = "writable"
-	StepPromoted          = "promoted"
-	StepRepointed         = "repointed"
-)
-
 // ErrDrainAborted means the candidate did not apply its relay log in time and
 // the group's onDrainTimeout is abort.
 var ErrDrainAborted = errors.New("relay log not drained in time; promotion aborted")

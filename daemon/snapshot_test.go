@@ -61,7 +61,7 @@ func TestPromotionEventsAndSnapshot(t *testing.T) {
 		{Name: "b", Role: sitepair.PrimaryCandidate, State: statemachine.ReadOnly},
 		{Name: "c", Role: sitepair.PrimaryCandidate, State: statemachine.ReadOnly},
 	}}}
-	if err := g.promote(context.Background(), promoteDecision("b")); err != nil {
+	if err := g.failover(promoteDecision("b")).promote(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	want := []string{"phase proof", "phase drain", "phase detach", "phase publish", "phase writable",
