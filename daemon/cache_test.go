@@ -46,7 +46,7 @@ func TestSwitchoverMovesTheCacheFirst(t *testing.T) {
 		{"cache cannot follow: refused, nothing touched", fmt.Errorf("promote cache b: %w", dragonfly.ErrSyncTimeout), false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ms := &memStore{states: map[string]store.GroupState{"g": {Group: "g", Epoch: 1, ActiveSite: "a"}}}
+			ms := newTestStore(t, store.GroupState{Group: "g", Epoch: 1, ActiveSite: "a"})
 			cfg := configs.Group{Name: "g", Engine: configs.EngineMariaDB, RelayDrainTimeout: time.Second,
 				Cache: &configs.Cache{MaxSyncWait: time.Second}, Sites: []configs.Site{{Name: "a"}, {Name: "b"}}}
 			ops := &opLog{}
@@ -55,8 +55,8 @@ func TestSwitchoverMovesTheCacheFirst(t *testing.T) {
 				return fakeInstance{site: s.Name, log: ops, executed: exec}, nil
 			}
 			g := &group{cfg: cfg, flavor: gtid.MariaDB, policy: sitepair.DefaultPolicy(), store: ms, pub: &publisher{}, now: clockAt(t0),
-				log: slog.New(slog.DiscardHandler), fenced: map[string]uint64{}, sidecars: newSidecars(cfg), actionTimeout: time.Minute}
-			g.exec = &executor{group: cfg, conns: newConnections(dial, cfg.Sites), log: g.log}
+				log: slog.New(slog.DiscardHandler), fenced: map[string]uint64{}, pace: livePacer{}, sidecars: newSidecars(cfg), actionTimeout: time.Minute}
+			g.servers = &servers{group: cfg, conns: newConnections(dial, cfg.Sites), log: g.log}
 			cache := &fakeCache{err: tc.err}
 			g.follow = newHandoff([]Follower{cache}, g.log)
 			if err := g.load(context.Background()); err != nil {

@@ -41,11 +41,19 @@ func (d *Daemon) SidecarReport(body []byte, sig string) (view.Answer, error) {
 	if !d.isLeader() {
 		return view.Answer{}, fmt.Errorf("%w: this daemon does not take sidecar reports", api.ErrNotLeader)
 	}
-	rep, err := d.pub.verifyReport(body, sig)
+	return acceptReport(d.pub, d.group, body, sig)
+}
+
+// acceptReport is the one way a sidecar's report is taken, by the daemon's
+// API and by the harness: check its signature, find its group (group
+// returns nil for one this daemon does not run), record it, and answer the
+// group's signed view bound to the report, with a receipt token.
+func acceptReport(pub *publisher, group func(name string) *group, body []byte, sig string) (view.Answer, error) {
+	rep, err := pub.verifyReport(body, sig)
 	if err != nil {
 		return view.Answer{}, err
 	}
-	g := d.group(rep.Group)
+	g := group(rep.Group)
 	if g == nil {
 		return view.Answer{}, fmt.Errorf("%w: unknown group %s", api.ErrNotFound, rep.Group)
 	}
@@ -53,7 +61,7 @@ func (d *Daemon) SidecarReport(body []byte, sig string) (view.Answer, error) {
 	if err != nil {
 		return view.Answer{}, err
 	}
-	a, err := d.pub.answer(s, rep)
+	a, err := pub.answer(s, rep)
 	a.Token = tok
 	return a, err
 }
@@ -113,60 +121,6 @@ func (g *group) takeReport(rep view.Report) (view.Signed, string, error) {
 	at := g.now()
 	g.sidecars.record(rep, at)
 	return s, g.sidecars.issue(rep.Site, rep.Boot, at), nil
-}
-
-// Switchover implements api.Control.
-func (d *Daemon) Switchover(ctx context.Context, group, target string, force bool, by api.Actor) error {
-	g, err := d.commandGroup(group)
-	if err != nil {
-		return err
-	}
-	if !g.hasSite(target) {
-		return fmt.Errorf("%w: group %s has no site %s", api.ErrNotFound, group, target)
-	}
-	return g.submit(ctx, request{kind: kindSwitchover, target: target, force: force, by: by.String()})
-}
-
-// Acknowledge implements api.Control.
-func (d *Daemon) Acknowledge(ctx context.Context, group string, by api.Actor) error {
-	g, err := d.commandGroup(group)
-	if err != nil {
-		return err
-	}
-	return g.submit(ctx, request{kind: kindAcknowledge, by: by.String()})
-}
-
-// ConfirmFence implements api.Control.
-func (d *Daemon) ConfirmFence(ctx context.Context, group, site string, by api.Actor) error {
-	g, err := d.commandGroup(group)
-	if err != nil {
-		return err
-	}
-	if !g.hasSite(site) {
-		return fmt.Errorf("%w: group %s has no site %s", api.ErrNotFound, group, site)
-	}
-	return g.submit(ctx, request{kind: kindConfirmFence, target: site, by: by.String()})
-}
-
-func (d *Daemon) commandGroup(name string) (*group, error) {
-	g := d.group(name)
-	if g == nil {
-		return nil, fmt.Errorf("%w: unknown group %s", api.ErrNotFound, name)
-	}
-	// Only the leader acts; a follower's command would race the leader's loop.
-	if !d.isLeader() {
-		return nil, fmt.Errorf("%w: send commands to the leading daemon", api.ErrNotLeader)
-	}
-	return g, nil
-}
-
-func (g *group) hasSite(name string) bool {
-	for _, s := range g.cfg.Sites {
-		if s.Name == name {
-			return true
-		}
-	}
-	return false
 }
 
 // leaderURL is the leading daemon's API URL when another daemon leads and

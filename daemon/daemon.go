@@ -1,8 +1,9 @@
 // Package daemon wires failoverd together: for every group one loop that
-// observes (poller), decides (sitepair), acts (executor), persists (store)
-// and publishes (the signed view at /active-site), plus the HTTP API and
-// optional leader election. See docs/design.md for the loop and the failover
-// sequence, and the invariants every step keeps.
+// observes (poller), decides (sitepair), acts, persists (store) and
+// publishes (the signed view at /active-site), plus the HTTP API and
+// optional leader election. docs/design.md ("The loop") names the file of
+// each part in the order a failover runs through them, and the invariants
+// every step keeps.
 package daemon
 
 import (
@@ -19,8 +20,6 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"k8s.io/client-go/tools/leaderelection"
-	"k8s.io/client-go/tools/leaderelection/resourcelock"
 
 	"github.com/failoverd/failoverd/configs"
 	"github.com/failoverd/failoverd/dragonfly"
@@ -218,7 +217,7 @@ func (d *Daemon) newGroup(gc configs.Group) (*group, error) {
 	return g, nil
 }
 
-// newGroupCore is a group's decision loop and executor, without routing,
+// newGroupCore is a group's decision loop and its servers, without routing,
 // cache, hooks or events (the daemon adds them; the harness runs without).
 func newGroupCore(gc configs.Group, st store.Store, pub *publisher, dial Dialer, clock func() time.Time,
 	failpoint func(string), log *slog.Logger) (*group, error) {
@@ -231,12 +230,13 @@ func newGroupCore(gc configs.Group, st store.Store, pub *publisher, dial Dialer,
 		actionTimeout: gc.RelayDrainTimeout + 30*time.Second, // maxLagWait only shortens the drain
 		fenced:        map[string]uint64{},
 		sidecars:      newSidecars(gc),
+		pace:          livePacer{},
+		failpointHook: failpoint,
 		requests:      make(chan request),
 		reclones:      map[string]bool{},
 		recloned:      make(chan recloneResult),
 	}
-	g.exec = &executor{group: gc, conns: newConnections(dial, gc.Sites), log: log, failpoint: failpoint,
-		secret: gc.Credentials.Replication.Password}
+	g.servers = &servers{group: gc, conns: newConnections(dial, gc.Sites), log: log, secret: gc.Credentials.Replication.Password}
 	return g, nil
 }
 
@@ -342,7 +342,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		go func() {
 			defer wg.Done()
 			g.run(ctx, d.lead.current)
-			g.exec.conns.closeAll()
+			g.servers.conns.closeAll()
 			if r, ok := g.hooks.(*hooks.Runner); ok {
 				// Give running hooks a moment to finish, then stop them.
 				hctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -368,167 +368,4 @@ func (d *Daemon) Run(ctx context.Context) error {
 	default:
 		return nil
 	}
-}
-
-// Load retries when a new leader cannot read the persisted state.
-const leaderLoadAttempts = 5
-
-// leaderLoadRetry is the pause between load attempts (a variable for tests).
-var leaderLoadRetry = time.Second
-
-// elect runs leader election on a Lease until ctx ends. Only the leader acts;
-// a leader that loses the lease stops acting at once: every action's context
-// derives from the term's context, which client-go cancels when renewal fails.
-func (d *Daemon) elect(ctx context.Context) error {
-	if d.etcd != nil {
-		return d.electEtcd(ctx)
-	}
-	le := d.cfg.Daemon.LeaderElection
-	cl, err := d.clusters.Client(le.Cluster)
-	if err != nil {
-		return fmt.Errorf("leader election: %w", err)
-	}
-	lock, err := resourcelock.New(resourcelock.LeasesResourceLock, le.Namespace, le.LeaseName, cl.CoreV1(), cl.CoordinationV1(),
-		resourcelock.ResourceLockConfig{Identity: d.opts.Identity})
-	if err != nil {
-		return fmt.Errorf("leader election: %w", err)
-	}
-	return d.electLease(ctx, lock)
-}
-
-// electLease runs client-go's leader election on lock until ctx ends. A
-// term also ends, whatever client-go does, HeldLease less StepDownMargin
-// after the last renewal that succeeded was sent: client-go cancels the
-// term's context only after it tried, up to renewDeadline more, to release
-// the Lease, and another daemon may take it HeldLease after that renewal.
-func (d *Daemon) electLease(ctx context.Context, lock resourcelock.Interface) error {
-	le := d.cfg.Daemon.LeaderElection
-	for ctx.Err() == nil {
-		// One term per iteration; cancelling term gives the Lease up
-		// (ReleaseOnCancel) so another daemon can lead.
-		term, resign := context.WithCancel(ctx)
-		guard := newLeaseGuard(time.Now, le.HeldLease()-le.StepDownMargin())
-		elector, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
-			Lock: &renewalLock{Interface: lock, now: time.Now, guard: guard}, LeaseDuration: le.LeaseDuration, RenewDeadline: le.RenewDeadline, RetryPeriod: le.RetryPeriod,
-			ReleaseOnCancel: true, Name: "failoverd",
-			Callbacks: leaderelection.LeaderCallbacks{
-				OnNewLeader: d.lead.observed,
-				OnStartedLeading: func(lctx context.Context) {
-					lctx, end := context.WithCancel(lctx)
-					stop := func() { end(); resign() }
-					go guard.watch(lctx, func(last time.Time) { d.leaseExpiring(lctx, stop, last, guard.limit) })
-					if !d.claimConfigMap(lctx, stop, guard) {
-						return
-					}
-					d.startTerm(lctx, stop, guard)
-				},
-				OnStoppedLeading: func() {
-					d.lead.end()
-					d.log.Warn("leader.lost", "identity", d.opts.Identity)
-				},
-			},
-		})
-		if err != nil {
-			resign()
-			// configs.Validate checks the same timing rules; reaching this is a bug.
-			return fmt.Errorf("leader election: %w", err)
-		}
-		elector.Run(term)
-		resign()
-		d.lead.end()
-		if ctx.Err() == nil {
-			// Give another daemon a chance to take the Lease after we resigned.
-			select {
-			case <-ctx.Done():
-			case <-time.After(le.RetryPeriod):
-			}
-		}
-	}
-	return nil
-}
-
-// claimConfigMap claims the next term in the ConfigMap store (if that is
-// the store) before the term loads or writes anything, so the previous
-// leader's late writes fail; the term's end ends the claim. One that cannot
-// claim resigns.
-func (d *Daemon) claimConfigMap(lctx context.Context, resign func(), guard *leaseGuard) bool {
-	if d.cmStore == nil {
-		return true
-	}
-	term, err := d.cmStore.Claim(lctx, d.opts.Identity, func() bool { return guard.left() > 0 })
-	if err != nil {
-		d.log.Error("leader.claim_failed", "identity", d.opts.Identity, "store", d.cmStore.Describe(), "err", err)
-		resign()
-		return false
-	}
-	context.AfterFunc(lctx, func() { d.cmStore.EndTerm(term) })
-	d.log.Info("leader.claimed", "identity", d.opts.Identity, "store", d.cmStore.Describe(), "term", term)
-	return true
-}
-
-// renewalLock passes client-go's Lease calls through and tells guard when
-// a write of this daemon's record (acquisition or renewal) succeeded, with
-// the time it was sent: the Lease runs from no earlier than that.
-type renewalLock struct {
-	resourcelock.Interface
-	now   func() time.Time
-	guard *leaseGuard
-}
-
-func (l *renewalLock) Create(ctx context.Context, r resourcelock.LeaderElectionRecord) error {
-	sent := l.now()
-	err := l.Interface.Create(ctx, r)
-	if err == nil && r.HolderIdentity == l.Identity() {
-		l.guard.renewed(sent)
-	}
-	return err
-}
-
-func (l *renewalLock) Update(ctx context.Context, r resourcelock.LeaderElectionRecord) error {
-	sent := l.now()
-	err := l.Interface.Update(ctx, r)
-	if err == nil && r.HolderIdentity == l.Identity() {
-		l.guard.renewed(sent)
-	}
-	return err
-}
-
-// startTerm begins a leadership term bound to lctx. A new leader re-reads
-// what the previous one persisted before acting on anything (no restart
-// amnesia); one that cannot must not sit on the Lease doing nothing, so it
-// resigns.
-func (d *Daemon) startTerm(lctx context.Context, resign func(), guard *leaseGuard) {
-	since := d.opts.Clock()
-	if err := d.loadAll(lctx); err != nil {
-		d.log.Error("leader.resigned", "identity", d.opts.Identity, "err", err)
-		resign()
-		return
-	}
-	d.lead.begin(lctx, since, guard)
-	d.log.Info("leader.elected", "identity", d.opts.Identity)
-}
-
-// loadAll re-reads every group's persisted state, retrying a few times.
-func (d *Daemon) loadAll(ctx context.Context) error {
-	var err error
-	for attempt := range leaderLoadAttempts {
-		if attempt > 0 {
-			select {
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-time.After(leaderLoadRetry):
-			}
-		}
-		err = nil
-		for _, g := range d.groups {
-			if err = g.load(ctx); err != nil {
-				d.log.Warn("leader.load_failed", "group", g.cfg.Name, "attempt", attempt+1, "err", err)
-				break
-			}
-		}
-		if err == nil {
-			return nil
-		}
-	}
-	return fmt.Errorf("load state after %d attempts: %w", leaderLoadAttempts, err)
 }

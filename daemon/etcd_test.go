@@ -73,7 +73,7 @@ func TestDeposedLeaderDelayedWriteIsRefused(t *testing.T) {
 	}
 	cfg := configs.Group{Name: "g", Engine: configs.EngineMariaDB, Sites: []configs.Site{{Name: "a"}, {Name: "b"}}}
 	g := &group{cfg: cfg, flavor: gtid.MariaDB, policy: sitepair.DefaultPolicy(), store: pausingStore{Store: mine, before: depose}, pub: &publisher{},
-		now: time.Now, log: slog.New(slog.DiscardHandler), fenced: map[string]uint64{}, sidecars: newSidecars(cfg), identity: "old-leader", actionTimeout: time.Minute}
+		now: time.Now, log: slog.New(slog.DiscardHandler), fenced: map[string]uint64{}, pace: livePacer{}, sidecars: newSidecars(cfg), identity: "old-leader", actionTimeout: time.Minute}
 	if err := g.load(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -88,10 +88,10 @@ func (f *stuckFenceSite) Fence(ctx context.Context) error {
 	return nil
 }
 
-func fenceExecutor(engine string, site Instance) *executor {
+func fenceServers(engine string, site Instance) *servers {
 	cfg := configs.Group{Name: "g", Engine: engine, Sites: []configs.Site{{Name: "site0"}}}
 	dial := func(context.Context, configs.Site) (Instance, error) { return site, nil }
-	return &executor{group: cfg, conns: newConnections(dial, cfg.Sites), log: slog.New(slog.DiscardHandler)}
+	return &servers{group: cfg, conns: newConnections(dial, cfg.Sites), log: slog.New(slog.DiscardHandler)}
 }
 
 // On MySQL a fence blocked by killed sessions' commits waiting for semi-sync
@@ -99,7 +99,7 @@ func fenceExecutor(engine string, site Instance) *executor {
 // killing the sessions again, with the fence statement already pending.
 func TestFenceReleasesKilledSemiSyncWaitsOnMySQL(t *testing.T) {
 	site := newStuckFenceSite(true, nil)
-	if err := fenceExecutor(configs.EngineMySQL, site).fence(t.Context(), "site0"); err != nil {
+	if err := fenceServers(configs.EngineMySQL, site).fence(t.Context(), "site0"); err != nil {
 		t.Fatalf("fence: %v (ops %v)", err, site.list())
 	}
 	want := []string{"kill", "status", "fence", "kill", "semisync(false,true)", "fenced", "kill"}
@@ -111,7 +111,7 @@ func TestFenceReleasesKilledSemiSyncWaitsOnMySQL(t *testing.T) {
 // A fence that applies at once changes no semi-sync setting.
 func TestFenceWithoutWaitsKeepsSemiSync(t *testing.T) {
 	site := newStuckFenceSite(false, nil)
-	if err := fenceExecutor(configs.EngineMySQL, site).fence(t.Context(), "site0"); err != nil {
+	if err := fenceServers(configs.EngineMySQL, site).fence(t.Context(), "site0"); err != nil {
 		t.Fatal(err)
 	}
 	if got := site.list(); slices.ContainsFunc(got, func(op string) bool { return op == "semisync(false,true)" }) {
@@ -124,7 +124,7 @@ func TestFenceWithoutWaitsKeepsSemiSync(t *testing.T) {
 func TestFenceFailingAfterReleaseRestoresSemiSync(t *testing.T) {
 	boom := errors.New("fence failed")
 	site := newStuckFenceSite(true, boom)
-	err := fenceExecutor(configs.EngineMySQL, site).fence(t.Context(), "site0")
+	err := fenceServers(configs.EngineMySQL, site).fence(t.Context(), "site0")
 	if !errors.Is(err, boom) {
 		t.Fatalf("fence: %v, want %v", err, boom)
 	}
@@ -142,7 +142,7 @@ func TestFenceReleaseRefusedWhileASessionCouldNotBeKilled(t *testing.T) {
 	site.spared = true
 	ctx, cancel := context.WithTimeout(t.Context(), 2*semiSyncFenceGrace)
 	defer cancel()
-	err := fenceExecutor(configs.EngineMySQL, site).fence(ctx, "site0")
+	err := fenceServers(configs.EngineMySQL, site).fence(ctx, "site0")
 	if !errors.Is(err, mysqlctl.ErrSessionsNotKilled) {
 		t.Fatalf("fence: %v, want the release refused with ErrSessionsNotKilled (ops %v)", err, site.list())
 	}
@@ -156,7 +156,7 @@ func TestFenceReleaseRefusedWhileASessionCouldNotBeKilled(t *testing.T) {
 func TestFenceToleratesASessionItCouldNotKill(t *testing.T) {
 	site := newStuckFenceSite(false, nil)
 	site.spared = true
-	if err := fenceExecutor(configs.EngineMySQL, site).fence(t.Context(), "site0"); err != nil {
+	if err := fenceServers(configs.EngineMySQL, site).fence(t.Context(), "site0"); err != nil {
 		t.Fatalf("fence: %v (ops %v)", err, site.list())
 	}
 }
@@ -165,7 +165,7 @@ func TestFenceToleratesASessionItCouldNotKill(t *testing.T) {
 // plain one.
 func TestFenceOnMariaDBIsPlain(t *testing.T) {
 	site := newStuckFenceSite(false, nil)
-	if err := fenceExecutor(configs.EngineMariaDB, site).fence(t.Context(), "site0"); err != nil {
+	if err := fenceServers(configs.EngineMariaDB, site).fence(t.Context(), "site0"); err != nil {
 		t.Fatal(err)
 	}
 	if got, want := site.list(), []string{"kill", "fence", "fenced", "kill"}; !slices.Equal(got, want) {

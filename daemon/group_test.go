@@ -15,47 +15,45 @@ import (
 	"github.com/failoverd/failoverd/sitepair"
 	"github.com/failoverd/failoverd/statemachine"
 	"github.com/failoverd/failoverd/store"
-	"github.com/failoverd/failoverd/view"
 )
 
-// memStore is an in-memory Store whose content a test can change behind
-// the daemon's back (another daemon writing).
-type memStore struct {
-	mu     sync.Mutex
-	states map[string]store.GroupState
-	saved  []store.GroupState
+// watchedStore is store.Memory (the durable stores' write rules) that
+// calls onSave after every write it took: a test sees the daemon's writes,
+// or has another daemon write right after one.
+type watchedStore struct {
+	*store.Memory
 	onSave func(store.GroupState)
 }
 
-func (m *memStore) Load(_ context.Context, g string) (store.GroupState, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	st, ok := m.states[g]
-	if !ok {
-		return store.GroupState{Group: g}, nil
+// newTestStore is a watchedStore holding states.
+func newTestStore(t *testing.T, states ...store.GroupState) *watchedStore {
+	t.Helper()
+	ws := &watchedStore{Memory: store.NewMemory(time.Now)}
+	for _, st := range states {
+		ws.put(t, st)
 	}
-	st.Exists = true
-	return st, nil
+	return ws
 }
 
-func (m *memStore) Save(ctx context.Context, st store.GroupState) error {
-	if err := ctx.Err(); err != nil {
+func (w *watchedStore) Save(ctx context.Context, st store.GroupState) error {
+	if err := w.Memory.Save(ctx, st); err != nil {
 		return err
 	}
-	m.mu.Lock()
-	m.states[st.Group] = st
-	m.saved = append(m.saved, st)
-	hook := m.onSave
-	m.mu.Unlock()
-	if hook != nil {
-		hook(st)
+	if w.onSave != nil {
+		w.onSave(st)
 	}
 	return nil
 }
 
-func (m *memStore) Describe() string { return "memory" }
+// put writes st as another daemon would (onSave is not called).
+func (w *watchedStore) put(t *testing.T, st store.GroupState) {
+	t.Helper()
+	if err := w.Memory.Save(context.Background(), st); err != nil {
+		t.Fatalf("test store: %v", err)
+	}
+}
 
-// fakeInstance records the operations the executor runs on one site.
+// fakeInstance records the operations the daemon runs on one site.
 type fakeInstance struct {
 	Instance // operations a test does not expect panic
 	site     string
@@ -106,7 +104,7 @@ func (f fakeInstance) ReplicateFrom(context.Context, mysqlctl.Source) error {
 
 // testGroup builds a 2-site MariaDB group a → b with a failover in flight
 // (epoch 2 revoked, target to) on st.
-func testGroup(t *testing.T, st *memStore, to string, clock func() time.Time) (*group, *opLog) {
+func testGroup(t *testing.T, st *watchedStore, to string, clock func() time.Time) (*group, *opLog) {
 	t.Helper()
 	cfg := configs.Group{Name: "g", Engine: configs.EngineMariaDB, RelayDrainTimeout: time.Second,
 		Sites: []configs.Site{{Name: "a"}, {Name: "b"}, {Name: "c"}}}
@@ -116,10 +114,10 @@ func testGroup(t *testing.T, st *memStore, to string, clock func() time.Time) (*
 		return fakeInstance{site: s.Name, log: ops, executed: exec}, nil
 	}
 	g := &group{cfg: cfg, flavor: gtid.MariaDB, policy: sitepair.DefaultPolicy(), store: st, pub: &publisher{}, now: clock,
-		log: slog.New(slog.DiscardHandler), fenced: map[string]uint64{}, sidecars: newSidecars(cfg)}
-	g.exec = &executor{group: cfg, conns: newConnections(dial, cfg.Sites), log: g.log}
-	st.states = map[string]store.GroupState{"g": {Group: "g", Epoch: 2, InFlight: &store.InFlight{
-		ID: "g-2", Kind: kindFailover, From: "a", To: to, RevokedEpoch: 2, RevokedAt: clock(), Step: StepRevoked, StepDone: true}}}
+		log: slog.New(slog.DiscardHandler), fenced: map[string]uint64{}, pace: livePacer{}, sidecars: newSidecars(cfg)}
+	g.servers = &servers{group: cfg, conns: newConnections(dial, cfg.Sites), log: g.log}
+	st.put(t, store.GroupState{Group: "g", Epoch: 2, InFlight: &store.InFlight{
+		ID: "g-2", Kind: kindFailover, From: "a", To: to, RevokedEpoch: 2, RevokedAt: clock(), Step: StepRevoked, StepDone: true}})
 	if err := g.load(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -164,7 +162,7 @@ func (fixedObs) Settled(time.Time) bool { return true }
 // under the term's context, so the promotion stops at its next step, before
 // anything is made writable.
 func TestPromotionStopsWhenLeadershipIsLost(t *testing.T) {
-	ms := &memStore{}
+	ms := newTestStore(t)
 	g, ops := testGroup(t, ms, "b", clockAt(t0))
 	g.cfg.PollInterval = 200 * time.Millisecond
 	g.actionTimeout = time.Minute
@@ -207,229 +205,5 @@ func TestPromotionStopsWhenLeadershipIsLost(t *testing.T) {
 	}
 	if !errors.Is(g.lastErr, context.Canceled) {
 		t.Fatalf("last action error %v, want context.Canceled", g.lastErr)
-	}
-}
-
-// Another daemon wrote a newer state: the next step notices and stops.
-func TestPromotionStopsWhenTheStoreMovedOn(t *testing.T) {
-	ms := &memStore{}
-	g, ops := testGroup(t, ms, "b", clockAt(t0))
-	ms.onSave = func(st store.GroupState) {
-		if st.InFlight != nil && st.InFlight.Step == StepRelayDrained {
-			ms.mu.Lock()
-			ms.states["g"] = store.GroupState{Group: "g", Epoch: 3, ActiveSite: "c"}
-			ms.mu.Unlock()
-		}
-	}
-	err := g.promote(context.Background(), promoteDecision("b"))
-	if !errors.Is(err, ErrSuperseded) {
-		t.Fatalf("promote: %v, want ErrSuperseded", err)
-	}
-	if ops.has("b:writable") {
-		t.Fatalf("b made writable although another daemon promoted c: %v", ops)
-	}
-	if g.state.Epoch != 3 || g.state.ActiveSite != "c" {
-		t.Fatalf("state not reloaded: %+v", g.state)
-	}
-}
-
-// The store is re-read right before the target is made writable, after the
-// promotion was published and its sidecar awaited: a write by another daemon
-// in that window (leaderships overlapping) stops the promotion.
-func TestPromotionRereadsTheStoreRightBeforeWritable(t *testing.T) {
-	ms := &memStore{}
-	g, ops := testGroup(t, ms, "b", clockAt(t0))
-	ms.onSave = func(st store.GroupState) {
-		if st.InFlight != nil && st.InFlight.Step == StepPublished {
-			ms.mu.Lock()
-			ms.states["g"] = store.GroupState{Group: "g", Epoch: 4, ActiveSite: "c"}
-			ms.mu.Unlock()
-		}
-	}
-	err := g.promote(context.Background(), promoteDecision("b"))
-	if !errors.Is(err, ErrSuperseded) {
-		t.Fatalf("promote: %v, want ErrSuperseded", err)
-	}
-	if ops.has("b:writable") {
-		t.Fatalf("b made writable although another daemon promoted c: %v", ops)
-	}
-}
-
-// A retargeted failover is persisted before the new target is touched.
-func TestRetargetIsPersistedFirst(t *testing.T) {
-	ms := &memStore{}
-	g, ops := testGroup(t, ms, "b", clockAt(t0))
-	var toAtFirstOp string
-	ms.onSave = func(st store.GroupState) {
-		if toAtFirstOp == "" && st.InFlight != nil {
-			toAtFirstOp = st.InFlight.To
-			if ops.String() != "[]" {
-				t.Errorf("operations before the new target was recorded: %v", ops)
-			}
-		}
-	}
-	if err := g.promote(context.Background(), promoteDecision("c")); err != nil {
-		t.Fatal(err)
-	}
-	if toAtFirstOp != "c" {
-		t.Fatalf("first save recorded target %q, want c", toAtFirstOp)
-	}
-}
-
-// The revoke time is taken after the durable write, and a daemon that
-// loads a failover in flight measures from its own clock.
-func TestRevokeTimeIsTakenAfterTheDurableWrite(t *testing.T) {
-	ms := &memStore{states: map[string]store.GroupState{}}
-	clock := clockAt(t0)
-	cfg := configs.Group{Name: "g", Engine: configs.EngineMariaDB, Sites: []configs.Site{{Name: "a"}, {Name: "b"}}}
-	g := &group{cfg: cfg, flavor: gtid.MariaDB, policy: sitepair.DefaultPolicy(), store: ms, pub: &publisher{}, now: clock,
-		log: slog.New(slog.DiscardHandler), fenced: map[string]uint64{}, sidecars: newSidecars(cfg)}
-	g.exec = &executor{group: cfg, conns: newConnections(func(context.Context, configs.Site) (Instance, error) {
-		return nil, errors.New("unreachable")
-	}, cfg.Sites), log: g.log}
-	g.state = sitepair.Persisted{Epoch: 1, ActiveSite: "a"}
-	g.obs = fixedObs{sitepair.Observed{Sites: []sitepair.SiteObservation{
-		{Name: "a", State: statemachine.ReadOnly}, {Name: "b", Index: 1, State: statemachine.ReadOnly},
-	}}}
-	var savedAt time.Time
-	ms.onSave = func(store.GroupState) { savedAt = clock() }
-	d := sitepair.Decision{Action: sitepair.RevokeEpoch, Reason: sitepair.ReasonFailoverRevoke, From: "a", Target: "b", Epoch: 2, Fence: []string{"a"}}
-	if err := g.revoke(context.Background(), d); err != nil {
-		t.Fatal(err)
-	}
-	if ra := g.state.InFlight.RevokedAt; !ra.After(savedAt) {
-		t.Fatalf("RevokedAt %v is not after the durable write at %v", ra, savedAt)
-	}
-	// A new leader (or a restarted daemon) loading it: its own clock.
-	loadedAt := clock()
-	if err := g.load(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	if ra := g.state.InFlight.RevokedAt; ra.Before(loadedAt) {
-		t.Fatalf("after load RevokedAt %v is before the load at %v", ra, loadedAt)
-	}
-}
-
-// onDrainTimeout=promote may give up what only the candidate received, never
-// what another reachable replica also holds (acknowledged under semi-sync).
-func TestDrainTimeoutPromoteKeepsWhatAPeerHolds(t *testing.T) {
-	ms := &memStore{}
-	g, ops := testGroup(t, ms, "b", clockAt(t0))
-	g.cfg.OnDrainTimeout, g.exec.group.OnDrainTimeout = "promote", "promote"
-	md := func(s string) gtid.Set { return gtid.MustParse(gtid.MariaDB, s) }
-	g.exec.conns.dial = func(_ context.Context, s configs.Site) (Instance, error) {
-		f := fakeInstance{site: s.Name, log: ops, executed: md("0-1-10")}
-		if s.Name == "b" {
-			f.retrieved, f.drainErr = md("0-1-12"), mysqlctl.ErrDrainTimeout
-		}
-		return f, nil
-	}
-	observe := func(cHas string) fixedObs {
-		return fixedObs{sitepair.Observed{Sites: []sitepair.SiteObservation{
-			{Name: "a", State: statemachine.Unreachable},
-			{Name: "b", State: statemachine.ReadOnly, Executed: md("0-1-10"), Retrieved: md("0-1-12")},
-			{Name: "c", State: statemachine.ReadOnly, Executed: md(cHas)},
-		}}}
-	}
-	g.obs = observe("0-1-11") // c received 0-1-11, which b has not applied
-	err := g.promote(context.Background(), promoteDecision("b"))
-	if !errors.Is(err, ErrDrainAborted) {
-		t.Fatalf("promote: %v, want ErrDrainAborted (c holds 0-1-11)", err)
-	}
-	if ops.has("b:writable") || !ops.has("b:start-io") {
-		t.Fatalf("b made writable, or its IO thread not restarted: %v", ops)
-	}
-	ops.mu.Lock()
-	ops.ops = nil
-	ops.mu.Unlock()
-	g.obs = observe("0-1-10") // nobody else has more: the loss is accepted
-	if err := g.promote(context.Background(), promoteDecision("b")); err != nil {
-		t.Fatalf("promote accepting the loss of what only b received: %v", err)
-	}
-	if !ops.has("b:writable") {
-		t.Fatalf("b not made writable: %v", ops)
-	}
-}
-
-// The view naming the target is persisted and served before the target is
-// made writable, and the promotion waits until the target's sidecar holds
-// it: a sidecar still holding the revoking view would fence the new primary.
-func TestPromotionPublishesBeforeWritable(t *testing.T) {
-	ms := &memStore{}
-	g, ops := testGroup(t, ms, "b", clockAt(t0))
-	g.cfg.Sites[1].Sidecar = &configs.Endpoint{Address: "127.0.0.1:1"}
-	g.cfg.Sidecar.CheckInterval = time.Minute // the wait ends by the report, not the bound
-	g.sidecars = newSidecars(g.cfg)
-	g.pub = &publisher{key: []byte("k")}
-	published := make(chan struct{})
-	ms.onSave = func(st store.GroupState) {
-		if st.InFlight != nil && st.InFlight.Step == StepPublished {
-			if st.InFlight.PublishedTo != "b" || st.InFlight.PublishedEpoch != 3 {
-				t.Errorf("published %q at %d, want b at 3", st.InFlight.PublishedTo, st.InFlight.PublishedEpoch)
-			}
-			close(published)
-		}
-	}
-	done := make(chan error, 1)
-	go func() { done <- g.promote(context.Background(), promoteDecision("b")) }()
-	<-published
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		if s, ok := g.pub.get("g"); ok && s.View.Epoch == 3 && s.View.ActiveSite == "b" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the view naming b at epoch 3 was not served before b became writable")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	if ops.has("b:writable") {
-		t.Fatalf("b made writable before its sidecar held the view: %v", ops)
-	}
-	g.sidecars.record(view.Report{Site: "b", Epoch: 3, MySQLdUp: true}, t0)
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
-	if !ops.has("b:writable") || g.state.ActiveSite != "b" || g.state.Epoch != 3 {
-		t.Fatalf("after the sidecar caught up: ops %v, state %+v", ops, g.state)
-	}
-}
-
-// flakyStore fails the first fails Loads, then answers from memStore.
-type flakyStore struct {
-	*memStore
-	mu    sync.Mutex
-	fails int
-}
-
-func (f *flakyStore) Load(ctx context.Context, g string) (store.GroupState, error) {
-	f.mu.Lock()
-	if f.fails > 0 {
-		f.fails--
-		f.mu.Unlock()
-		return store.GroupState{}, errors.New("apiserver unavailable")
-	}
-	f.mu.Unlock()
-	return f.memStore.Load(ctx, g)
-}
-
-// A new leader that cannot read the persisted state retries, and if it
-// still cannot, gives the Lease up instead of leading without acting.
-func TestNewLeaderRetriesLoadThenResigns(t *testing.T) {
-	defer func(d time.Duration) { leaderLoadRetry = d }(leaderLoadRetry)
-	leaderLoadRetry = time.Millisecond
-	for _, c := range []struct {
-		fails   int
-		leading bool
-	}{{fails: leaderLoadAttempts - 1, leading: true}, {fails: leaderLoadAttempts, leading: false}} {
-		fs := &flakyStore{memStore: &memStore{states: map[string]store.GroupState{}}, fails: c.fails}
-		cfg := configs.Group{Name: "g", Engine: configs.EngineMariaDB, Sites: []configs.Site{{Name: "a"}, {Name: "b"}}}
-		g := &group{cfg: cfg, flavor: gtid.MariaDB, store: fs, pub: &publisher{}, now: time.Now, log: slog.New(slog.DiscardHandler), sidecars: newSidecars(cfg)}
-		d := &Daemon{log: slog.New(slog.DiscardHandler), groups: []*group{g}, opts: Options{Clock: time.Now}}
-		resigned := false
-		d.startTerm(context.Background(), func() { resigned = true }, nil)
-		if d.isLeader() != c.leading || resigned == c.leading {
-			t.Errorf("%d failed loads: leading %t resigned %t, want leading %t", c.fails, d.isLeader(), resigned, c.leading)
-		}
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/failoverd/failoverd/api"
 	"github.com/failoverd/failoverd/configs"
 	"github.com/failoverd/failoverd/sitepair"
 	"github.com/failoverd/failoverd/store"
@@ -67,10 +66,11 @@ func NewHarness(gc configs.Group, o HarnessOptions) (*Harness, error) {
 	if err != nil {
 		return nil, err
 	}
-	g.obs, g.identity, g.pause = o.Observations, o.Identity, o.Pause
-	if g.pause == nil {
-		g.pause = func() {}
+	pause := o.Pause
+	if pause == nil {
+		pause = func() {}
 	}
+	g.obs, g.identity, g.pace = o.Observations, o.Identity, serialPacer{pause: pause}
 	if len(o.Followers) > 0 {
 		g.follow = newHandoff(o.Followers, g.log)
 		g.follow.now = o.Clock
@@ -123,20 +123,15 @@ func (h *Harness) Follow(ctx context.Context, full bool) bool {
 // SidecarReport takes a sidecar's signed report as the daemon's API does
 // (the leader's) and answers the group's signed view, bound to the report.
 func (h *Harness) SidecarReport(body []byte, sig string) (view.Answer, error) {
-	rep, err := h.g.pub.verifyReport(body, sig)
-	if err != nil {
-		return view.Answer{}, err
+	return acceptReport(h.g.pub, h.group, body, sig)
+}
+
+// group is the harness's one group by name (nil for any other).
+func (h *Harness) group(name string) *group {
+	if name != h.g.cfg.Name {
+		return nil
 	}
-	if rep.Group != h.g.cfg.Name {
-		return view.Answer{}, fmt.Errorf("%w: unknown group %s", api.ErrNotFound, rep.Group)
-	}
-	s, tok, err := h.g.takeReport(rep)
-	if err != nil {
-		return view.Answer{}, err
-	}
-	a, err := h.g.pub.answer(s, rep)
-	a.Token = tok
-	return a, err
+	return h.g
 }
 
 // State is the group's decision state as this daemon holds it.

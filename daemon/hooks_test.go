@@ -43,7 +43,7 @@ func (r *recordedHooks) types() []string {
 // promotion GTID), on a failed promotion, once per split brain and on every
 // site marked diverged; a standing alert does not fire again.
 func TestHooksFireOnGroupEvents(t *testing.T) {
-	ms := &memStore{}
+	ms := newTestStore(t)
 	g, _ := testGroup(t, ms, "b", clockAt(t0))
 	rec := &recordedHooks{}
 	g.hooks = rec
@@ -76,13 +76,13 @@ func TestHooksFireOnGroupEvents(t *testing.T) {
 
 // A promotion that fails fires failover-failed (after before-promote).
 func TestHooksFireOnFailedPromotion(t *testing.T) {
-	ms := &memStore{}
+	ms := newTestStore(t)
 	g, ops := testGroup(t, ms, "b", clockAt(t0))
 	rec := &recordedHooks{}
 	g.hooks = rec
 	g.actionTimeout = time.Minute
 	exec := gtid.MustParse(gtid.MariaDB, "0-1-10")
-	g.exec.conns = newConnections(func(_ context.Context, s configs.Site) (Instance, error) {
+	g.servers.conns = newConnections(func(_ context.Context, s configs.Site) (Instance, error) {
 		return fakeInstance{site: s.Name, log: ops, executed: exec, retrieved: exec, drainErr: errDrainFailedForTest}, nil
 	}, g.cfg.Sites)
 	g.carryOut(context.Background(), promoteDecision("b"))
@@ -98,7 +98,7 @@ var errDrainFailedForTest = errors.New("applier stopped")
 // site unreachable: the daemon makes the source writable, stores it as the
 // active site with nothing in flight, and fires failover-failed.
 func TestLostSwitchoverTargetGivesTheSourceBack(t *testing.T) {
-	ms := &memStore{}
+	ms := newTestStore(t)
 	base := clockAt(t0)
 	g, ops := testGroup(t, ms, "b", base)
 	rec := &recordedHooks{}
@@ -125,7 +125,10 @@ func TestLostSwitchoverTargetGivesTheSourceBack(t *testing.T) {
 	if !ops.has("a:writable") {
 		t.Fatalf("ops %v: a not made writable", ops)
 	}
-	st := ms.states["g"]
+	st, err := ms.Load(ctx, "g")
+	if err != nil {
+		t.Fatal(err)
+	}
 	if st.ActiveSite != "a" || st.InFlight != nil || st.Epoch != 3 {
 		t.Fatalf("stored %+v, want a active at epoch 3 with nothing in flight", st)
 	}

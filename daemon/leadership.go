@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 )
@@ -140,4 +141,50 @@ func (g *leaseGuard) watch(ctx context.Context, expired func(lastRenewal time.Ti
 		case <-t.C:
 		}
 	}
+}
+
+// Load retries when a new leader cannot read the persisted state.
+const leaderLoadAttempts = 5
+
+// leaderLoadRetry is the pause between load attempts (a variable for tests).
+var leaderLoadRetry = time.Second
+
+// startTerm begins a leadership term bound to lctx. A new leader re-reads
+// what the previous one persisted before acting on anything (no restart
+// amnesia); one that cannot must not sit on the Lease doing nothing, so it
+// resigns.
+func (d *Daemon) startTerm(lctx context.Context, resign func(), guard *leaseGuard) {
+	since := d.opts.Clock()
+	if err := d.loadAll(lctx); err != nil {
+		d.log.Error("leader.resigned", "identity", d.opts.Identity, "err", err)
+		resign()
+		return
+	}
+	d.lead.begin(lctx, since, guard)
+	d.log.Info("leader.elected", "identity", d.opts.Identity)
+}
+
+// loadAll re-reads every group's persisted state, retrying a few times.
+func (d *Daemon) loadAll(ctx context.Context) error {
+	var err error
+	for attempt := range leaderLoadAttempts {
+		if attempt > 0 {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(leaderLoadRetry):
+			}
+		}
+		err = nil
+		for _, g := range d.groups {
+			if err = g.load(ctx); err != nil {
+				d.log.Warn("leader.load_failed", "group", g.cfg.Name, "attempt", attempt+1, "err", err)
+				break
+			}
+		}
+		if err == nil {
+			return nil
+		}
+	}
+	return fmt.Errorf("load state after %d attempts: %w", leaderLoadAttempts, err)
 }

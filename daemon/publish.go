@@ -39,3 +39,18 @@ func (p *publisher) get(group string) (view.Signed, bool) {
 	s, ok := p.views[group]
 	return s, ok
 }
+
+// publish signs and publishes the group's current view: the persisted one,
+// or the one naming the target of a promotion about to make it writable.
+// Routing and the cache only follow a completed promotion.
+func (g *group) publish() {
+	g.mu.Lock()
+	v := view.View{Group: g.cfg.Name, Epoch: g.state.Epoch, ActiveSite: g.state.ActiveSite, IssuedAt: g.now()}
+	served := v
+	if f := g.state.InFlight; f != nil && f.PublishedTo != "" {
+		served.Epoch, served.ActiveSite = f.PublishedEpoch, f.PublishedTo
+	}
+	g.mu.Unlock()
+	g.pub.set(served)
+	g.follow.want(v)
+}

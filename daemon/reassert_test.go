@@ -25,11 +25,11 @@ func TestReassertRestartsStoppedReplicas(t *testing.T) {
 	dial := func(_ context.Context, s configs.Site) (Instance, error) {
 		return fakeInstance{site: s.Name, log: ops, executed: exec}, nil
 	}
-	ms := &memStore{states: map[string]store.GroupState{"g": {Group: "g", Epoch: 2, ActiveSite: "a",
-		Diverged: map[string]string{"e": "0-5-1"}}}}
+	ms := newTestStore(t, store.GroupState{Group: "g", Epoch: 2, ActiveSite: "a",
+		Diverged: map[string]string{"e": "0-5-1"}})
 	g := &group{cfg: cfg, flavor: gtid.MariaDB, policy: sitepair.DefaultPolicy(), store: ms, pub: &publisher{}, now: clockAt(t0),
-		log: slog.New(slog.DiscardHandler), fenced: map[string]uint64{}, sidecars: newSidecars(cfg)}
-	g.exec = &executor{group: cfg, conns: newConnections(dial, cfg.Sites), log: g.log, secret: func() (string, error) { return "pw", nil }}
+		log: slog.New(slog.DiscardHandler), fenced: map[string]uint64{}, pace: livePacer{}, sidecars: newSidecars(cfg)}
+	g.servers = &servers{group: cfg, conns: newConnections(dial, cfg.Sites), log: g.log, secret: func() (string, error) { return "pw", nil }}
 	if err := g.load(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -69,19 +69,18 @@ func TestReassertRefusedWhenTheStoreMovedOn(t *testing.T) {
 		{"catch-up give-back", true, sitepair.Decision{Action: sitepair.ReassertPrimary, Reason: sitepair.ReasonCatchUpTimeout, Target: "a", Epoch: 3}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ms := &memStore{}
+			ms := newTestStore(t)
 			g, ops := testGroup(t, ms, "b", clockAt(t0))
 			if !tc.inFlight {
-				ms.states["g"] = store.GroupState{Group: "g", Epoch: 2, ActiveSite: "a"}
+				ms = newTestStore(t, store.GroupState{Group: "g", Epoch: 2, ActiveSite: "a"})
+				g.store = ms
 				if err := g.load(t.Context()); err != nil {
 					t.Fatal(err)
 				}
 			}
 			g.obs = fixedObs{}
 			// Another daemon (a leadership overlap) promoted b meanwhile.
-			ms.mu.Lock()
-			ms.states["g"] = store.GroupState{Group: "g", Epoch: 3, ActiveSite: "b"}
-			ms.mu.Unlock()
+			ms.put(t, store.GroupState{Group: "g", Epoch: 3, ActiveSite: "b"})
 			err := g.act(t.Context(), t.Context(), tc.d)
 			if !errors.Is(err, ErrSuperseded) {
 				t.Errorf("re-assert: %v, want ErrSuperseded", err)

@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/failoverd/failoverd/api"
 	"github.com/failoverd/failoverd/configs"
 	"github.com/failoverd/failoverd/gtid"
 	"github.com/failoverd/failoverd/mysqlctl"
@@ -41,57 +40,6 @@ type recloneResult struct {
 	failed string // "" on success
 }
 
-// Reclone implements api.Control.
-func (d *Daemon) Reclone(ctx context.Context, group, site, token string, by api.Actor) error {
-	g, err := d.commandGroup(group)
-	if err != nil {
-		return err
-	}
-	if !g.hasSite(site) {
-		return fmt.Errorf("%w: group %s has no site %s", api.ErrNotFound, group, site)
-	}
-	return g.submit(ctx, request{kind: kindReclone, target: site, token: token, by: by.String()})
-}
-
-// startReclone records a human's reclone request (before anything touches
-// the site) and starts the copy in the background; ctx is the leadership
-// term's, so losing it stops the copy.
-func (g *group) startReclone(ctx context.Context, req request, obs sitepair.Observed, st sitepair.Persisted, entry store.AuditEntry) error {
-	refuse := func(err error) error {
-		g.log.Warn("reclone.refused", "site", req.target, "by", req.by, "err", err)
-		err = fmt.Errorf("%w: %w", ErrRefused, err)
-		g.auditRefused(ctx, entry, err)
-		return err
-	}
-	if why := g.recloneUnavailable(); why != "" {
-		return refuse(fmt.Errorf("reclone %s: %w: %s", req.target, ErrNoRecloneMethod, why))
-	}
-	// No server is read for a request the state refuses anyway (a failover
-	// in flight must not wait on a probe).
-	if err := sitepair.CheckReclone(obs, st, req.target, req.by); err != nil {
-		return refuse(err)
-	}
-	// Read now, not from the last round: a site holding transactions the
-	// donor lacks must not be wiped on a token that predates them.
-	probe := g.probeReclone(ctx, req.target, st.ActiveSite)
-	next, r, err := sitepair.StartReclone(obs, st, req.target, req.token, probe, entry.At, req.by)
-	if err != nil {
-		return refuse(err)
-	}
-	lost, _ := sitepair.RecloneDiscards(st, req.target, probe) // StartReclone compared them
-	if !lost.IsEmpty() {
-		entry.Result = fmt.Sprintf("%s: discarding what the donor %s lacks: %s", store.AuditAccepted, r.Donor, lost)
-	}
-	// Persisted first: a restarted daemon must keep a half-copied site out
-	// of every decision.
-	if err := g.audited(ctx, next, entry); err != nil {
-		return err
-	}
-	g.log.Warn("reclone.started", "site", req.target, "donor", r.Donor, "by", req.by, "discarded", lost.String())
-	g.runReclone(ctx, req.target, r.Donor)
-	return nil
-}
-
 // recloneProbeTimeout bounds reading one site's GTID set for a reclone
 // request (the group's loop waits for it).
 const recloneProbeTimeout = 5 * time.Second
@@ -103,7 +51,7 @@ func (g *group) probeReclone(ctx context.Context, site, donor string) sitepair.R
 	probe := sitepair.RecloneProbe{Donor: donor}
 	read := func(name string) (gtid.Set, error) {
 		var set gtid.Set
-		err := g.exec.on(ctx, name, recloneProbeTimeout, func(ctx context.Context, in Instance) error {
+		err := g.servers.on(ctx, name, recloneProbeTimeout, func(ctx context.Context, in Instance) error {
 			st, err := in.Status(ctx)
 			set = st.Executed
 			return err
@@ -208,11 +156,11 @@ func (g *group) reclone(ctx context.Context, site, donor string) error {
 	defer cancel()
 	start := g.now()
 	// The copy replaces everything: the site must take no writes meanwhile.
-	if err := g.exec.fence(ctx, site); err != nil {
+	if err := g.servers.fence(ctx, site); err != nil {
 		return fmt.Errorf("reclone %s: fence before the copy: %w", site, err)
 	}
 	// A replication thread still applying would write into the copy.
-	err := g.exec.on(ctx, site, stepTimeout, func(ctx context.Context, in Instance) error {
+	err := g.servers.on(ctx, site, stepTimeout, func(ctx context.Context, in Instance) error {
 		if err := in.StopReplica(ctx); err != nil {
 			return err
 		}
@@ -225,7 +173,7 @@ func (g *group) reclone(ctx context.Context, site, donor string) error {
 		return fmt.Errorf("reclone %s from %s: %w", site, donor, err)
 	}
 	// The copy restarted or rewrote the server: open a fresh connection.
-	g.exec.conns.drop(site)
+	g.servers.conns.drop(site)
 	if err := g.awaitRecloned(ctx, site); err != nil {
 		return fmt.Errorf("reclone %s from %s: after the copy: %w", site, donor, err)
 	}
@@ -257,7 +205,7 @@ func (g *group) copySite(ctx context.Context, site, donor string) error {
 	if err != nil {
 		return fmt.Errorf("donor address %q: %w", addr, err)
 	}
-	in, err := g.exec.conns.get(ctx, site)
+	in, err := g.servers.conns.get(ctx, site)
 	if err != nil {
 		return err
 	}

@@ -63,12 +63,12 @@ func TestRecloneOnMySQLClonesFromThePrimary(t *testing.T) {
 		return cloningInstance{fakeInstance: fakeInstance{site: s.Name, log: ops, executed: primary}, mu: &mu, donors: &donors}, nil
 	}
 	errant := "00000000-0000-0000-0000-000000000003:1-2"
-	ms := &memStore{states: map[string]store.GroupState{"g": {Group: "g", Epoch: 3, ActiveSite: "a",
-		Diverged: map[string]string{"c": errant}, DivergedCount: map[string]uint64{"c": 2}}}}
+	ms := newTestStore(t, store.GroupState{Group: "g", Epoch: 3, ActiveSite: "a",
+		Diverged: map[string]string{"c": errant}, DivergedCount: map[string]uint64{"c": 2}})
 	g := &group{cfg: cfg, flavor: gtid.MySQL, policy: sitepair.DefaultPolicy(), store: ms, pub: &publisher{}, now: clockAt(t0),
-		log: slog.New(slog.DiscardHandler), fenced: map[string]uint64{}, sidecars: newSidecars(cfg),
+		log: slog.New(slog.DiscardHandler), fenced: map[string]uint64{}, pace: livePacer{}, sidecars: newSidecars(cfg),
 		requests: make(chan request), reclones: map[string]bool{}, recloned: make(chan recloneResult)}
-	g.exec = &executor{group: cfg, conns: newConnections(dial, cfg.Sites), log: g.log, secret: func() (string, error) { return "pw", nil }}
+	g.servers = &servers{group: cfg, conns: newConnections(dial, cfg.Sites), log: g.log, secret: func() (string, error) { return "pw", nil }}
 	if err := g.load(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -142,11 +142,11 @@ func TestRecloneOnMySQLClonesFromThePrimary(t *testing.T) {
 // stopped mid-copy) is recorded failed, so the half-copied site stays out
 // of every decision until a human retries.
 func TestInterruptedRecloneIsRecordedFailed(t *testing.T) {
-	ms := &memStore{states: map[string]store.GroupState{"g": {Group: "g", Epoch: 3, ActiveSite: "a",
-		Recloning: map[string]store.Reclone{"c": {Donor: "a", Epoch: 3, At: t0, By: "ann"}}}}}
+	ms := newTestStore(t, store.GroupState{Group: "g", Epoch: 3, ActiveSite: "a",
+		Recloning: map[string]store.Reclone{"c": {Donor: "a", Epoch: 3, At: t0, By: "ann"}}})
 	cfg := configs.Group{Name: "g", Engine: configs.EngineMariaDB, Sites: []configs.Site{{Name: "a"}, {Name: "c"}}}
 	g := &group{cfg: cfg, flavor: gtid.MariaDB, policy: sitepair.DefaultPolicy(), store: ms, pub: &publisher{}, now: clockAt(t0),
-		log: slog.New(slog.DiscardHandler), fenced: map[string]uint64{}, sidecars: newSidecars(cfg), reclones: map[string]bool{}}
+		log: slog.New(slog.DiscardHandler), fenced: map[string]uint64{}, pace: livePacer{}, sidecars: newSidecars(cfg), reclones: map[string]bool{}}
 	if err := g.load(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -165,7 +165,7 @@ func TestInterruptedRecloneIsRecordedFailed(t *testing.T) {
 // recloneTestGroup is a MySQL group a (primary) and c whose servers hold
 // held (a site missing from held cannot be reached), while the group's
 // observations say obsC of c: they may predate what c holds now.
-func recloneTestGroup(t *testing.T, held map[string]gtid.Set, obsC gtid.Set) (*group, *memStore, *opLog) {
+func recloneTestGroup(t *testing.T, held map[string]gtid.Set, obsC gtid.Set) (*group, *watchedStore, *opLog) {
 	t.Helper()
 	cfg := configs.Group{Name: "g", Engine: configs.EngineMySQL, PollInterval: 10 * time.Millisecond,
 		Reclone: configs.Reclone{Timeout: time.Minute},
@@ -181,11 +181,11 @@ func recloneTestGroup(t *testing.T, held map[string]gtid.Set, obsC gtid.Set) (*g
 		}
 		return cloningInstance{fakeInstance: fakeInstance{site: s.Name, log: ops, executed: set}, mu: &mu, donors: &donors}, nil
 	}
-	ms := &memStore{states: map[string]store.GroupState{"g": {Group: "g", Epoch: 3, ActiveSite: "a"}}}
+	ms := newTestStore(t, store.GroupState{Group: "g", Epoch: 3, ActiveSite: "a"})
 	g := &group{cfg: cfg, flavor: gtid.MySQL, policy: sitepair.DefaultPolicy(), store: ms, pub: &publisher{}, now: clockAt(t0),
-		log: slog.New(slog.DiscardHandler), fenced: map[string]uint64{}, sidecars: newSidecars(cfg),
+		log: slog.New(slog.DiscardHandler), fenced: map[string]uint64{}, pace: livePacer{}, sidecars: newSidecars(cfg),
 		requests: make(chan request), reclones: map[string]bool{}, recloned: make(chan recloneResult, 1)}
-	g.exec = &executor{group: cfg, conns: newConnections(dial, cfg.Sites), log: g.log, secret: func() (string, error) { return "pw", nil }}
+	g.servers = &servers{group: cfg, conns: newConnections(dial, cfg.Sites), log: g.log, secret: func() (string, error) { return "pw", nil }}
 	if err := g.load(context.Background()); err != nil {
 		t.Fatal(err)
 	}

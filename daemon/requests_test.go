@@ -21,7 +21,7 @@ func leading() (context.Context, time.Time, bool) { return context.Background(),
 // awaits it, accepted for the old primary of a failover that does, and
 // every request lands in the persisted history with who asked.
 func TestConfirmFenceAndAudit(t *testing.T) {
-	ms := &memStore{}
+	ms := newTestStore(t)
 	g, _ := testGroup(t, ms, "b", clockAt(t0))
 	g.policy.Fencing = sitepair.FencingConfirmed
 	g.obs = fixedObs{o: sitepair.Observed{Sites: []sitepair.SiteObservation{
@@ -74,10 +74,10 @@ func TestConfirmFenceAndAudit(t *testing.T) {
 
 // With no failover in flight there is nothing to confirm.
 func TestConfirmFenceRefusedWhenNothingAwaits(t *testing.T) {
-	ms := &memStore{states: map[string]store.GroupState{"g": {Group: "g", Epoch: 3, ActiveSite: "a"}}}
+	ms := newTestStore(t, store.GroupState{Group: "g", Epoch: 3, ActiveSite: "a"})
 	cfg := configs.Group{Name: "g", Engine: configs.EngineMariaDB, Sites: []configs.Site{{Name: "a"}, {Name: "b"}}}
 	g := &group{cfg: cfg, flavor: flavorOf(cfg.Engine), policy: sitepair.DefaultPolicy(), store: ms, pub: &publisher{}, now: clockAt(t0),
-		log: slog.New(slog.DiscardHandler), fenced: map[string]uint64{}, sidecars: newSidecars(cfg)}
+		log: slog.New(slog.DiscardHandler), fenced: map[string]uint64{}, pace: livePacer{}, sidecars: newSidecars(cfg)}
 	if err := g.load(context.Background()); err != nil {
 		t.Fatal(err)
 	}

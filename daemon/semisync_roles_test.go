@@ -11,7 +11,6 @@ import (
 	"github.com/failoverd/failoverd/mysqlctl"
 	"github.com/failoverd/failoverd/sitepair"
 	"github.com/failoverd/failoverd/statemachine"
-	"github.com/failoverd/failoverd/store"
 )
 
 // Issue 26, hole 9: the semi-sync source side on a replica makes its
@@ -26,9 +25,9 @@ func semiEverywhere(st mysqlctl.Status) mysqlctl.Status {
 // scriptedGroup is a group acting through the scripted sites.
 func scriptedGroup(t *testing.T, sites ...*scripted) (*group, *opLog) {
 	t.Helper()
-	e, log := scriptedExecutor(t, "", sites...)
-	g := &group{cfg: e.group, policy: sitepair.DefaultPolicy(), store: &memStore{states: map[string]store.GroupState{}}, pub: &publisher{},
-		now: clockAt(t0), log: slog.New(slog.DiscardHandler), fenced: map[string]uint64{}, exec: e}
+	e, log := scriptedServers(t, "", sites...)
+	g := &group{cfg: e.group, policy: sitepair.DefaultPolicy(), store: newTestStore(t), pub: &publisher{},
+		now: clockAt(t0), log: slog.New(slog.DiscardHandler), fenced: map[string]uint64{}, pace: livePacer{}, servers: e}
 	return g, log
 }
 
@@ -55,7 +54,7 @@ func TestDisableSemiSyncSourceKeepsTheReplicaSide(t *testing.T) {
 func TestDrainSwitchesTheCandidatesSourceSideOffFirst(t *testing.T) {
 	after := semiEverywhere(replicaStatus(mysqlctl.ThreadNo, "0-1-12", "0-1-3"))
 	b := &scripted{site: "b", status: after}
-	e, log := scriptedExecutor(t, "", b)
+	e, log := scriptedServers(t, "", b)
 	if _, err := e.drain(context.Background(), "b", time.Second); err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +67,7 @@ func TestDrainSwitchesTheCandidatesSourceSideOffFirst(t *testing.T) {
 // The status names a replica whose applier is blocked and a primary whose
 // writes stall waiting for acknowledgements, never "healthy" about either.
 func TestSnapshotReportsBlockedApplierAndStalledWrites(t *testing.T) {
-	ms := &memStore{}
+	ms := newTestStore(t)
 	g, _ := testGroup(t, ms, "b", clockAt(t0))
 	g.obs = fixedObs{o: sitepair.Observed{Sites: []sitepair.SiteObservation{
 		{Name: "a", Role: sitepair.PrimaryCandidate, State: statemachine.Writable,

@@ -51,7 +51,7 @@ func (r *recEvents) Fenced(g, site, by string) { r.add("fenced " + site + " by "
 // and the snapshot afterwards shows the new primary, the failover and the
 // cooldown.
 func TestPromotionEventsAndSnapshot(t *testing.T) {
-	ms := &memStore{}
+	ms := newTestStore(t)
 	g, _ := testGroup(t, ms, "b", clockAt(t0))
 	g.policy.FailoverCooldown = time.Hour
 	ev := &recEvents{}
@@ -61,7 +61,7 @@ func TestPromotionEventsAndSnapshot(t *testing.T) {
 		{Name: "b", Role: sitepair.PrimaryCandidate, State: statemachine.ReadOnly},
 		{Name: "c", Role: sitepair.PrimaryCandidate, State: statemachine.ReadOnly},
 	}}}
-	if err := g.promote(context.Background(), promoteDecision("b")); err != nil {
+	if err := g.failover(promoteDecision("b")).promote(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	want := []string{"phase proof", "phase drain", "phase detach", "phase publish", "phase writable",
@@ -84,7 +84,7 @@ func TestPromotionEventsAndSnapshot(t *testing.T) {
 // A diverged site shows the exact count kept when it was marked, not the
 // MariaDB triple's sequence number.
 func TestSnapshotShowsTheDivergedCount(t *testing.T) {
-	ms := &memStore{}
+	ms := newTestStore(t)
 	g, _ := testGroup(t, ms, "b", clockAt(t0))
 	g.obs = fixedObs{}
 	g.mu.Lock()
@@ -144,7 +144,7 @@ func TestSnapshotStatesTheRPO(t *testing.T) {
 		{"primary never reached", sitepair.SemiSyncObservation{}, time.Time{}, "", ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			g, _ := testGroup(t, &memStore{}, "b", clockAt(t0))
+			g, _ := testGroup(t, newTestStore(t), "b", clockAt(t0))
 			g.mu.Lock()
 			g.state.ActiveSite, g.state.InFlight = "a", nil
 			g.mu.Unlock()

@@ -48,11 +48,8 @@ func TestNamedTestsExist(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	docs, _ := filepath.Glob(filepath.Join(root, "docs", "*.md"))
-	more, _ := filepath.Glob(filepath.Join(root, "deploy", "*", "README.md"))
-	docs = append(append(docs, filepath.Join(root, "README.md")), more...)
 	checked := 0
-	for _, doc := range docs {
+	for _, doc := range documents(root) {
 		b, err := os.ReadFile(doc)
 		if err != nil {
 			t.Fatal(err)
@@ -80,5 +77,39 @@ func TestNamedTestsExist(t *testing.T) {
 	}
 	if checked == 0 {
 		t.Fatal("no test named in any document: the pattern is broken")
+	}
+}
+
+// documents are the files whose references the tests check: docs/*.md,
+// README.md and the deploy READMEs, under the repository root.
+func documents(root string) []string {
+	docs, _ := filepath.Glob(filepath.Join(root, "docs", "*.md"))
+	more, _ := filepath.Glob(filepath.Join(root, "deploy", "*", "README.md"))
+	return append(append(docs, filepath.Join(root, "README.md")), more...)
+}
+
+// goFile matches a Go file named by its path in backticks: `daemon/failover.go`.
+var goFile = regexp.MustCompile("`((?:[a-z0-9_-]+/)+[a-z0-9_]+\\.go)`")
+
+// TestNamedFilesExist: every Go file a document names by its path exists,
+// so the loop's walk through the code never sends a reader to a file that
+// was moved or split.
+func TestNamedFilesExist(t *testing.T) {
+	root := ".."
+	checked := 0
+	for _, doc := range documents(root) {
+		b, err := os.ReadFile(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range goFile.FindAllStringSubmatch(string(b), -1) {
+			checked++
+			if _, err := os.Stat(filepath.Join(root, filepath.FromSlash(m[1]))); err != nil {
+				t.Errorf("%s names %s: no such file (moved or split? update the document)", doc, m[1])
+			}
+		}
+	}
+	if checked == 0 {
+		t.Fatal("no Go file named in any document: the pattern is broken")
 	}
 }

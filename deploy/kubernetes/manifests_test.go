@@ -296,7 +296,7 @@ func needs(cfg *configs.Config, home string) []rule {
 	var out []rule
 	d := cfg.Daemon
 	if d.LeaderElection.Enabled && d.LeaderElection.Cluster == home {
-		// daemon/daemon.go elect: client-go LeaseLock Create, Get, Update.
+		// daemon/lease.go elect: client-go LeaseLock Create, Get, Update.
 		ns := d.LeaderElection.Namespace
 		out = append(out, rule{ns, "coordination.k8s.io", "leases", "", "create"},
 			rule{ns, "coordination.k8s.io", "leases", d.LeaderElection.LeaseName, "get"},

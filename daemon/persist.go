@@ -1,0 +1,153 @@
+package daemon
+
+// The group's persisted record: loaded when a term starts, saved by every
+// action that changes it (commit), and by each step of a failover in
+// flight (step), always after checking that the store still holds what
+// this daemon last wrote.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/failoverd/failoverd/sitepair"
+	"github.com/failoverd/failoverd/store"
+)
+
+// load reads the persisted state. A group that was never saved starts at
+// epoch 0 with no active site: the first decision adopts the observed
+// primary rather than trusting in-memory defaults.
+func (g *group) load(ctx context.Context) error {
+	st, err := g.store.Load(ctx, g.cfg.Name)
+	if err != nil {
+		return fmt.Errorf("load state of group %s from %s: %w", g.cfg.Name, g.store.Describe(), err)
+	}
+	p, err := toPersisted(st, g.flavor)
+	if err != nil {
+		return fmt.Errorf("load state of group %s from %s: %w", g.cfg.Name, g.store.Describe(), err)
+	}
+	if p.InFlight != nil {
+		// The revoke time was written by another process (or another
+		// leader) on its own clock: measure every wait from ours.
+		p.InFlight.RevokedAt = later(p.InFlight.RevokedAt, g.now())
+	}
+	g.mu.Lock()
+	g.stored, g.state = st, p
+	g.mu.Unlock()
+	g.publish()
+	g.log.Info("state.loaded", "store", g.store.Describe(), "exists", st.Exists,
+		"epoch", st.Epoch, "active_site", st.ActiveSite, "in_flight", st.InFlight != nil)
+	return nil
+}
+
+// commit applies d to the persisted state, saves it durably and publishes
+// the new view. step/promotion record the progress of an
+// in-flight failover.
+func (g *group) commit(ctx context.Context, d sitepair.Decision, step, promotion string) error {
+	now := g.now()
+	g.mu.Lock()
+	next := sitepair.Apply(g.state, d, now)
+	prev := g.stored
+	g.mu.Unlock()
+	return g.save(ctx, next, prev, now, step, promotion)
+}
+
+func (g *group) save(ctx context.Context, next sitepair.Persisted, prev store.GroupState, now time.Time, step, promotion string) error {
+	st := fromPersisted(g.cfg.Name, next, prev, now)
+	st.UpdatedBy = g.identity
+	if st.InFlight != nil && step != "" {
+		st.InFlight.Step = step
+		st.InFlight.StepDone = true
+		if promotion != "" {
+			st.InFlight.PromotionGTID = promotion
+		}
+	}
+	if err := g.store.Save(ctx, st); err != nil {
+		return fmt.Errorf("persist group %s: %w", g.cfg.Name, err)
+	}
+	g.mu.Lock()
+	g.stored, g.state = st, next
+	g.mu.Unlock()
+	g.publish()
+	return nil
+}
+
+// step records progress of the in-flight failover without changing the
+// decision state. It first checks that this daemon still leads and that the
+// store still holds what it last wrote.
+func (g *group) step(ctx context.Context, name, promotion string) error {
+	if err := g.checkStore(ctx); err != nil {
+		return err
+	}
+	g.mu.Lock()
+	st, prev := g.state, g.stored
+	g.mu.Unlock()
+	if err := g.save(ctx, st, prev, g.now(), name, promotion); err != nil {
+		return err
+	}
+	g.failpoint(name)
+	return nil
+}
+
+// ErrSuperseded means the store holds a state this daemon did not write (a
+// newer epoch or another in-flight failover): another daemon acted, so this
+// one stops the action and reloads.
+var ErrSuperseded = errors.New("state changed under this daemon")
+
+// checkStore stops an action at a step boundary when leadership was lost
+// (ctx derives from the term) or the persisted state moved on without us.
+func (g *group) checkStore(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("group %s: before the next step: %w", g.cfg.Name, err)
+	}
+	cur, err := g.store.Load(ctx, g.cfg.Name)
+	if err != nil {
+		return fmt.Errorf("group %s: re-read state before the next step: %w", g.cfg.Name, err)
+	}
+	g.mu.Lock()
+	mine := g.stored
+	g.mu.Unlock()
+	if cur.Epoch != mine.Epoch || inFlightID(cur) != inFlightID(mine) {
+		// Guards against a deposed leader finishing a failover another
+		// daemon has taken over or ended.
+		if lerr := g.load(ctx); lerr != nil {
+			g.log.Error("state.reload_failed", "err", lerr)
+		}
+		return fmt.Errorf("group %s: %w: stored epoch %d in flight %q, ours epoch %d in flight %q",
+			g.cfg.Name, ErrSuperseded, cur.Epoch, inFlightID(cur), mine.Epoch, inFlightID(mine))
+	}
+	return nil
+}
+
+// makeWritable is the only way the group makes a site writable: it re-reads
+// the store first and refuses (ErrSuperseded, or the term's end) when
+// another daemon moved the state on or this daemon no longer leads.
+func (g *group) makeWritable(ctx context.Context, target string) error {
+	// Guards against a second writable site from a decision another
+	// leader's newer state has overtaken (leaderships overlapping).
+	if err := g.checkStore(ctx); err != nil {
+		return err
+	}
+	return g.servers.makeWritable(ctx, target)
+}
+
+func inFlightID(st store.GroupState) string {
+	if st.InFlight == nil {
+		return ""
+	}
+	return st.InFlight.ID
+}
+
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
+func (g *group) failpoint(name string) {
+	if g.failpointHook != nil {
+		g.failpointHook(name)
+	}
+}

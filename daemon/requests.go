@@ -1,0 +1,255 @@
+package daemon
+
+// Operator requests: the API's Switchover, Acknowledge, ConfirmFence and
+// Reclone hand a request to the group's loop (submit), which carries it out
+// between two rounds (handle), one at a time, and records it in the
+// group's history whether it is accepted or refused.
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/failoverd/failoverd/api"
+	"github.com/failoverd/failoverd/sitepair"
+	"github.com/failoverd/failoverd/store"
+)
+
+// ErrRefused is wrapped by errors of operator requests the group refuses
+// (the API answers 409 with the message).
+var ErrRefused = api.ErrRefused
+
+// request is an operator action handed to the loop (one action at a time).
+type request struct {
+	kind   string // kindSwitchover, kindAcknowledge, kindConfirmFence or kindReclone
+	target string // the switchover's target, the site whose fence is confirmed or to reclone
+	token  string // the reclone's token
+	force  bool   // a switchover within the failover cooldown
+	by     string // who asked (for the history)
+	reply  chan error
+}
+
+// Operator request kinds besides kindSwitchover.
+const (
+	kindAcknowledge  = store.AuditAcknowledge
+	kindConfirmFence = store.AuditConfirmFence
+)
+
+// Switchover implements api.Control.
+func (d *Daemon) Switchover(ctx context.Context, group, target string, force bool, by api.Actor) error {
+	g, err := d.commandGroup(group)
+	if err != nil {
+		return err
+	}
+	if !g.hasSite(target) {
+		return fmt.Errorf("%w: group %s has no site %s", api.ErrNotFound, group, target)
+	}
+	return g.submit(ctx, request{kind: kindSwitchover, target: target, force: force, by: by.String()})
+}
+
+// Acknowledge implements api.Control.
+func (d *Daemon) Acknowledge(ctx context.Context, group string, by api.Actor) error {
+	g, err := d.commandGroup(group)
+	if err != nil {
+		return err
+	}
+	return g.submit(ctx, request{kind: kindAcknowledge, by: by.String()})
+}
+
+// ConfirmFence implements api.Control.
+func (d *Daemon) ConfirmFence(ctx context.Context, group, site string, by api.Actor) error {
+	g, err := d.commandGroup(group)
+	if err != nil {
+		return err
+	}
+	if !g.hasSite(site) {
+		return fmt.Errorf("%w: group %s has no site %s", api.ErrNotFound, group, site)
+	}
+	return g.submit(ctx, request{kind: kindConfirmFence, target: site, by: by.String()})
+}
+
+// Reclone implements api.Control.
+func (d *Daemon) Reclone(ctx context.Context, group, site, token string, by api.Actor) error {
+	g, err := d.commandGroup(group)
+	if err != nil {
+		return err
+	}
+	if !g.hasSite(site) {
+		return fmt.Errorf("%w: group %s has no site %s", api.ErrNotFound, group, site)
+	}
+	return g.submit(ctx, request{kind: kindReclone, target: site, token: token, by: by.String()})
+}
+
+func (d *Daemon) commandGroup(name string) (*group, error) {
+	g := d.group(name)
+	if g == nil {
+		return nil, fmt.Errorf("%w: unknown group %s", api.ErrNotFound, name)
+	}
+	// Only the leader acts; a follower's command would race the leader's loop.
+	if !d.isLeader() {
+		return nil, fmt.Errorf("%w: send commands to the leading daemon", api.ErrNotLeader)
+	}
+	return g, nil
+}
+
+func (g *group) hasSite(name string) bool {
+	for _, s := range g.cfg.Sites {
+		if s.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// submit hands an operator request to the loop and waits for its outcome.
+func (g *group) submit(ctx context.Context, req request) error {
+	req.reply = make(chan error, 1)
+	select {
+	case g.requests <- req:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case err := <-req.reply:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// handle carries out an operator request inside the loop.
+func (g *group) handle(req request, lead func() (context.Context, time.Time, bool)) error {
+	ctx, since, ok := lead()
+	if !ok {
+		return fmt.Errorf("%w: this daemon is not the leader", api.ErrNotLeader)
+	}
+	g.mu.Lock()
+	st := g.state
+	g.mu.Unlock()
+	entry := store.AuditEntry{At: g.now(), Action: req.kind, Site: req.target, By: req.by, Result: store.AuditAccepted}
+	switch req.kind {
+	case kindSwitchover:
+		return g.switchover(ctx, req, since, st, entry)
+	case kindAcknowledge:
+		g.log.Warn("escalation.acknowledged", "by", req.by)
+		return g.audited(ctx, sitepair.Acknowledge(st), entry)
+	case kindConfirmFence:
+		return g.confirmFence(ctx, req, since, st, entry)
+	case kindReclone:
+		return g.startReclone(ctx, req, g.observed(since), st, entry)
+	}
+	return fmt.Errorf("%w: unknown request %q", ErrRefused, req.kind)
+}
+
+// switchover starts a planned switchover to req.target: the revoke, carried
+// out like any decision once the cache moved. servingSince is when this
+// daemon's term began.
+func (g *group) switchover(ctx context.Context, req request, servingSince time.Time, st sitepair.Persisted, entry store.AuditEntry) error {
+	d := sitepair.DecideSwitchover(g.observed(servingSince), st, g.policy, req.target, req.force, entry.At)
+	if d.Action != sitepair.RevokeEpoch {
+		g.log.Warn("switchover.refused", "target", req.target, "by", req.by, "reason", string(d.Reason), "message", d.Message)
+		err := fmt.Errorf("%w: switchover to %s: %s (%s)", ErrRefused, req.target, d.Message, d.Reason)
+		g.auditRefused(ctx, entry, err)
+		return err
+	}
+	// The cache moves first, before MySQL is touched: with
+	// onSyncTimeout=fail a cache that cannot follow leaves everything as
+	// it was.
+	if err := g.switchCache(ctx, st.ActiveSite, req.target); err != nil {
+		g.log.Warn("switchover.refused", "target", req.target, "by", req.by, "reason", "cache", "err", err)
+		err = fmt.Errorf("%w: switchover to %s: the cache could not follow: %w", ErrRefused, req.target, err)
+		g.auditRefused(ctx, entry, err)
+		return err
+	}
+	g.log.Warn("switchover.accepted", "target", req.target, "by", req.by, "forced", req.force)
+	// The revoke's durable write carries the entry.
+	g.mu.Lock()
+	g.stored.Audit = store.AppendAudit(g.stored.Audit, entry)
+	g.mu.Unlock()
+	g.carryOut(ctx, d)
+	return nil
+}
+
+// confirmFence records a human's confirmation that req.target, the old
+// primary of the failover in flight (or a replica that may hold its
+// acknowledged writes), is dead.
+func (g *group) confirmFence(ctx context.Context, req request, servingSince time.Time, st sitepair.Persisted, entry store.AuditEntry) error {
+	next, err := sitepair.ConfirmFence(g.observed(servingSince), st, g.policy, req.target, entry.At, req.by)
+	if err != nil {
+		g.log.Warn("fence.confirmation_refused", "site", req.target, "by", req.by, "err", err)
+		err = fmt.Errorf("%w: %w", ErrRefused, err)
+		g.auditRefused(ctx, entry, err)
+		return err
+	}
+	// Recorded before the promotion it allows: a restarted daemon
+	// still knows a human took responsibility for the old primary.
+	if err := g.audited(ctx, next, entry); err != nil {
+		return err
+	}
+	if next.InFlight != nil && len(next.InFlight.LostHolders) > len(st.InFlight.LostHolders) {
+		g.log.Warn("ackholder.lost_confirmed_by_operator", "site", req.target, "by", req.by, "epoch", st.Epoch)
+		return nil
+	}
+	g.log.Warn("fence.confirmed_by_operator", "site", req.target, "by", req.by, "epoch", st.Epoch)
+	return nil
+}
+
+// startReclone records a human's reclone request (before anything touches
+// the site) and starts the copy in the background; ctx is the leadership
+// term's, so losing it stops the copy.
+func (g *group) startReclone(ctx context.Context, req request, obs sitepair.Observed, st sitepair.Persisted, entry store.AuditEntry) error {
+	refuse := func(err error) error {
+		g.log.Warn("reclone.refused", "site", req.target, "by", req.by, "err", err)
+		err = fmt.Errorf("%w: %w", ErrRefused, err)
+		g.auditRefused(ctx, entry, err)
+		return err
+	}
+	if why := g.recloneUnavailable(); why != "" {
+		return refuse(fmt.Errorf("reclone %s: %w: %s", req.target, ErrNoRecloneMethod, why))
+	}
+	// No server is read for a request the state refuses anyway (a failover
+	// in flight must not wait on a probe).
+	if err := sitepair.CheckReclone(obs, st, req.target, req.by); err != nil {
+		return refuse(err)
+	}
+	// Read now, not from the last round: a site holding transactions the
+	// donor lacks must not be wiped on a token that predates them.
+	probe := g.probeReclone(ctx, req.target, st.ActiveSite)
+	next, r, err := sitepair.StartReclone(obs, st, req.target, req.token, probe, entry.At, req.by)
+	if err != nil {
+		return refuse(err)
+	}
+	lost, _ := sitepair.RecloneDiscards(st, req.target, probe) // StartReclone compared them
+	if !lost.IsEmpty() {
+		entry.Result = fmt.Sprintf("%s: discarding what the donor %s lacks: %s", store.AuditAccepted, r.Donor, lost)
+	}
+	// Persisted first: a restarted daemon must keep a half-copied site out
+	// of every decision.
+	if err := g.audited(ctx, next, entry); err != nil {
+		return err
+	}
+	g.log.Warn("reclone.started", "site", req.target, "donor", r.Donor, "by", req.by, "discarded", lost.String())
+	g.runReclone(ctx, req.target, r.Donor)
+	return nil
+}
+
+// audited saves next with entry appended to the group's history.
+func (g *group) audited(ctx context.Context, next sitepair.Persisted, entry store.AuditEntry) error {
+	g.mu.Lock()
+	prev := g.stored
+	g.mu.Unlock()
+	prev.Audit = store.AppendAudit(prev.Audit, entry)
+	return g.save(ctx, next, prev, entry.At, "", "")
+}
+
+// auditRefused records a refused request in the history (best effort: the
+// refusal stands whether or not the record is written).
+func (g *group) auditRefused(ctx context.Context, entry store.AuditEntry, why error) {
+	entry.Result = "refused: " + why.Error()
+	g.mu.Lock()
+	st := g.state
+	g.mu.Unlock()
+	if err := g.audited(ctx, st, entry); err != nil {
+		g.log.Warn("audit.write_failed", "action", entry.Action, "err", err)
+	}
+}
