@@ -81,7 +81,7 @@ func (g *group) phase(name string, start time.Time) {
 // the promotion's first step.
 func (g *group) promotionStarted() {
 	g.mu.Lock()
-	f := g.state.InFlight
+	f := g.rec.InFlight
 	g.mu.Unlock()
 	if f != nil && !f.RevokedAt.IsZero() {
 		g.ev().PhaseDone(g.cfg.Name, "proof", g.now().Sub(f.RevokedAt))
@@ -99,15 +99,15 @@ func (g *group) promoted(d sitepair.Decision) {
 // or superseded by another daemon.
 func (g *group) failoverDone(d sitepair.Decision, err error) {
 	g.mu.Lock()
-	started := g.stored.InFlight
+	started := g.rec.progress
 	g.mu.Unlock()
 	kind := "failover"
 	if d.Planned {
 		kind = "switchover"
 	}
 	var took time.Duration
-	if started != nil && !started.StartedAt.IsZero() {
-		took = g.now().Sub(started.StartedAt)
+	if started != nil && !started.startedAt.IsZero() {
+		took = g.now().Sub(started.startedAt)
 	}
 	result := "promoted"
 	switch {

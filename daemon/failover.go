@@ -68,8 +68,8 @@ func (f *failoverRun) revoke(ctx context.Context) error {
 	// Lease and catch-up arithmetic starts once the revoke is durable and
 	// published (commit did both), not when it was decided.
 	g.mu.Lock()
-	if g.state.InFlight != nil {
-		g.state.InFlight.RevokedAt = later(g.state.InFlight.RevokedAt, g.now())
+	if g.rec.InFlight != nil {
+		g.rec.InFlight.RevokedAt = later(g.rec.InFlight.RevokedAt, g.now())
 	}
 	g.mu.Unlock()
 	f.log.Warn("epoch.revoked", "epoch", d.Epoch, "from", d.From, "to", d.Target, "planned", d.Planned, "reason", string(d.Reason))
@@ -103,7 +103,7 @@ func (f *failoverRun) fence(ctx context.Context) error {
 	g, d := f.g, f.d
 	err := f.fenceSites(ctx, d.Fence)
 	g.mu.Lock()
-	inf := g.state.InFlight
+	inf := g.rec.InFlight
 	g.mu.Unlock()
 	if inf != nil && inf.OperatorConfirmed != nil && slices.Contains(d.Fence, inf.From) {
 		// The old primary came back: a human's confirmation that it was
@@ -173,8 +173,8 @@ func (f *failoverRun) fenceSites(ctx context.Context, sites []string) error {
 			continue
 		}
 		g.mu.Lock()
-		g.fenced[s] = g.state.Epoch
-		oldPrimary := g.state.InFlight != nil && g.state.InFlight.From == s
+		g.fenced[s] = g.rec.Epoch
+		oldPrimary := g.rec.InFlight != nil && g.rec.InFlight.From == s
 		g.mu.Unlock()
 		g.ev().Fenced(f.cfg.Name, s, "daemon")
 		if oldPrimary {
@@ -269,7 +269,7 @@ func (f *failoverRun) promote(ctx context.Context) error {
 // waiting to be given back its writes if the target cannot catch up).
 func (f *failoverRun) drainTimeout() time.Duration {
 	f.g.mu.Lock()
-	planned := f.g.state.InFlight != nil && f.g.state.InFlight.Planned
+	planned := f.g.rec.InFlight != nil && f.g.rec.InFlight.Planned
 	f.g.mu.Unlock()
 	if planned {
 		return min(f.cfg.RelayDrainTimeout, f.cfg.MaxLagWait)
@@ -311,16 +311,16 @@ func (f *failoverRun) refuseLoss(ctx context.Context) error {
 func (f *failoverRun) retarget(ctx context.Context, target string) error {
 	g := f.g
 	g.mu.Lock()
-	st, prev := g.state, g.stored
+	next := g.rec
 	g.mu.Unlock()
-	if st.InFlight == nil || st.InFlight.To == target {
+	if next.InFlight == nil || next.InFlight.To == target {
 		return nil
 	}
-	inf := *st.InFlight
+	inf := *next.InFlight
 	was := inf.To
 	inf.To = target
-	st.InFlight = &inf
-	if err := g.save(ctx, st, prev, g.now(), "", ""); err != nil {
+	next.InFlight = &inf
+	if err := g.persist(ctx, next); err != nil {
 		return fmt.Errorf("record new target %s: %w", target, err)
 	}
 	f.log.Warn("failover.retargeted", "from", was, "to", target)
@@ -334,16 +334,16 @@ func (f *failoverRun) retarget(ctx context.Context, target string) error {
 func (f *failoverRun) publishPromotion(ctx context.Context) error {
 	g, d := f.g, f.d
 	g.mu.Lock()
-	st, prev := g.state, g.stored
+	next := g.rec
 	g.mu.Unlock()
-	if st.InFlight == nil {
+	if next.InFlight == nil {
 		return nil
 	}
-	inf := *st.InFlight
+	inf := *next.InFlight
 	if inf.PublishedTo != d.Target || inf.PublishedEpoch != d.Epoch {
 		inf.PublishedEpoch, inf.PublishedTo = d.Epoch, d.Target
-		st.InFlight = &inf
-		if err := g.save(ctx, st, prev, g.now(), StepPublished, ""); err != nil {
+		next.InFlight = &inf
+		if err := g.persist(ctx, next.stepped(StepPublished, "")); err != nil {
 			return fmt.Errorf("publish epoch %d naming %s: %w", d.Epoch, d.Target, err)
 		}
 	}

@@ -32,8 +32,8 @@ func TestPromotionStopsWhenTheStoreMovedOn(t *testing.T) {
 	if ops.has("b:writable") {
 		t.Fatalf("b made writable although another daemon promoted c: %v", ops)
 	}
-	if g.state.Epoch != 3 || g.state.ActiveSite != "c" {
-		t.Fatalf("state not reloaded: %+v", g.state)
+	if g.rec.Epoch != 3 || g.rec.ActiveSite != "c" {
+		t.Fatalf("state not reloaded: %+v", g.rec.Persisted)
 	}
 }
 
@@ -89,7 +89,7 @@ func TestRevokeTimeIsTakenAfterTheDurableWrite(t *testing.T) {
 	g.servers = &servers{group: cfg, conns: newConnections(func(context.Context, configs.Site) (Instance, error) {
 		return nil, errors.New("unreachable")
 	}, cfg.Sites), log: g.log}
-	g.state = sitepair.Persisted{Epoch: 1, ActiveSite: "a"}
+	g.rec.Persisted = sitepair.Persisted{Epoch: 1, ActiveSite: "a"}
 	g.obs = fixedObs{sitepair.Observed{Sites: []sitepair.SiteObservation{
 		{Name: "a", State: statemachine.ReadOnly}, {Name: "b", Index: 1, State: statemachine.ReadOnly},
 	}}}
@@ -99,7 +99,7 @@ func TestRevokeTimeIsTakenAfterTheDurableWrite(t *testing.T) {
 	if err := g.failover(d).revoke(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if ra := g.state.InFlight.RevokedAt; !ra.After(savedAt) {
+	if ra := g.rec.InFlight.RevokedAt; !ra.After(savedAt) {
 		t.Fatalf("RevokedAt %v is not after the durable write at %v", ra, savedAt)
 	}
 	// A new leader (or a restarted daemon) loading it: its own clock.
@@ -107,7 +107,7 @@ func TestRevokeTimeIsTakenAfterTheDurableWrite(t *testing.T) {
 	if err := g.load(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if ra := g.state.InFlight.RevokedAt; ra.Before(loadedAt) {
+	if ra := g.rec.InFlight.RevokedAt; ra.Before(loadedAt) {
 		t.Fatalf("after load RevokedAt %v is before the load at %v", ra, loadedAt)
 	}
 }
@@ -192,7 +192,7 @@ func TestPromotionPublishesBeforeWritable(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	if !ops.has("b:writable") || g.state.ActiveSite != "b" || g.state.Epoch != 3 {
-		t.Fatalf("after the sidecar caught up: ops %v, state %+v", ops, g.state)
+	if !ops.has("b:writable") || g.rec.ActiveSite != "b" || g.rec.Epoch != 3 {
+		t.Fatalf("after the sidecar caught up: ops %v, state %+v", ops, g.rec.Persisted)
 	}
 }

@@ -56,9 +56,8 @@ type group struct {
 	// step (the Step* names); the crash tests make it SIGKILL the process.
 	failpointHook func(step string)
 
-	mu        sync.Mutex // guards the fields below, read by status
-	stored    store.GroupState
-	state     sitepair.Persisted
+	mu        sync.Mutex        // guards the fields below, read by status
+	rec       record            // the persisted record, as last loaded or saved
 	fenced    map[string]uint64 // site → epoch at which its fence was read back
 	last      sitepair.Decision
 	decidedAt time.Time // when last was decided
@@ -140,7 +139,7 @@ type Round struct {
 // observations are not settled since the last action.
 func (g *group) decide(ctx context.Context, servingSince time.Time) (r Round, ok bool) {
 	g.mu.Lock()
-	st, barrier := g.state, g.barrier
+	st, barrier := g.rec.Persisted, g.barrier
 	g.mu.Unlock()
 	// Deciding on probes taken before our last action would, for instance,
 	// see a just-promoted primary as still read-only and act again.
@@ -151,7 +150,7 @@ func (g *group) decide(ctx context.Context, servingSince time.Time) (r Round, ok
 	if len(st.Recloning) > 0 {
 		g.interruptedReclones(ctx)
 		g.mu.Lock()
-		st = g.state
+		st = g.rec.Persisted
 		g.mu.Unlock()
 	}
 	o := g.observed(servingSince)

@@ -173,7 +173,7 @@ func TestPromotionStopsWhenLeadershipIsLost(t *testing.T) {
 		{Name: "b", Role: sitepair.PrimaryCandidate, Index: 1, State: statemachine.ReadOnly, ReplicatingFrom: "a", LagKnown: true, Executed: exec},
 		{Name: "c", Role: sitepair.PrimaryCandidate, Index: 2, State: statemachine.ReadOnly, ReplicatingFrom: "a", LagKnown: true, Executed: exec},
 	}}}
-	if d := sitepair.Decide(g.observed(time.Time{}), g.state, g.policy, g.now()); d.Action != sitepair.Promote {
+	if d := sitepair.Decide(g.observed(time.Time{}), g.rec.Persisted, g.policy, g.now()); d.Action != sitepair.Promote {
 		t.Fatalf("test setup: decision %s, want promote", d)
 	}
 	loop, stop := context.WithCancel(context.Background())

@@ -138,7 +138,7 @@ func (h *Harness) group(name string) *group {
 func (h *Harness) State() sitepair.Persisted {
 	h.g.mu.Lock()
 	defer h.g.mu.Unlock()
-	return h.g.state
+	return h.g.rec.Persisted
 }
 
 // Last is the last decision taken.

@@ -105,7 +105,7 @@ func TestLostSwitchoverTargetGivesTheSourceBack(t *testing.T) {
 	g.hooks = rec
 	g.actionTimeout = time.Minute
 	g.mu.Lock()
-	g.state.InFlight.Planned = true
+	g.rec.InFlight.Planned = true
 	g.fenced["a"] = 2 // the source's fence was read back at the revoked epoch
 	g.mu.Unlock()
 	// Past the deadline (maxLagWait, else the catch-up timeout).

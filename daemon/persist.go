@@ -1,9 +1,9 @@
 package daemon
 
-// The group's persisted record: loaded when a term starts, saved by every
-// action that changes it (commit), and by each step of a failover in
-// flight (step), always after checking that the store still holds what
-// this daemon last wrote.
+// The group's persisted record (record.go): loaded when a term starts,
+// saved whole by persist after every change, whether a decision (commit),
+// a step of a failover in flight (step, after checking that the store
+// still holds what this daemon last wrote) or an operator request.
 
 import (
 	"context"
@@ -15,7 +15,7 @@ import (
 	"github.com/failoverd/failoverd/store"
 )
 
-// load reads the persisted state. A group that was never saved starts at
+// load reads the persisted record. A group that was never saved starts at
 // epoch 0 with no active site: the first decision adopts the observed
 // primary rather than trusting in-memory defaults.
 func (g *group) load(ctx context.Context) error {
@@ -23,17 +23,17 @@ func (g *group) load(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("load state of group %s from %s: %w", g.cfg.Name, g.store.Describe(), err)
 	}
-	p, err := toPersisted(st, g.flavor)
+	r, err := toRecord(st, g.flavor)
 	if err != nil {
 		return fmt.Errorf("load state of group %s from %s: %w", g.cfg.Name, g.store.Describe(), err)
 	}
-	if p.InFlight != nil {
+	if r.InFlight != nil {
 		// The revoke time was written by another process (or another
 		// leader) on its own clock: measure every wait from ours.
-		p.InFlight.RevokedAt = later(p.InFlight.RevokedAt, g.now())
+		r.InFlight.RevokedAt = later(r.InFlight.RevokedAt, g.now())
 	}
 	g.mu.Lock()
-	g.stored, g.state = st, p
+	g.rec = r
 	g.mu.Unlock()
 	g.publish()
 	g.log.Info("state.loaded", "store", g.store.Describe(), "exists", st.Exists,
@@ -41,33 +41,27 @@ func (g *group) load(ctx context.Context) error {
 	return nil
 }
 
-// commit applies d to the persisted state, saves it durably and publishes
-// the new view. step/promotion record the progress of an
-// in-flight failover.
+// commit applies d to the persisted record and persists it. step/promotion
+// record the progress of an in-flight failover.
 func (g *group) commit(ctx context.Context, d sitepair.Decision, step, promotion string) error {
 	now := g.now()
 	g.mu.Lock()
-	next := sitepair.Apply(g.state, d, now)
-	prev := g.stored
+	next := g.rec.advance(g.cfg.Name, sitepair.Apply(g.rec.Persisted, d, now), now).stepped(step, promotion)
 	g.mu.Unlock()
-	return g.save(ctx, next, prev, now, step, promotion)
+	return g.persist(ctx, next)
 }
 
-func (g *group) save(ctx context.Context, next sitepair.Persisted, prev store.GroupState, now time.Time, step, promotion string) error {
-	st := fromPersisted(g.cfg.Name, next, prev, now)
+// persist saves next whole, durably, and publishes the new view. The
+// store refuses it (compare-and-swap) when it would lower the epoch or
+// replace another failover in flight.
+func (g *group) persist(ctx context.Context, next record) error {
+	st := toStore(g.cfg.Name, next)
 	st.UpdatedBy = g.identity
-	if st.InFlight != nil && step != "" {
-		st.InFlight.Step = step
-		st.InFlight.StepDone = true
-		if promotion != "" {
-			st.InFlight.PromotionGTID = promotion
-		}
-	}
 	if err := g.store.Save(ctx, st); err != nil {
 		return fmt.Errorf("persist group %s: %w", g.cfg.Name, err)
 	}
 	g.mu.Lock()
-	g.stored, g.state = st, next
+	g.rec = next
 	g.mu.Unlock()
 	g.publish()
 	return nil
@@ -81,9 +75,9 @@ func (g *group) step(ctx context.Context, name, promotion string) error {
 		return err
 	}
 	g.mu.Lock()
-	st, prev := g.state, g.stored
+	next := g.rec.stepped(name, promotion)
 	g.mu.Unlock()
-	if err := g.save(ctx, st, prev, g.now(), name, promotion); err != nil {
+	if err := g.persist(ctx, next); err != nil {
 		return err
 	}
 	g.failpoint(name)
@@ -106,16 +100,16 @@ func (g *group) checkStore(ctx context.Context) error {
 		return fmt.Errorf("group %s: re-read state before the next step: %w", g.cfg.Name, err)
 	}
 	g.mu.Lock()
-	mine := g.stored
+	mine := g.rec
 	g.mu.Unlock()
-	if cur.Epoch != mine.Epoch || inFlightID(cur) != inFlightID(mine) {
+	if cur.Epoch != mine.Epoch || inFlightID(cur) != mine.inFlightID() {
 		// Guards against a deposed leader finishing a failover another
 		// daemon has taken over or ended.
 		if lerr := g.load(ctx); lerr != nil {
 			g.log.Error("state.reload_failed", "err", lerr)
 		}
 		return fmt.Errorf("group %s: %w: stored epoch %d in flight %q, ours epoch %d in flight %q",
-			g.cfg.Name, ErrSuperseded, cur.Epoch, inFlightID(cur), mine.Epoch, inFlightID(mine))
+			g.cfg.Name, ErrSuperseded, cur.Epoch, inFlightID(cur), mine.Epoch, mine.inFlightID())
 	}
 	return nil
 }

@@ -45,9 +45,9 @@ func (p *publisher) get(group string) (view.Signed, bool) {
 // Routing and the cache only follow a completed promotion.
 func (g *group) publish() {
 	g.mu.Lock()
-	v := view.View{Group: g.cfg.Name, Epoch: g.state.Epoch, ActiveSite: g.state.ActiveSite, IssuedAt: g.now()}
+	v := view.View{Group: g.cfg.Name, Epoch: g.rec.Epoch, ActiveSite: g.rec.ActiveSite, IssuedAt: g.now()}
 	served := v
-	if f := g.state.InFlight; f != nil && f.PublishedTo != "" {
+	if f := g.rec.InFlight; f != nil && f.PublishedTo != "" {
 		served.Epoch, served.ActiveSite = f.PublishedEpoch, f.PublishedTo
 	}
 	g.mu.Unlock()

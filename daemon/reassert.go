@@ -33,7 +33,7 @@ func (g *group) reassert(ctx context.Context, d sitepair.Decision) error {
 // daemon may reconfigure (not operator-fenced, recloning or diverged).
 func (g *group) followers(primary string) []string {
 	g.mu.Lock()
-	st := g.state
+	st := g.rec.Persisted
 	g.mu.Unlock()
 	var out []string
 	for _, s := range g.obs.Observed().Sites {
@@ -59,7 +59,7 @@ func (g *group) followers(primary string) []string {
 // logged and the site stays reported as not following.
 func (g *group) restartStoppedReplicas(ctx context.Context, primary string) {
 	g.mu.Lock()
-	diverged := g.state.Diverged
+	diverged := g.rec.Diverged
 	g.mu.Unlock()
 	var stopped []string
 	for _, s := range g.obs.Observed().Sites {

@@ -88,8 +88,8 @@ func TestReassertRefusedWhenTheStoreMovedOn(t *testing.T) {
 			if ops.has("a:writable") {
 				t.Errorf("a made writable although another daemon promoted b at epoch 3: %v", ops)
 			}
-			if g.state.Epoch != 3 || g.state.ActiveSite != "b" {
-				t.Errorf("state not reloaded: %+v", g.state)
+			if g.rec.Epoch != 3 || g.rec.ActiveSite != "b" {
+				t.Errorf("state not reloaded: %+v", g.rec.Persisted)
 			}
 		})
 	}

@@ -117,7 +117,7 @@ func (g *group) recloneByPolicy(ctx, term context.Context, d sitepair.Decision) 
 	entry := store.AuditEntry{At: now, Action: kindReclone, Site: x.Site, By: sitepair.RecloneByPolicy,
 		Result: fmt.Sprintf("%s: discarding %d unacknowledged %s of the old primary: %s", store.AuditAccepted, x.Count, plural(x.Count), x.Set)}
 	g.mu.Lock()
-	next := sitepair.Apply(g.state, d, now)
+	next := sitepair.Apply(g.rec.Persisted, d, now)
 	g.mu.Unlock()
 	// Persisted first: a restarted daemon must keep a half-copied site out
 	// of every decision.
@@ -227,7 +227,7 @@ func (g *group) awaitRecloned(ctx context.Context, site string) error {
 			k.Kick()
 		}
 		g.mu.Lock()
-		active := g.state.ActiveSite
+		active := g.rec.ActiveSite
 		g.mu.Unlock()
 		var s, p *sitepair.SiteObservation
 		obs := g.obs.Observed()
@@ -260,7 +260,7 @@ func (g *group) awaitRecloned(ctx context.Context, site string) error {
 // finishReclone records a finished reclone job (in the loop).
 func (g *group) finishReclone(ctx context.Context, res recloneResult) {
 	g.mu.Lock()
-	st := g.state
+	st := g.rec.Persisted
 	delete(g.reclones, res.site)
 	g.mu.Unlock()
 	r, ok := st.Recloning[res.site]
@@ -283,7 +283,7 @@ func (g *group) finishReclone(ctx context.Context, res recloneResult) {
 // but no job of this daemon runs: its leader stopped or lost leadership.
 func (g *group) interruptedReclones(ctx context.Context) {
 	g.mu.Lock()
-	st := g.state
+	st := g.rec.Persisted
 	var stale []string
 	for site, r := range st.Recloning {
 		if r.Failed == "" && !g.reclones[site] {

@@ -124,7 +124,7 @@ func (g *group) handle(req request, lead func() (context.Context, time.Time, boo
 		return fmt.Errorf("%w: this daemon is not the leader", api.ErrNotLeader)
 	}
 	g.mu.Lock()
-	st := g.state
+	st := g.rec.Persisted
 	g.mu.Unlock()
 	entry := store.AuditEntry{At: g.now(), Action: req.kind, Site: req.target, By: req.by, Result: store.AuditAccepted}
 	switch req.kind {
@@ -164,7 +164,7 @@ func (g *group) switchover(ctx context.Context, req request, servingSince time.T
 	g.log.Warn("switchover.accepted", "target", req.target, "by", req.by, "forced", req.force)
 	// The revoke's durable write carries the entry.
 	g.mu.Lock()
-	g.stored.Audit = store.AppendAudit(g.stored.Audit, entry)
+	g.rec.audit = store.AppendAudit(g.rec.audit, entry)
 	g.mu.Unlock()
 	g.carryOut(ctx, d)
 	return nil
@@ -233,13 +233,14 @@ func (g *group) startReclone(ctx context.Context, req request, obs sitepair.Obse
 	return nil
 }
 
-// audited saves next with entry appended to the group's history.
+// audited persists the core's next state with entry appended to the
+// group's history.
 func (g *group) audited(ctx context.Context, next sitepair.Persisted, entry store.AuditEntry) error {
 	g.mu.Lock()
-	prev := g.stored
+	rec := g.rec.advance(g.cfg.Name, next, entry.At)
 	g.mu.Unlock()
-	prev.Audit = store.AppendAudit(prev.Audit, entry)
-	return g.save(ctx, next, prev, entry.At, "", "")
+	rec.audit = store.AppendAudit(rec.audit, entry)
+	return g.persist(ctx, rec)
 }
 
 // auditRefused records a refused request in the history (best effort: the
@@ -247,7 +248,7 @@ func (g *group) audited(ctx context.Context, next sitepair.Persisted, entry stor
 func (g *group) auditRefused(ctx context.Context, entry store.AuditEntry, why error) {
 	entry.Result = "refused: " + why.Error()
 	g.mu.Lock()
-	st := g.state
+	st := g.rec.Persisted
 	g.mu.Unlock()
 	if err := g.audited(ctx, st, entry); err != nil {
 		g.log.Warn("audit.write_failed", "action", entry.Action, "err", err)

@@ -29,7 +29,7 @@ func TestConfirmFenceAndAudit(t *testing.T) {
 		{Name: "b", Role: sitepair.PrimaryCandidate, State: statemachine.ReadOnly, LagKnown: true, IOStopped: true},
 		{Name: "c", Role: sitepair.PrimaryCandidate, State: statemachine.ReadOnly, LagKnown: true, IOStopped: true},
 	}}}
-	if d := sitepair.Decide(g.observed(t0), g.state, g.policy, g.now()); d.Reason != sitepair.ReasonAwaitFenceConfirmation {
+	if d := sitepair.Decide(g.observed(t0), g.rec.Persisted, g.policy, g.now()); d.Reason != sitepair.ReasonAwaitFenceConfirmation {
 		t.Fatalf("setup: decision %s (%s), want await-fence-confirmation", d.Reason, d.Message)
 	}
 
@@ -44,7 +44,7 @@ func TestConfirmFenceAndAudit(t *testing.T) {
 	if st.InFlight == nil || st.InFlight.FenceConfirmation == nil || st.InFlight.FenceConfirmation.By != "ann@ops" || st.InFlight.FenceConfirmation.Site != "a" {
 		t.Fatalf("confirmation not persisted: %+v", st.InFlight)
 	}
-	d := sitepair.Decide(g.observed(t0), g.state, g.policy, g.now())
+	d := sitepair.Decide(g.observed(t0), g.rec.Persisted, g.policy, g.now())
 	if d.Action != sitepair.Promote || d.FenceProof != sitepair.ProofOperatorConfirmed {
 		t.Fatalf("after the confirmation: %s %s proof %q, want promote on operator-confirmed", d.Action, d.Reason, d.FenceProof)
 	}

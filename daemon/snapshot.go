@@ -61,8 +61,9 @@ func (g *group) snapshot(now time.Time) status.Group {
 		o = g.observed(time.Time{})
 	}
 	g.mu.Lock()
-	st, stored, last, lastErr, decidedAt := g.state, g.stored, g.last, g.lastErr, g.decidedAt
+	rec, last, lastErr, decidedAt := g.rec, g.last, g.lastErr, g.decidedAt
 	g.mu.Unlock()
+	st, stored := rec.Persisted, toStore(g.cfg.Name, rec)
 	out := status.Group{
 		Name: g.cfg.Name, Engine: g.cfg.Engine, Fencing: g.cfg.FencingMode(),
 		Epoch: st.Epoch, ActiveSite: st.ActiveSite,

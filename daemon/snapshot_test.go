@@ -88,8 +88,8 @@ func TestSnapshotShowsTheDivergedCount(t *testing.T) {
 	g, _ := testGroup(t, ms, "b", clockAt(t0))
 	g.obs = fixedObs{}
 	g.mu.Lock()
-	g.state.Diverged = map[string]gtid.Set{"c": gtid.MustParse(gtid.MariaDB, "0-2-4")}
-	g.state.DivergedCount = map[string]uint64{"c": 1}
+	g.rec.Diverged = map[string]gtid.Set{"c": gtid.MustParse(gtid.MariaDB, "0-2-4")}
+	g.rec.DivergedCount = map[string]uint64{"c": 1}
 	g.mu.Unlock()
 	s := g.snapshot(t0)
 	if len(s.Diverged) != 1 || s.Diverged[0].Site != "c" || s.Diverged[0].Transactions != 1 || s.Diverged[0].GTID != "0-2-4" {
@@ -146,7 +146,7 @@ func TestSnapshotStatesTheRPO(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			g, _ := testGroup(t, newTestStore(t), "b", clockAt(t0))
 			g.mu.Lock()
-			g.state.ActiveSite, g.state.InFlight = "a", nil
+			g.rec.ActiveSite, g.rec.InFlight = "a", nil
 			g.mu.Unlock()
 			g.obs = fixedObs{o: sitepair.Observed{Sites: []sitepair.SiteObservation{
 				{Name: "a", Role: sitepair.PrimaryCandidate, State: statemachine.Writable, SemiSync: c.ss, LastReachableAt: c.seen},

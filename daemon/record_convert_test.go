@@ -14,22 +14,38 @@ import (
 
 var t0 = time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
 
+// loadCore is the core state the daemon holds after loading st.
+func loadCore(st store.GroupState, flavor gtid.Flavor) (sitepair.Persisted, error) {
+	r, err := toRecord(st, flavor)
+	return r.Persisted, err
+}
+
+// saveCore is what the daemon writes after loading prev and moving to the
+// core state p at now (a fixed-up load→advance→save cycle).
+func saveCore(group string, p sitepair.Persisted, prev store.GroupState, now time.Time) store.GroupState {
+	r, err := toRecord(prev, gtid.MariaDB)
+	if err != nil {
+		panic(err)
+	}
+	return toStore(group, r.advance(group, p, now))
+}
+
 // The store and the decision layer must agree on every field across a whole
 // failover: revoke (in flight), promote (history, promotion GTID).
 func TestStateRoundTripThroughAFailover(t *testing.T) {
 	st := store.GroupState{Group: "orders", Epoch: 1, ActiveSite: "a"}
-	p, err := toPersisted(st, gtid.MariaDB)
+	p, err := loadCore(st, gtid.MariaDB)
 	if err != nil {
 		t.Fatal(err)
 	}
 	revoke := sitepair.Decision{Action: sitepair.RevokeEpoch, Epoch: 2, From: "a", Target: "b"}
 	p = sitepair.Apply(p, revoke, t0)
-	st = fromPersisted("orders", p, st, t0)
+	st = saveCore("orders", p, st, t0)
 	if st.Epoch != 2 || st.ActiveSite != "" || st.InFlight == nil || st.InFlight.RevokedEpoch != 2 || st.InFlight.Kind != kindFailover || !st.InFlight.RevokedAt.Equal(t0) {
 		t.Fatalf("after revoke: %+v in flight %+v", st, st.InFlight)
 	}
 	st.InFlight.Step = StepPromotionRecorded // executor bookkeeping survives a reload
-	back, err := toPersisted(st, gtid.MariaDB)
+	back, err := loadCore(st, gtid.MariaDB)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,12 +54,12 @@ func TestStateRoundTripThroughAFailover(t *testing.T) {
 	}
 	promo := gtid.MustParse(gtid.MariaDB, "0-1-42")
 	p = sitepair.Apply(back, sitepair.Decision{Action: sitepair.Promote, Epoch: 3, From: "a", Target: "b", PromotionGTID: promo}, t0.Add(time.Second))
-	st = fromPersisted("orders", p, st, t0.Add(time.Second))
+	st = saveCore("orders", p, st, t0.Add(time.Second))
 	lf := st.LastFailover
 	if st.Epoch != 3 || st.ActiveSite != "b" || st.InFlight != nil || lf == nil || lf.From != "a" || lf.To != "b" || lf.PromotionGTID != "0-1-42" || len(st.History) != 1 {
 		t.Fatalf("after promote: %+v last %+v", st, lf)
 	}
-	again, err := toPersisted(st, gtid.MariaDB)
+	again, err := loadCore(st, gtid.MariaDB)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,7 +73,7 @@ func TestStateRoundTripThroughAFailover(t *testing.T) {
 // goes with it, and a set recorded before counts were kept loads without.
 func TestStateKeepsTheDivergedCount(t *testing.T) {
 	st := store.GroupState{Group: "orders", Epoch: 3, ActiveSite: "b", Diverged: map[string]string{"old": "0-2-9"}}
-	p, err := toPersisted(st, gtid.MariaDB)
+	p, err := loadCore(st, gtid.MariaDB)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,11 +83,11 @@ func TestStateKeepsTheDivergedCount(t *testing.T) {
 	mark := sitepair.Decision{Action: sitepair.MarkDiverged, Target: "b",
 		Diverged: []sitepair.Divergence{{Site: "a", Set: gtid.MustParse(gtid.MariaDB, "0-2-4"), Count: 1}}}
 	p = sitepair.Apply(p, mark, t0)
-	st = fromPersisted("orders", p, st, t0)
+	st = saveCore("orders", p, st, t0)
 	if want := map[string]uint64{"a": 1}; !reflect.DeepEqual(st.DivergedCount, want) || st.Diverged["a"] != "0-2-4" || st.Diverged["old"] != "0-2-9" {
 		t.Fatalf("stored diverged %v counts %v, want counts %v", st.Diverged, st.DivergedCount, want)
 	}
-	back, err := toPersisted(st, gtid.MariaDB)
+	back, err := loadCore(st, gtid.MariaDB)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,22 +95,22 @@ func TestStateKeepsTheDivergedCount(t *testing.T) {
 		t.Fatalf("reloaded %+v, want %+v", back, p)
 	}
 	delete(st.Diverged, "a") // a human reconciled a
-	back, err = toPersisted(st, gtid.MariaDB)
+	back, err = loadCore(st, gtid.MariaDB)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, ok := back.DivergedCount["a"]; ok || len(back.Diverged) != 1 {
 		t.Fatalf("after clearing a: diverged %v counts %v", back.Diverged, back.DivergedCount)
 	}
-	if again := fromPersisted("orders", back, st, t0); again.DivergedCount != nil {
+	if again := saveCore("orders", back, st, t0); again.DivergedCount != nil {
 		t.Fatalf("saved counts %v for no counted site", again.DivergedCount)
 	}
 }
 
 func TestStoredGTIDThatDoesNotParseIsAnError(t *testing.T) {
 	st := store.GroupState{Group: "orders", Epoch: 3, ActiveSite: "b", Diverged: map[string]string{"c": "not a gtid"}}
-	if _, err := toPersisted(st, gtid.MariaDB); !errors.Is(err, gtid.ErrParse) {
-		t.Fatalf("toPersisted: %v, want a gtid parse error", err)
+	if _, err := toRecord(st, gtid.MariaDB); !errors.Is(err, gtid.ErrParse) {
+		t.Fatalf("toRecord: %v, want a gtid parse error", err)
 	}
 }
 
@@ -105,12 +121,12 @@ func TestStoredGTIDThatDoesNotParseIsAnError(t *testing.T) {
 func TestStateKeepsTheFenceConfirmationAndTheAudit(t *testing.T) {
 	audit := store.AppendAudit(nil, store.AuditEntry{At: t0, Action: store.AuditSwitchover, Site: "c", By: "carol", Result: "refused: a failover is in flight"})
 	st := store.GroupState{Group: "orders", Epoch: 1, ActiveSite: "a", Audit: audit}
-	p, err := toPersisted(st, gtid.MariaDB)
+	p, err := loadCore(st, gtid.MariaDB)
 	if err != nil {
 		t.Fatal(err)
 	}
 	p = sitepair.Apply(p, sitepair.Decision{Action: sitepair.RevokeEpoch, Epoch: 2, From: "a", Target: "b"}, t0)
-	st = fromPersisted("orders", p, st, t0)
+	st = saveCore("orders", p, st, t0)
 	obs := sitepair.Observed{Sites: []sitepair.SiteObservation{
 		{Name: "a", Role: sitepair.PrimaryCandidate, State: statemachine.Unreachable},
 		{Name: "b", Role: sitepair.PrimaryCandidate, Index: 1, State: statemachine.ReadOnly, ReplicatingFrom: "a", LagKnown: true},
@@ -123,12 +139,12 @@ func TestStateKeepsTheFenceConfirmationAndTheAudit(t *testing.T) {
 		t.Fatal(err)
 	}
 	st.Audit = store.AppendAudit(st.Audit, store.AuditEntry{At: at, Action: store.AuditConfirmFence, Site: "a", By: "alice", Result: store.AuditAccepted})
-	st = fromPersisted("orders", p, st, at)
+	st = saveCore("orders", p, st, at)
 	want := store.FenceConfirmation{Site: "a", Epoch: 2, At: at, By: "alice"}
 	if st.InFlight == nil || st.InFlight.ID != "orders-2" || st.InFlight.FenceConfirmation == nil || *st.InFlight.FenceConfirmation != want || len(st.Audit) != 2 {
 		t.Fatalf("after the confirmation: %+v in flight %+v", st, st.InFlight)
 	}
-	back, err := toPersisted(st, gtid.MariaDB)
+	back, err := loadCore(st, gtid.MariaDB)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,13 +156,13 @@ func TestStateKeepsTheFenceConfirmationAndTheAudit(t *testing.T) {
 		t.Fatalf("after the confirmation: %s, want a promotion on %s", d, sitepair.ProofOperatorConfirmed)
 	}
 	p = sitepair.Apply(back, d, at.Add(time.Second))
-	st = fromPersisted("orders", p, st, at.Add(time.Second))
+	st = saveCore("orders", p, st, at.Add(time.Second))
 	lf := st.LastFailover
 	if lf == nil || lf.From != "a" || lf.To != "b" || lf.Proof != string(sitepair.ProofOperatorConfirmed) || lf.FenceConfirmation == nil || *lf.FenceConfirmation != want ||
 		st.InFlight != nil || len(st.Audit) != 2 {
 		t.Fatalf("after the promotion: %+v last %+v", st, lf)
 	}
-	again, err := toPersisted(st, gtid.MariaDB)
+	again, err := loadCore(st, gtid.MariaDB)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -154,7 +170,7 @@ func TestStateKeepsTheFenceConfirmationAndTheAudit(t *testing.T) {
 		t.Fatalf("reloaded history: proof %q confirmation %+v", again.LastFailoverProof, again.LastFailoverConfirmation)
 	}
 	// The record is not rewritten by later saves of the same failover.
-	if st2 := fromPersisted("orders", again, st, at.Add(time.Hour)); !reflect.DeepEqual(st2.LastFailover, lf) {
+	if st2 := saveCore("orders", again, st, at.Add(time.Hour)); !reflect.DeepEqual(st2.LastFailover, lf) {
 		t.Fatalf("a later save rewrote the record: %+v, want %+v", st2.LastFailover, lf)
 	}
 }
@@ -164,14 +180,14 @@ func TestStateKeepsTheFenceConfirmationAndTheAudit(t *testing.T) {
 func TestStateWithoutProofLoads(t *testing.T) {
 	st := store.GroupState{Group: "orders", Epoch: 3, ActiveSite: "b",
 		LastFailover: &store.Failover{Kind: kindFailover, From: "a", To: "b", At: t0, Epoch: 3, PromotionGTID: "0-1-42"}}
-	p, err := toPersisted(st, gtid.MariaDB)
+	p, err := loadCore(st, gtid.MariaDB)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if p.LastFailoverProof != "" || p.LastFailoverConfirmation != nil {
 		t.Fatalf("loaded proof %q confirmation %+v, want none", p.LastFailoverProof, p.LastFailoverConfirmation)
 	}
-	if back := fromPersisted("orders", p, st, t0.Add(time.Hour)); !reflect.DeepEqual(back.LastFailover, st.LastFailover) || back.Audit != nil {
+	if back := saveCore("orders", p, st, t0.Add(time.Hour)); !reflect.DeepEqual(back.LastFailover, st.LastFailover) || back.Audit != nil {
 		t.Fatalf("saved back %+v audit %v", back.LastFailover, back.Audit)
 	}
 }
@@ -181,17 +197,17 @@ func TestStateWithoutProofLoads(t *testing.T) {
 // a restarted daemon still promotes on it, and the next revoke drops it.
 func TestStateKeepsLostHolderConfirmations(t *testing.T) {
 	st := store.GroupState{Group: "orders", Epoch: 1, ActiveSite: "a"}
-	p, err := toPersisted(st, gtid.MariaDB)
+	p, err := loadCore(st, gtid.MariaDB)
 	if err != nil {
 		t.Fatal(err)
 	}
 	p = sitepair.Apply(p, sitepair.Decision{Action: sitepair.RevokeEpoch, Epoch: 2, From: "a", Target: "b"}, t0)
 	p.InFlight.LostHolders = []sitepair.FenceConfirmation{{Site: "c", Epoch: 2, At: t0.Add(time.Minute), By: "alice"}}
-	st = fromPersisted("orders", p, st, t0.Add(time.Minute))
+	st = saveCore("orders", p, st, t0.Add(time.Minute))
 	if f := st.InFlight; f == nil || len(f.LostHolders) != 1 || f.LostHolders[0] != (store.FenceConfirmation{Site: "c", Epoch: 2, At: t0.Add(time.Minute), By: "alice"}) {
 		t.Fatalf("stored in flight %+v", st.InFlight)
 	}
-	back, err := toPersisted(st, gtid.MariaDB)
+	back, err := loadCore(st, gtid.MariaDB)
 	if err != nil {
 		t.Fatal(err)
 	}
