@@ -372,7 +372,7 @@ func TestReturningOldPrimaryWithErrantWriteStaysFenced(t *testing.T) {
 // fail over to site1, then brings site0 back with one errant write while no
 // daemon watches, restarts the daemon and waits until site0 is marked
 // diverged. The daemon is started with the admin account for reclone hooks.
-func divergeOldPrimary(t *testing.T, g *group) groupStatus {
+func divergeOldPrimary(t testing.TB, g *group) groupStatus {
 	t.Helper()
 	var err error
 	g.startDaemon()
@@ -393,6 +393,7 @@ func divergeOldPrimary(t *testing.T, g *group) groupStatus {
 	// While no daemon watches, the old primary comes back and takes one
 	// write nobody else has (an operator's, by hand, through read_only).
 	g.stopDaemon()
+	g.note("restart site0")
 	if err := g.topo.Sites[0].Restart(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -402,6 +403,7 @@ func divergeOldPrimary(t *testing.T, g *group) groupStatus {
 	if err != nil && !strings.Contains(err.Error(), "Error 1062") { // 1062: an earlier attempt committed but its answer was lost
 		t.Fatalf("errant write on site0: %v", err)
 	}
+	g.note("errant write on site0 by hand")
 	// A reclone hook logs in as the admin account (root has no TCP login here).
 	g.startDaemon("RECLONE_USER="+testenv.AdminUser, "RECLONE_PASSWORD_FILE="+filepath.Join(g.dir, "admin.pw"))
 	g.waitFor("site0 marked diverged", 30*time.Second, func() bool {

@@ -48,10 +48,12 @@ var moreScenarios []scenario
 
 // scenarioRun is one scenario's group, load and verdict inputs.
 type scenarioRun struct {
-	t    *testing.T
-	e    testenv.Engine // of every site
-	g    *group
-	load *testenv.WriteLoad
+	t *scenarioT
+	e testenv.Engine // of every site
+	g *group
+	// elected are the daemons of an elected scenario (r.g one of them).
+	elected []*group
+	load    *testenv.WriteLoad
 	// final is the index of the site that must hold every acknowledged
 	// write at the end (the final primary).
 	final   int
@@ -111,6 +113,7 @@ func (r *scenarioRun) begin(o groupOptions) {
 // a client one second before it tries the next site.
 func (r *scenarioRun) startLoad() {
 	r.t.Helper()
+	r.g.note("write load started")
 	r.load = testenv.StartWriteLoad(r.t, testenv.AppDSNs(r.g.topo.Sites...), testenv.WriteLoadOptions{Workers: 1, Timeout: time.Second})
 	r.load.WaitForAcks(r.t, 20, 20*time.Second)
 }
@@ -189,7 +192,7 @@ func (r *scenarioRun) nobodyWritable(d time.Duration) {
 func (r *scenarioRun) beginElected(viaProxy bool, n int, env ...string) (*testenv.EtcdCluster, []*group, *testenv.Proxy) {
 	r.t.Helper()
 	c, ds, px := electedGroup(r.t, r.e, viaProxy, n, env...)
-	r.g = ds[0]
+	r.g, r.elected = ds[0], ds
 	r.g.waitHealthy("site0", 30*time.Second)
 	r.startLoad()
 	return c, ds, px
@@ -353,11 +356,26 @@ func (r *scenarioRun) finish(name string, started time.Time) {
 		// What the operator saw, in order (the last daemon's decisions).
 		r.t.Logf("decisions: %s", strings.Join(compactReasons(r.g.decisionsAfter("")), " > "))
 	}
-	if v.outcome == "" {
-		v.outcome = "failed"
-	}
 	v.ok = !r.t.Failed()
+	if !v.ok {
+		// The first failure is the reason (later ones follow from it);
+		// the evidence lines after the verdict give them all.
+		reason := "no failure message recorded, see the test log"
+		if rs := r.t.reasons(); len(rs) > 0 {
+			// A wait's status dump is in the evidence, not the verdict.
+			reason, _, _ = strings.Cut(rs[0], "; status: {")
+			reason = shortLine(reason)
+		}
+		if v.outcome == "" {
+			v.outcome = "failed: " + reason
+		} else {
+			v.outcome += "; failed: " + reason
+		}
+	}
 	fmt.Println(v.line())
+	if !v.ok || printEvidence() {
+		r.evidence(name, started)
+	}
 	verdictsMu.Lock()
 	verdicts = append(verdicts, v)
 	verdictsMu.Unlock()
@@ -376,7 +394,7 @@ func TestScenarios(t *testing.T) {
 	testenv.ForEachEngine(t, func(t *testing.T, e testenv.Engine) {
 		for _, sc := range append(scenarios(), moreScenarios...) {
 			t.Run(sc.name, func(t *testing.T) {
-				r := &scenarioRun{t: t, e: e, overlapFrom: -1}
+				r := &scenarioRun{t: &scenarioT{T: t}, e: e, overlapFrom: -1}
 				begun := time.Now()
 				defer r.finish(string(e)+"/"+sc.name, begun)
 				sc.run(r)
@@ -491,11 +509,13 @@ func scenarios() []scenario {
 			st, i := r.promoted("site0")
 			r.g.waitFor("site2 follows site1", 30*time.Second, func() bool { return r.g.follows(r.g.topo.Sites[2], r.g.topo.Sites[1]) })
 			r.resumes()
+			r.g.note("restart site0")
 			if err := r.g.topo.Sites[0].Restart(r.t.Context()); err != nil {
 				r.t.Fatal(err)
 			}
 			// As a my.cnf with read_only=OFF would bring it back.
 			r.adminExec(0, "SET GLOBAL read_only = OFF")
+			r.g.note("site0 read_only=OFF by hand")
 			r.g.waitFor("the returning old primary fenced", 20*time.Second, func() bool { return readOnly(r.t, r.g.topo.Sites[0]) == "1" })
 			reasons := r.g.decisionsAfter(`"msg":"failover.promoted"`)
 			fence := "?"
