@@ -147,6 +147,20 @@ func (r *scenarioRun) promoted(from string) (groupStatus, int) {
 	return st, siteIndex(st.ActiveSite)
 }
 
+// following waits until the third site of a three-site group, neither
+// site0 nor the promoted site i, replicates from i, and returns its index.
+// Either replica may be promoted: the one whose set covers the other's,
+// which is site2 when it received a commit site1 had not yet when site0
+// died (semi-sync waits for one acknowledgement).
+func (r *scenarioRun) following(i int) int {
+	r.t.Helper()
+	third := 3 - i
+	r.g.waitFor(fmt.Sprintf("site%d follows site%d", third, i), 30*time.Second, func() bool {
+		return r.g.follows(r.g.topo.Sites[third], r.g.topo.Sites[i])
+	})
+	return third
+}
+
 // waitReason waits until the daemon's decision is reason and returns the
 // status.
 func (r *scenarioRun) waitReason(reason string, timeout time.Duration) groupStatus {
@@ -488,58 +502,33 @@ func scenarios() []scenario {
 		{"flapping-primary-cooldown", func(r *scenarioRun) {
 			r.begin(groupOptions{sites: 3})
 			r.g.kill(0)
-			first, _ := r.promoted("site0")
-			r.g.waitFor("site2 follows site1", 30*time.Second, func() bool { return r.g.follows(r.g.topo.Sites[2], r.g.topo.Sites[1]) })
+			first, i := r.promoted("site0")
+			third := r.following(i)
 			r.resumes()
-			r.g.kill(1)
+			r.g.kill(i)
 			st := r.waitReason("cooldown", 30*time.Second)
 			r.nobodyWritable(2 * time.Second)
 			// The operator's way out: a forced switchover.
-			if code, body := r.g.post("/v1/groups/orders/switchover?target=site2&force=true"); code != 202 {
+			if code, body := r.g.post(fmt.Sprintf("/v1/groups/orders/switchover?target=site%d&force=true", third)); code != 202 {
 				r.t.Fatalf("forced switchover: %d %s", code, body)
 			}
-			r.g.expectSolePrimary("site2")
+			r.g.expectSolePrimary(fmt.Sprintf("site%d", third))
 			r.resumes()
-			r.final, r.overlapFrom = 2, 1
-			r.outcome = fmt.Sprintf("%s; second loss reason=%s class=%s not failed over; forced switchover ->site2", failoverOutcome(first), st.Reason, st.Class)
+			r.final, r.overlapFrom = third, i
+			r.outcome = fmt.Sprintf("%s; second loss reason=%s class=%s not failed over; forced switchover ->site%d", failoverOutcome(first), st.Reason, st.Class, third)
 		}},
-		{"old-primary-returns-writable", func(r *scenarioRun) {
-			r.begin(groupOptions{sites: 3})
-			r.g.kill(0)
-			st, i := r.promoted("site0")
-			r.g.waitFor("site2 follows site1", 30*time.Second, func() bool { return r.g.follows(r.g.topo.Sites[2], r.g.topo.Sites[1]) })
-			r.resumes()
-			r.g.note("restart site0")
-			if err := r.g.topo.Sites[0].Restart(r.t.Context()); err != nil {
-				r.t.Fatal(err)
-			}
-			// As a my.cnf with read_only=OFF would bring it back.
-			r.adminExec(0, "SET GLOBAL read_only = OFF")
-			r.g.note("site0 read_only=OFF by hand")
-			r.g.waitFor("the returning old primary fenced", 20*time.Second, func() bool { return readOnly(r.t, r.g.topo.Sites[0]) == "1" })
-			reasons := r.g.decisionsAfter(`"msg":"failover.promoted"`)
-			fence := "?"
-			for _, rs := range reasons {
-				if strings.HasPrefix(rs, "split-brain") || strings.HasPrefix(rs, "fence") {
-					fence = rs
-					break
-				}
-			}
-			fate := r.oldPrimaryFate(i)
-			r.g.expectSolePrimary(st.ActiveSite)
-			r.final, r.outcome = i, fmt.Sprintf("%s; site0 back writable, fenced reason=%s, %s", failoverOutcome(st), fence, fate)
-		}},
+		{"old-primary-returns-writable", func(r *scenarioRun) { oldPrimaryReturnsWritable(r, false) }},
 		{"old-primary-returns-errant", func(r *scenarioRun) {
 			r.newGroup(groupOptions{sites: 3})
 			r.startLoad() // site0 is writable before the daemon starts
-			st := divergeOldPrimary(r.t, r.g)
+			st, i := divergeOldPrimary(r.t, r.g)
 			r.resumes()
 			time.Sleep(time.Second)
-			if readOnly(r.t, r.g.topo.Sites[0]) != "1" || r.g.follows(r.g.topo.Sites[0], r.g.topo.Sites[1]) {
+			if readOnly(r.t, r.g.topo.Sites[0]) != "1" || r.g.follows(r.g.topo.Sites[0], r.g.topo.Sites[i]) {
 				r.t.Fatal("the diverged old primary is writable or rejoined")
 			}
 			s0, _ := st.Site("site0")
-			r.final = 1
+			r.final, r.overlapFrom = i, 0
 			r.outcome = fmt.Sprintf("site0 diverged transactions=%d recovery=%s reason=%s, stays fenced", st.Diverged[0].Transactions, s0.Recovery, st.Reason)
 		}},
 		{"old-primary-back-after-new-died", func(r *scenarioRun) {
@@ -981,6 +970,68 @@ func scenarios() []scenario {
 			r.outcome = fmt.Sprintf("nothing promoted while the state cannot be written (reason=%s lastError=%q); once writable: %s", st.Reason, shortLine(strings.ReplaceAll(st.LastError, r.g.dir+"/", "")), failoverOutcome(done))
 		}},
 	}
+}
+
+// oldPrimaryReturnsWritable: the primary site0 is killed, a replica is
+// promoted, then site0 restarts and is made writable (as a my.cnf with
+// read_only=OFF would bring it back): it must be fenced, then rejoin or be
+// marked diverged, and acknowledge no write meanwhile. site2Ahead stops
+// site1's receiver before the kill, so site2 holds commits site1 lacks and
+// is the one promoted (the race that made the catalogue flake when the
+// scenario assumed site1).
+func oldPrimaryReturnsWritable(r *scenarioRun, site2Ahead bool) {
+	r.begin(groupOptions{sites: 3})
+	if site2Ahead {
+		r.adminExec(1, "STOP REPLICA IO_THREAD")
+		r.g.note("site1's receiver stopped by hand")
+		r.load.WaitForAcks(r.t, len(r.load.Acks())+5, 20*time.Second) // acknowledged by site2 alone
+	}
+	r.g.kill(0)
+	if site2Ahead {
+		r.adminExec(1, "START REPLICA IO_THREAD")
+	}
+	st, i := r.promoted("site0")
+	r.following(i)
+	r.resumes()
+	r.g.note("restart site0")
+	if err := r.g.topo.Sites[0].Restart(r.t.Context()); err != nil {
+		r.t.Fatal(err)
+	}
+	// As a my.cnf with read_only=OFF would bring it back.
+	r.adminExec(0, "SET GLOBAL read_only = OFF")
+	r.g.note("site0 read_only=OFF by hand")
+	r.g.waitFor("the returning old primary fenced", 20*time.Second, func() bool { return readOnly(r.t, r.g.topo.Sites[0]) == "1" })
+	reasons := r.g.decisionsAfter(`"msg":"failover.promoted"`)
+	fence := "?"
+	for _, rs := range reasons {
+		if strings.HasPrefix(rs, "split-brain") || strings.HasPrefix(rs, "fence") {
+			fence = rs
+			break
+		}
+	}
+	fate := r.oldPrimaryFate(i)
+	r.g.expectSolePrimary(st.ActiveSite)
+	r.final, r.overlapFrom = i, 0
+	r.outcome = fmt.Sprintf("%s; site0 back writable, fenced reason=%s, %s", failoverOutcome(st), fence, fate)
+}
+
+// The catalogue's old-primary-returns-writable when site2, not site1, is
+// promoted (it received commits site1 lacks). Before the harness waited for
+// the promoted site instead of site1, this failed as the catalogue did:
+// "timed out after 30s waiting for site2 follows site1", acks ~5,000,
+// lost "?", 33 s.
+func TestOldPrimaryReturnsWritableAfterSite2Promoted(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts real servers")
+	}
+	testenv.ForEachEngine(t, func(t *testing.T, e testenv.Engine) {
+		r := &scenarioRun{t: &scenarioT{T: t}, e: e, overlapFrom: -1}
+		defer r.finish(string(e)+"/old-primary-returns-writable-site2-promoted", time.Now())
+		oldPrimaryReturnsWritable(r, true)
+		if r.final != 2 {
+			t.Fatalf("site%d promoted, want site2 (site1's receiver was stopped)", r.final)
+		}
+	})
 }
 
 // compactReasons drops consecutive repeats.
