@@ -88,7 +88,7 @@ sim: ## deterministic simulation: SIM_SEEDS seeded fault histories (default 1000
 .PHONY: scenarios
 scenarios: deps ## the real-server fault-scenario catalogue (test/e2e TestScenarios, ~2 min): one verdict line per scenario, then the table
 	@set -o pipefail; rc=0; \
-	  $(GO) test -count=1 -timeout 20m -run '^TestScenarios$$' -v ./test/e2e/ | grep -E '^(scenario |\||--- FAIL|FAIL|ok |PASS)' || rc=$$?; \
+	  $(GO) test -count=1 -timeout 20m -run '^TestScenarios$$' -v ./test/e2e/ | grep -E '^(scenario |evidence |\||--- FAIL|FAIL|ok |PASS)' || rc=$$?; \
 	  ./scripts/leftovers || rc=1; exit $$rc
 
 clean:

@@ -68,6 +68,18 @@ type group struct {
 	cacheMove *status.CacheSwitchover // the last planned switchover's cache move
 	reclones  map[string]bool         // sites whose reclone job runs in this daemon
 	recloned  chan recloneResult      // finished reclone jobs
+	// restarts are the replicas a re-assert may still have to start again
+	// once they are seen back (restartPendingReplicas).
+	restarts pendingRestarts
+}
+
+// pendingRestarts are the replicas a re-assert of primary at epoch has not
+// yet seen back: each is restarted once it answers with its replication
+// stopped, or dropped once seen otherwise.
+type pendingRestarts struct {
+	primary string
+	epoch   uint64
+	sites   []string
 }
 
 // kicker asks for a probe of every site now (the poller-backed Observations).
@@ -126,6 +138,7 @@ func (g *group) round(ctx context.Context, servingSince time.Time) {
 	if r, ok := g.decide(ctx, servingSince); ok {
 		g.carryOut(ctx, r.Decision)
 	}
+	g.restartPendingReplicas(ctx)
 }
 
 // Round is one decision of a group's loop with its inputs.

@@ -94,3 +94,73 @@ func TestReassertRefusedWhenTheStoreMovedOn(t *testing.T) {
 		})
 	}
 }
+
+// A re-assert may come before the replicas are back (a total loss whose
+// sites return one by one: the recorded primary is re-asserted as soon as
+// it answers read-only, a replica never made writable does not block it).
+// Each replica is restarted once it is seen back with its replication
+// stopped; one seen replicating is left alone from then on (an operator
+// may stop it), and a later epoch ends the restarts. Before the fix the
+// restart ran once, at the re-assert, and the replicas that came back
+// later stayed stopped for ever (the e2e total-loss scenario, mysql,
+// waited 45 s on degraded-not-following).
+func TestReassertRestartsReplicasThatComeBackLater(t *testing.T) {
+	cfg := configs.Group{Name: "g", Engine: configs.EngineMySQL,
+		Sites: []configs.Site{{Name: "a", MySQL: configs.MySQLEndpoint{Address: "10.0.0.1:3306"}}, {Name: "b"}, {Name: "c"}, {Name: "d"}}}
+	ops := &opLog{}
+	exec := gtid.MustParse(gtid.MariaDB, "0-1-10")
+	dial := func(_ context.Context, s configs.Site) (Instance, error) {
+		return fakeInstance{site: s.Name, log: ops, executed: exec}, nil
+	}
+	ms := newTestStore(t, store.GroupState{Group: "g", Epoch: 2, ActiveSite: "a"})
+	g := &group{cfg: cfg, flavor: gtid.MariaDB, policy: sitepair.DefaultPolicy(), store: ms, pub: &publisher{}, now: clockAt(t0),
+		log: slog.New(slog.DiscardHandler), fenced: map[string]uint64{}, pace: livePacer{}, sidecars: newSidecars(cfg)}
+	g.servers = &servers{group: cfg, conns: newConnections(dial, cfg.Sites), log: g.log, secret: func() (string, error) { return "pw", nil }}
+	if err := g.load(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	site := func(name string, i int, st statemachine.State, ioStopped bool) sitepair.SiteObservation {
+		s := sitepair.SiteObservation{Name: name, Index: i, State: st, Executed: exec}
+		if st == statemachine.ReadOnly && i > 0 {
+			s.ReplicatingFrom, s.IOStopped = "a", ioStopped
+		}
+		return s
+	}
+	observe := func(b, c, d sitepair.SiteObservation) {
+		g.obs = fixedObs{sitepair.Observed{Sites: []sitepair.SiteObservation{site("a", 0, statemachine.Writable, false), b, c, d}}}
+	}
+	g.obs = fixedObs{sitepair.Observed{Sites: []sitepair.SiteObservation{
+		site("a", 0, statemachine.ReadOnly, false),
+		site("b", 1, statemachine.Unreachable, false),
+		site("c", 2, statemachine.Unreachable, false),
+		site("d", 3, statemachine.Unreachable, false),
+	}}}
+	d := sitepair.Decision{Action: sitepair.ReassertPrimary, Reason: sitepair.ReasonReassertPrimary, Target: "a", Epoch: 3}
+	if err := g.act(t.Context(), t.Context(), d); err != nil {
+		t.Fatal(err)
+	}
+	if ops.has("b:repoint") || ops.has("c:repoint") || ops.has("d:repoint") {
+		t.Fatalf("ops %v: an unreachable replica repointed", ops)
+	}
+	// b comes back stopped, c comes back replicating, d is still away.
+	observe(site("b", 1, statemachine.ReadOnly, true), site("c", 2, statemachine.ReadOnly, false), site("d", 3, statemachine.Unreachable, false))
+	g.restartPendingReplicas(t.Context())
+	if !ops.has("b:repoint") {
+		t.Fatalf("ops %v: b, back with its replication stopped, not restarted", ops)
+	}
+	// An operator stops c afterwards: that is theirs, not the loss's.
+	observe(site("b", 1, statemachine.ReadOnly, false), site("c", 2, statemachine.ReadOnly, true), site("d", 3, statemachine.Unreachable, false))
+	g.restartPendingReplicas(t.Context())
+	if ops.has("c:repoint") {
+		t.Errorf("ops %v: c, seen replicating after the re-assert, restarted after an operator stopped it", ops)
+	}
+	// Another epoch (a failover meanwhile): d is none of this re-assert's business.
+	g.mu.Lock()
+	g.rec.Epoch = 4
+	g.mu.Unlock()
+	observe(site("b", 1, statemachine.ReadOnly, false), site("c", 2, statemachine.ReadOnly, true), site("d", 3, statemachine.ReadOnly, true))
+	g.restartPendingReplicas(t.Context())
+	if ops.has("d:repoint") {
+		t.Errorf("ops %v: d restarted for a re-assert a later epoch superseded", ops)
+	}
+}

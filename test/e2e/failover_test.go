@@ -31,11 +31,18 @@ func killPrimaryUnderLoad(t *testing.T, e testenv.Engine, sites int) {
 	load.WaitForAcks(t, 50, 20*time.Second)
 
 	g.kill(0)
-	st := g.expectSolePrimary("site1")
+	// Either replica of three may be promoted: the one whose set covers the
+	// other's (site2 when it received a commit site1 had not yet).
+	n := g.promotedFrom("site0")
+	name := fmt.Sprintf("site%d", n)
+	st, err := g.status()
+	if err != nil {
+		t.Fatal(err)
+	}
 	if st.Epoch != first.Epoch+2 {
 		t.Errorf("epoch %d after failover, want %d (revoke + promote)", st.Epoch, first.Epoch+2)
 	}
-	g.waitHealthyOrDegraded("site1")
+	g.waitHealthyOrDegraded(name)
 	// The decisions after the promotion account for it: no false alarm
 	// while the new primary's writable probes are still being counted.
 	for _, r := range g.decisionsAfter(`"msg":"failover.promoted"`) {
@@ -46,26 +53,29 @@ func killPrimaryUnderLoad(t *testing.T, e testenv.Engine, sites int) {
 	before := len(load.Acked())
 	load.WaitForAcks(t, before+50, 30*time.Second) // writes resume on the new primary
 	load.Stop()
-	if missing := load.Missing(t, g.topo.Sites[1].AppDB(t)); len(missing) > 0 {
+	if missing := load.Missing(t, g.topo.Sites[n].AppDB(t)); len(missing) > 0 {
 		t.Fatalf("%d acknowledged writes missing on the new primary: %v", len(missing), missing[:min(len(missing), 10)])
 	}
-	for _, r := range g.topo.Sites[2:] {
-		g.waitFor(r.Name+" follows site1", 30*time.Second, func() bool { return g.follows(r, g.topo.Sites[1]) })
+	for i, r := range g.topo.Sites {
+		if i == 0 || i == n {
+			continue
+		}
+		g.waitFor(r.Name+" follows "+name, 30*time.Second, func() bool { return g.follows(r, g.topo.Sites[n]) })
 		if missing := load.Missing(t, r.AppDB(t)); len(missing) > 0 {
 			// Give replication a moment to apply the tail of the load.
 			g.waitFor(r.Name+" has every acknowledged write", 20*time.Second, func() bool { return len(load.Missing(t, r.AppDB(t))) == 0 })
 		}
 	}
 	if g.caches != nil {
-		// The cache follows the MySQL primary: site1's Redis is the master,
-		// every other cache replicates from it.
-		g.waitFor("cache follows site1", 30*time.Second, func() bool {
-			if g.caches[1].Info(t, "replication")["role"] != "master" {
+		// The cache follows the MySQL primary: its site's Redis is the
+		// master, every other cache replicates from it.
+		g.waitFor("cache follows "+name, 30*time.Second, func() bool {
+			if g.caches[n].Info(t, "replication")["role"] != "master" {
 				return false
 			}
 			for i, c := range g.caches {
 				info := c.Info(t, "replication")
-				if i != 1 && (info["role"] != "slave" || info["master_port"] != fmt.Sprint(g.caches[1].Port)) {
+				if i != n && (info["role"] != "slave" || info["master_port"] != fmt.Sprint(g.caches[n].Port)) {
 					return false
 				}
 			}
@@ -73,7 +83,7 @@ func killPrimaryUnderLoad(t *testing.T, e testenv.Engine, sites int) {
 		})
 	}
 	saved := g.stateFile()
-	if saved.ActiveSite != "site1" || saved.LastFailover == nil || saved.LastFailover.From != "site0" || saved.LastFailover.PromotionGTID == "" {
+	if saved.ActiveSite != name || saved.LastFailover == nil || saved.LastFailover.From != "site0" || saved.LastFailover.PromotionGTID == "" {
 		t.Errorf("persisted state after failover: %+v (last failover %+v)", saved, saved.LastFailover)
 	}
 }
@@ -315,7 +325,8 @@ func TestReturningOldPrimaryWithErrantWriteStaysFenced(t *testing.T) {
 			cfg = "    reclone:\n      timeout: 2m\n"
 		}
 		g := newGroup(t, groupOptions{engine: e, sites: 3, extraConfig: cfg})
-		st := divergeOldPrimary(t, g)
+		st, i := divergeOldPrimary(t, g)
+		newSite := fmt.Sprintf("site%d", i)
 		if d := st.Diverged[0]; d.Transactions != 1 || d.GTID == "" {
 			t.Fatalf("divergence %+v, want exactly 1 transaction and its set", d)
 		}
@@ -326,11 +337,11 @@ func TestReturningOldPrimaryWithErrantWriteStaysFenced(t *testing.T) {
 		if ro := readOnly(t, g.topo.Sites[0]); ro != "1" {
 			t.Fatalf("the diverged old primary is writable (read_only=%s)", ro)
 		}
-		if g.follows(g.topo.Sites[0], g.topo.Sites[1]) {
+		if g.follows(g.topo.Sites[0], g.topo.Sites[i]) {
 			t.Fatal("the diverged old primary was rejoined")
 		}
-		if w := g.writable(); len(w) != 1 || w[0] != "site1" {
-			t.Fatalf("writable sites %v, want only site1", w)
+		if w := g.writable(); len(w) != 1 || w[0] != newSite {
+			t.Fatalf("writable sites %v, want only %s", w, newSite)
 		}
 
 		// Reclone: the token repeats the start of the divergent set.
@@ -349,13 +360,13 @@ func TestReturningOldPrimaryWithErrantWriteStaysFenced(t *testing.T) {
 			t.Fatalf("reclone: exit %d\n%s%s\n%s", code, out, errOut, g.logs.String())
 		}
 		g.waitFor("site0 rejoined with the primary's rows", 30*time.Second, func() bool {
-			return g.follows(g.topo.Sites[0], g.topo.Sites[1]) &&
-				g.topo.Sites[0].QueryString(t, "SELECT COUNT(*) FROM app.errant_back") == g.topo.Sites[1].QueryString(t, "SELECT COUNT(*) FROM app.errant_back")
+			return g.follows(g.topo.Sites[0], g.topo.Sites[i]) &&
+				g.topo.Sites[0].QueryString(t, "SELECT COUNT(*) FROM app.errant_back") == g.topo.Sites[i].QueryString(t, "SELECT COUNT(*) FROM app.errant_back")
 		})
 		if n := g.topo.Sites[0].QueryString(t, "SELECT COUNT(*) FROM app.errant_back WHERE id = 99"); n != "0" {
 			t.Fatal("the errant write survived the reclone")
 		}
-		g.topo.Sites[1].Exec(t, "INSERT INTO app.errant_back VALUES (101)")
+		g.topo.Sites[i].Exec(t, "INSERT INTO app.errant_back VALUES (101)")
 		g.waitFor("site0 replicates new writes", 15*time.Second, func() bool {
 			return g.topo.Sites[0].QueryString(t, "SELECT COUNT(*) FROM app.errant_back WHERE id = 101") == "1"
 		})
@@ -385,7 +396,7 @@ func TestReturningOldPrimaryWithErrantWriteStaysFenced(t *testing.T) {
 // fail over to site1, then brings site0 back with one errant write while no
 // daemon watches, restarts the daemon and waits until site0 is marked
 // diverged. The daemon is started with the admin account for reclone hooks.
-func divergeOldPrimary(t *testing.T, g *group) groupStatus {
+func divergeOldPrimary(t testing.TB, g *group) (groupStatus, int) {
 	t.Helper()
 	var err error
 	g.startDaemon()
@@ -395,17 +406,28 @@ func divergeOldPrimary(t *testing.T, g *group) groupStatus {
 		g.topo.Sites[0].Exec(t, "INSERT INTO app.errant_back VALUES (?)", i)
 	}
 	g.waitFor("replicas caught up", 10*time.Second, func() bool {
-		return g.topo.Sites[1].QueryString(t, "SELECT COUNT(*) FROM app.errant_back") == "5"
+		// Not QueryString: until site1 applied the CREATE TABLE the query
+		// fails (1146), which is "not yet", not a failure.
+		var n int
+		err := g.topo.Sites[1].AdminDB(t).QueryRow("SELECT COUNT(*) FROM app.errant_back").Scan(&n)
+		return err == nil && n == 5
 	})
 	g.kill(0)
-	g.expectSolePrimary("site1")
-	// site2 must replicate from the new primary before the old one is back:
-	// one still pointed at site0 would receive its errant write as well.
-	g.waitFor("site2 follows site1", 30*time.Second, func() bool { return g.follows(g.topo.Sites[2], g.topo.Sites[1]) })
-	g.topo.Sites[1].Exec(t, "INSERT INTO app.errant_back VALUES (100)") // the new primary moves on
+	// Either replica may be promoted: under a write load site2 may have
+	// received a commit site1 had not when site0 died.
+	newIdx := g.promotedFrom("site0")
+	// The other replica must replicate from the new primary before the old
+	// one is back: one still pointed at site0 would receive its errant
+	// write as well.
+	third := 3 - newIdx
+	g.waitFor(fmt.Sprintf("site%d follows site%d", third, newIdx), 30*time.Second, func() bool {
+		return g.follows(g.topo.Sites[third], g.topo.Sites[newIdx])
+	})
+	g.topo.Sites[newIdx].Exec(t, "INSERT INTO app.errant_back VALUES (100)") // the new primary moves on
 	// While no daemon watches, the old primary comes back and takes one
 	// write nobody else has (an operator's, by hand, through read_only).
 	g.stopDaemon()
+	g.note("restart site0")
 	if err := g.topo.Sites[0].Restart(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -415,6 +437,7 @@ func divergeOldPrimary(t *testing.T, g *group) groupStatus {
 	if err != nil && !strings.Contains(err.Error(), "Error 1062") { // 1062: an earlier attempt committed but its answer was lost
 		t.Fatalf("errant write on site0: %v", err)
 	}
+	g.note("errant write on site0 by hand")
 	// A reclone hook logs in as the admin account (root has no TCP login here).
 	g.startDaemon("RECLONE_USER="+testenv.AdminUser, "RECLONE_PASSWORD_FILE="+filepath.Join(g.dir, "admin.pw"))
 	g.waitFor("site0 marked diverged", 30*time.Second, func() bool {
@@ -425,7 +448,21 @@ func divergeOldPrimary(t *testing.T, g *group) groupStatus {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return st
+	return st, newIdx
+}
+
+// promotedFrom waits until a site other than from is the settled active
+// site and the only writable one, and returns its index.
+func (g *group) promotedFrom(from string) int {
+	g.t.Helper()
+	name := ""
+	g.waitFor("a replica promoted", failoverTimeout, func() bool {
+		s, err := g.status()
+		name = s.ActiveSite
+		return err == nil && name != "" && name != from && s.InFlight == nil
+	})
+	g.expectSolePrimary(name)
+	return siteIndex(name)
 }
 
 // A diverged site a human repairs by hand (here: re-seeded from the primary
@@ -435,29 +472,29 @@ func divergeOldPrimary(t *testing.T, g *group) groupStatus {
 func TestDivergedSiteRepairedByHandRejoins(t *testing.T) {
 	testenv.ForEachEngine(t, func(t *testing.T, e testenv.Engine) {
 		g := newGroup(t, groupOptions{engine: e, sites: 3})
-		divergeOldPrimary(t, g)
+		_, i := divergeOldPrimary(t, g)
 		if e == testenv.MySQL {
-			cloneByHand(t, g.topo.Sites[0], g.topo.Sites[1])
+			cloneByHand(t, g.topo.Sites[0], g.topo.Sites[i])
 		} else {
 			hook, err := filepath.Abs("testdata/reclone-mariadb-dump.sh")
 			if err != nil {
 				t.Fatal(err)
 			}
-			cmd := exec.Command("bash", hook, "site0", "site1")
+			cmd := exec.Command("bash", hook, "site0", fmt.Sprintf("site%d", i))
 			cmd.Env = append(os.Environ(), "RECLONE_USER="+testenv.AdminUser, "RECLONE_PASSWORD_FILE="+filepath.Join(g.dir, "admin.pw"),
-				"FAILOVERD_SITE_ADDRESS="+g.topo.Sites[0].Addr(), "FAILOVERD_DONOR_ADDRESS="+g.topo.Sites[1].Addr())
+				"FAILOVERD_SITE_ADDRESS="+g.topo.Sites[0].Addr(), "FAILOVERD_DONOR_ADDRESS="+g.topo.Sites[i].Addr())
 			if out, err := cmd.CombinedOutput(); err != nil {
 				t.Fatalf("repair by hand: %v\n%s", err, out)
 			}
 		}
 		g.waitFor("the divergence cleared and site0 rejoined", 30*time.Second, func() bool {
 			st, err := g.status()
-			return err == nil && len(st.Diverged) == 0 && g.follows(g.topo.Sites[0], g.topo.Sites[1])
+			return err == nil && len(st.Diverged) == 0 && g.follows(g.topo.Sites[0], g.topo.Sites[i])
 		})
 		if !strings.Contains(g.logs.String(), "divergence-repaired") {
 			t.Error("the daemon's log does not name the divergence-repaired decision")
 		}
-		g.topo.Sites[1].Exec(t, "INSERT INTO app.errant_back VALUES (102)")
+		g.topo.Sites[i].Exec(t, "INSERT INTO app.errant_back VALUES (102)")
 		g.waitFor("site0 replicates new writes", 15*time.Second, func() bool {
 			return g.topo.Sites[0].QueryString(t, "SELECT COUNT(*) FROM app.errant_back WHERE id = 102") == "1"
 		})

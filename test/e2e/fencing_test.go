@@ -134,12 +134,14 @@ func (g *group) waitSidecarsRenewed() {
 // to the daemon and its peers and theirs to it. Clients still reach it.
 func (g *group) isolate(i int) {
 	g.t.Helper()
+	g.note("isolate site%d", i)
 	g.eachLink(i, (*testenv.Proxy).Blackhole)
 }
 
 // reconnect restores every link isolate cut.
 func (g *group) reconnect(i int) {
 	g.t.Helper()
+	g.note("reconnect site%d", i)
 	g.eachLink(i, (*testenv.Proxy).Restore)
 }
 
@@ -162,6 +164,7 @@ func (g *group) eachLink(i int, fn func(*testenv.Proxy)) {
 // pause SIGSTOPs site i's mysqld (a hung server or host).
 func (g *group) pause(i int) {
 	g.t.Helper()
+	g.note("pause site%d", i)
 	if err := g.topo.Sites[i].Pause(); err != nil {
 		g.t.Fatalf("pause site%d: %v", i, err)
 	}

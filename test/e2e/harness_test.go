@@ -81,6 +81,11 @@ type group struct {
 	exited chan struct{}
 	// logTee, when set, also receives the daemon's output (the playground's log file).
 	logTee io.Writer
+	// pastLogs are the outputs of the daemons started before the current
+	// one; events the faults and steps noted (the evidence of a failure).
+	pastLogs []*lockedBuffer
+	evMu     sync.Mutex
+	events   []groupEvent
 }
 
 type groupOptions struct {
@@ -359,6 +364,9 @@ func (g *group) startDaemon(env ...string) {
 	defer g.mu.Unlock()
 	cmd := exec.Command(binary, "run", "-c", g.config, "--log-format", "json")
 	cmd.Env = append(os.Environ(), env...)
+	if g.logs != nil {
+		g.pastLogs = append(g.pastLogs, g.logs)
+	}
 	g.logs = &lockedBuffer{tee: g.logTee}
 	cmd.Stdout, cmd.Stderr = g.logs, g.logs
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
@@ -369,6 +377,7 @@ func (g *group) startDaemon(env ...string) {
 	exited := make(chan struct{})
 	g.exited = exited
 	go func() { _ = cmd.Wait(); close(exited) }()
+	g.note("daemon started %s", strings.Join(env, " "))
 	g.waitFor("daemon answers /healthz", 15*time.Second, answersHealthz(g.listen))
 }
 
@@ -392,6 +401,7 @@ func (g *group) stopDaemon() {
 	if g.cmd == nil {
 		return
 	}
+	g.note("daemon stopped")
 	_ = g.cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-g.exited:
@@ -545,6 +555,7 @@ func (g *group) waitHealthy(site string, timeout time.Duration) groupStatus {
 // kill SIGKILLs site i's server (mariadbd or mysqld).
 func (g *group) kill(i int) {
 	g.t.Helper()
+	g.note("kill site%d", i)
 	if err := g.topo.Sites[i].Kill(); err != nil {
 		g.t.Fatalf("kill site%d: %v", i, err)
 	}

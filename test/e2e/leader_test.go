@@ -70,7 +70,7 @@ func TestLeaderElection(t *testing.T) {
 
 // createRoutingObjects creates the Service the daemon flips and one Node per
 // site (followers never create Services or Nodes).
-func createRoutingObjects(t *testing.T, k *testenv.Kube, sites int) {
+func createRoutingObjects(t testing.TB, k *testenv.Kube, sites int) {
 	t.Helper()
 	cs := k.Clientset(t)
 	ctx := context.Background()
@@ -87,12 +87,12 @@ func createRoutingObjects(t *testing.T, k *testenv.Kube, sites int) {
 	}
 }
 
-func serviceSelects(t *testing.T, k *testenv.Kube, site string) bool {
+func serviceSelects(t testing.TB, k *testenv.Kube, site string) bool {
 	svc, err := k.Clientset(t).CoreV1().Services("default").Get(context.Background(), "mysql-primary", metav1.GetOptions{})
 	return err == nil && svc.Spec.Selector["site"] == site && len(svc.Spec.Selector) == 1
 }
 
-func standby(t *testing.T, k *testenv.Kube, site string) bool {
+func standby(t testing.TB, k *testenv.Kube, site string) bool {
 	n, err := k.Clientset(t).CoreV1().Nodes().Get(context.Background(), "node-"+site, metav1.GetOptions{})
 	if err != nil {
 		return false
@@ -105,7 +105,7 @@ func standby(t *testing.T, k *testenv.Kube, site string) bool {
 	return false
 }
 
-func dnsTargets(t *testing.T, k *testenv.Kube) string {
+func dnsTargets(t testing.TB, k *testenv.Kube) string {
 	obj, err := k.Dynamic(t).Resource(testenv.DNSEndpointGVR).Namespace("default").Get(context.Background(), "orders-db", metav1.GetOptions{})
 	if err != nil {
 		return ""

@@ -21,7 +21,7 @@ const routingInterval = "    routingReconcileInterval: 1s\n"
 // createRouted creates in k what a deploy would: the Service mysql-primary
 // (selector site0, a user label and annotation failoverd must keep) and one
 // Node per listed site (followers never create Services or Nodes).
-func createRouted(t *testing.T, k *testenv.Kube, sites ...int) {
+func createRouted(t testing.TB, k *testenv.Kube, sites ...int) {
 	t.Helper()
 	ctx := context.Background()
 	cs := k.Clientset(t)

@@ -48,10 +48,12 @@ var moreScenarios []scenario
 
 // scenarioRun is one scenario's group, load and verdict inputs.
 type scenarioRun struct {
-	t    *testing.T
-	e    testenv.Engine // of every site
-	g    *group
-	load *testenv.WriteLoad
+	t *scenarioT
+	e testenv.Engine // of every site
+	g *group
+	// elected are the daemons of an elected scenario (r.g one of them).
+	elected []*group
+	load    *testenv.WriteLoad
 	// final is the index of the site that must hold every acknowledged
 	// write at the end (the final primary).
 	final   int
@@ -111,6 +113,7 @@ func (r *scenarioRun) begin(o groupOptions) {
 // a client one second before it tries the next site.
 func (r *scenarioRun) startLoad() {
 	r.t.Helper()
+	r.g.note("write load started")
 	r.load = testenv.StartWriteLoad(r.t, testenv.AppDSNs(r.g.topo.Sites...), testenv.WriteLoadOptions{Workers: 1, Timeout: time.Second})
 	r.load.WaitForAcks(r.t, 20, 20*time.Second)
 }
@@ -142,6 +145,20 @@ func (r *scenarioRun) promoted(from string) (groupStatus, int) {
 		r.t.Fatalf("writable sites %v after the failover, want [%s]", w, st.ActiveSite)
 	}
 	return st, siteIndex(st.ActiveSite)
+}
+
+// following waits until the third site of a three-site group, neither
+// site0 nor the promoted site i, replicates from i, and returns its index.
+// Either replica may be promoted: the one whose set covers the other's,
+// which is site2 when it received a commit site1 had not yet when site0
+// died (semi-sync waits for one acknowledgement).
+func (r *scenarioRun) following(i int) int {
+	r.t.Helper()
+	third := 3 - i
+	r.g.waitFor(fmt.Sprintf("site%d follows site%d", third, i), 30*time.Second, func() bool {
+		return r.g.follows(r.g.topo.Sites[third], r.g.topo.Sites[i])
+	})
+	return third
 }
 
 // waitReason waits until the daemon's decision is reason and returns the
@@ -189,7 +206,7 @@ func (r *scenarioRun) nobodyWritable(d time.Duration) {
 func (r *scenarioRun) beginElected(viaProxy bool, n int, env ...string) (*testenv.EtcdCluster, []*group, *testenv.Proxy) {
 	r.t.Helper()
 	c, ds, px := electedGroup(r.t, r.e, viaProxy, n, env...)
-	r.g = ds[0]
+	r.g, r.elected = ds[0], ds
 	r.g.waitHealthy("site0", 30*time.Second)
 	r.startLoad()
 	return c, ds, px
@@ -353,11 +370,26 @@ func (r *scenarioRun) finish(name string, started time.Time) {
 		// What the operator saw, in order (the last daemon's decisions).
 		r.t.Logf("decisions: %s", strings.Join(compactReasons(r.g.decisionsAfter("")), " > "))
 	}
-	if v.outcome == "" {
-		v.outcome = "failed"
-	}
 	v.ok = !r.t.Failed()
+	if !v.ok {
+		// The first failure is the reason (later ones follow from it);
+		// the evidence lines after the verdict give them all.
+		reason := "no failure message recorded, see the test log"
+		if rs := r.t.reasons(); len(rs) > 0 {
+			// A wait's status dump is in the evidence, not the verdict.
+			reason, _, _ = strings.Cut(rs[0], "; status: {")
+			reason = shortLine(reason)
+		}
+		if v.outcome == "" {
+			v.outcome = "failed: " + reason
+		} else {
+			v.outcome += "; failed: " + reason
+		}
+	}
 	fmt.Println(v.line())
+	if !v.ok || printEvidence() {
+		r.evidence(name, started)
+	}
 	verdictsMu.Lock()
 	verdicts = append(verdicts, v)
 	verdictsMu.Unlock()
@@ -376,7 +408,7 @@ func TestScenarios(t *testing.T) {
 	testenv.ForEachEngine(t, func(t *testing.T, e testenv.Engine) {
 		for _, sc := range append(scenarios(), moreScenarios...) {
 			t.Run(sc.name, func(t *testing.T) {
-				r := &scenarioRun{t: t, e: e, overlapFrom: -1}
+				r := &scenarioRun{t: &scenarioT{T: t}, e: e, overlapFrom: -1}
 				begun := time.Now()
 				defer r.finish(string(e)+"/"+sc.name, begun)
 				sc.run(r)
@@ -470,64 +502,41 @@ func scenarios() []scenario {
 		{"flapping-primary-cooldown", func(r *scenarioRun) {
 			r.begin(groupOptions{sites: 3})
 			r.g.kill(0)
-			first, _ := r.promoted("site0")
-			r.g.waitFor("site2 follows site1", 30*time.Second, func() bool { return r.g.follows(r.g.topo.Sites[2], r.g.topo.Sites[1]) })
+			first, i := r.promoted("site0")
+			third := r.following(i)
 			r.resumes()
-			r.g.kill(1)
+			r.g.kill(i)
 			st := r.waitReason("cooldown", 30*time.Second)
 			r.nobodyWritable(2 * time.Second)
 			// The operator's way out: a forced switchover.
-			if code, body := r.g.post("/v1/groups/orders/switchover?target=site2&force=true"); code != 202 {
+			if code, body := r.g.post(fmt.Sprintf("/v1/groups/orders/switchover?target=site%d&force=true", third)); code != 202 {
 				r.t.Fatalf("forced switchover: %d %s", code, body)
 			}
 			// site0 is still dead and may, for all the daemon knows, hold
-			// the only copy of a write site1 acknowledged: the operator
-			// gives it up.
+			// the only copy of a write the second primary acknowledged: the
+			// operator gives it up.
 			held := r.waitReason("ack-holder-unreachable", failoverTimeout)
 			if code, out, errOut := r.g.cli("confirm-fence", "orders", "site0", "--token-file", filepath.Join(r.g.dir, "api.token")); code != 0 {
 				r.t.Fatalf("confirm-fence of the lost site0: exit %d\n%s%s", code, out, errOut)
 			}
-			r.g.expectSolePrimary("site2")
+			r.g.expectSolePrimary(fmt.Sprintf("site%d", third))
 			r.resumes()
-			r.final, r.overlapFrom = 2, 1
-			r.outcome = fmt.Sprintf("%s; second loss reason=%s class=%s not failed over; forced switchover ->site2, waited %s until site0 was confirmed lost",
-				failoverOutcome(first), st.Reason, st.Class, held.Reason)
+			r.final, r.overlapFrom = third, i
+			r.outcome = fmt.Sprintf("%s; second loss reason=%s class=%s not failed over; forced switchover ->site%d, waited %s until site0 was confirmed lost",
+				failoverOutcome(first), st.Reason, st.Class, third, held.Reason)
 		}},
-		{"old-primary-returns-writable", func(r *scenarioRun) {
-			r.begin(groupOptions{sites: 3})
-			r.g.kill(0)
-			st, i := r.promoted("site0")
-			r.g.waitFor("site2 follows site1", 30*time.Second, func() bool { return r.g.follows(r.g.topo.Sites[2], r.g.topo.Sites[1]) })
-			r.resumes()
-			if err := r.g.topo.Sites[0].Restart(r.t.Context()); err != nil {
-				r.t.Fatal(err)
-			}
-			// As a my.cnf with read_only=OFF would bring it back.
-			r.adminExec(0, "SET GLOBAL read_only = OFF")
-			r.g.waitFor("the returning old primary fenced", 20*time.Second, func() bool { return readOnly(r.t, r.g.topo.Sites[0]) == "1" })
-			reasons := r.g.decisionsAfter(`"msg":"failover.promoted"`)
-			fence := "?"
-			for _, rs := range reasons {
-				if strings.HasPrefix(rs, "split-brain") || strings.HasPrefix(rs, "fence") {
-					fence = rs
-					break
-				}
-			}
-			fate := r.oldPrimaryFate(i)
-			r.g.expectSolePrimary(st.ActiveSite)
-			r.final, r.outcome = i, fmt.Sprintf("%s; site0 back writable, fenced reason=%s, %s", failoverOutcome(st), fence, fate)
-		}},
+		{"old-primary-returns-writable", func(r *scenarioRun) { oldPrimaryReturnsWritable(r, false) }},
 		{"old-primary-returns-errant", func(r *scenarioRun) {
 			r.newGroup(groupOptions{sites: 3})
 			r.startLoad() // site0 is writable before the daemon starts
-			st := divergeOldPrimary(r.t, r.g)
+			st, i := divergeOldPrimary(r.t, r.g)
 			r.resumes()
 			time.Sleep(time.Second)
-			if readOnly(r.t, r.g.topo.Sites[0]) != "1" || r.g.follows(r.g.topo.Sites[0], r.g.topo.Sites[1]) {
+			if readOnly(r.t, r.g.topo.Sites[0]) != "1" || r.g.follows(r.g.topo.Sites[0], r.g.topo.Sites[i]) {
 				r.t.Fatal("the diverged old primary is writable or rejoined")
 			}
 			s0, _ := st.Site("site0")
-			r.final = 1
+			r.final, r.overlapFrom = i, 0
 			r.outcome = fmt.Sprintf("site0 diverged transactions=%d recovery=%s reason=%s, stays fenced", st.Diverged[0].Transactions, s0.Recovery, st.Reason)
 		}},
 		{"old-primary-back-after-new-died", func(r *scenarioRun) {
@@ -969,6 +978,68 @@ func scenarios() []scenario {
 			r.outcome = fmt.Sprintf("nothing promoted while the state cannot be written (reason=%s lastError=%q); once writable: %s", st.Reason, shortLine(strings.ReplaceAll(st.LastError, r.g.dir+"/", "")), failoverOutcome(done))
 		}},
 	}
+}
+
+// oldPrimaryReturnsWritable: the primary site0 is killed, a replica is
+// promoted, then site0 restarts and is made writable (as a my.cnf with
+// read_only=OFF would bring it back): it must be fenced, then rejoin or be
+// marked diverged, and acknowledge no write meanwhile. site2Ahead stops
+// site1's receiver before the kill, so site2 holds commits site1 lacks and
+// is the one promoted (the race that made the catalogue flake when the
+// scenario assumed site1).
+func oldPrimaryReturnsWritable(r *scenarioRun, site2Ahead bool) {
+	r.begin(groupOptions{sites: 3})
+	if site2Ahead {
+		r.adminExec(1, "STOP REPLICA IO_THREAD")
+		r.g.note("site1's receiver stopped by hand")
+		r.load.WaitForAcks(r.t, len(r.load.Acks())+5, 20*time.Second) // acknowledged by site2 alone
+	}
+	r.g.kill(0)
+	if site2Ahead {
+		r.adminExec(1, "START REPLICA IO_THREAD")
+	}
+	st, i := r.promoted("site0")
+	r.following(i)
+	r.resumes()
+	r.g.note("restart site0")
+	if err := r.g.topo.Sites[0].Restart(r.t.Context()); err != nil {
+		r.t.Fatal(err)
+	}
+	// As a my.cnf with read_only=OFF would bring it back.
+	r.adminExec(0, "SET GLOBAL read_only = OFF")
+	r.g.note("site0 read_only=OFF by hand")
+	r.g.waitFor("the returning old primary fenced", 20*time.Second, func() bool { return readOnly(r.t, r.g.topo.Sites[0]) == "1" })
+	reasons := r.g.decisionsAfter(`"msg":"failover.promoted"`)
+	fence := "?"
+	for _, rs := range reasons {
+		if strings.HasPrefix(rs, "split-brain") || strings.HasPrefix(rs, "fence") {
+			fence = rs
+			break
+		}
+	}
+	fate := r.oldPrimaryFate(i)
+	r.g.expectSolePrimary(st.ActiveSite)
+	r.final, r.overlapFrom = i, 0
+	r.outcome = fmt.Sprintf("%s; site0 back writable, fenced reason=%s, %s", failoverOutcome(st), fence, fate)
+}
+
+// The catalogue's old-primary-returns-writable when site2, not site1, is
+// promoted (it received commits site1 lacks). Before the harness waited for
+// the promoted site instead of site1, this failed as the catalogue did:
+// "timed out after 30s waiting for site2 follows site1", acks ~5,000,
+// lost "?", 33 s.
+func TestOldPrimaryReturnsWritableAfterSite2Promoted(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts real servers")
+	}
+	testenv.ForEachEngine(t, func(t *testing.T, e testenv.Engine) {
+		r := &scenarioRun{t: &scenarioT{T: t}, e: e, overlapFrom: -1}
+		defer r.finish(string(e)+"/old-primary-returns-writable-site2-promoted", time.Now())
+		oldPrimaryReturnsWritable(r, true)
+		if r.final != 2 {
+			t.Fatalf("site%d promoted, want site2 (site1's receiver was stopped)", r.final)
+		}
+	})
 }
 
 // compactReasons drops consecutive repeats.
