@@ -48,36 +48,51 @@ func TestNamedTestsExist(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	checked := 0
+	for _, r := range references(t, root, named, "test") {
+		name, prefix := r.match[1], r.match[2] == "*"
+		if placeholders[name] {
+			continue
+		}
+		if prefix {
+			found := false
+			for n := range tests {
+				found = found || strings.HasPrefix(n, name)
+			}
+			if !found {
+				t.Errorf("%s names tests %s*: none exists", r.doc, name)
+			}
+			continue
+		}
+		if !tests[name] {
+			t.Errorf("%s names %s: no such test (renamed or deleted? update the document)", r.doc, name)
+		}
+	}
+}
+
+// reference is one match of a pattern in one document.
+type reference struct {
+	doc   string
+	match []string
+}
+
+// references are every match of re in the documents; none at all means the
+// pattern is broken (what names a kind of thing).
+func references(t *testing.T, root string, re *regexp.Regexp, what string) []reference {
+	t.Helper()
+	var out []reference
 	for _, doc := range documents(root) {
 		b, err := os.ReadFile(doc)
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, m := range named.FindAllStringSubmatch(string(b), -1) {
-			name, prefix := m[1], m[2] == "*"
-			if placeholders[name] {
-				continue
-			}
-			checked++
-			if prefix {
-				found := false
-				for n := range tests {
-					found = found || strings.HasPrefix(n, name)
-				}
-				if !found {
-					t.Errorf("%s names tests %s*: none exists", doc, name)
-				}
-				continue
-			}
-			if !tests[name] {
-				t.Errorf("%s names %s: no such test (renamed or deleted? update the document)", doc, name)
-			}
+		for _, m := range re.FindAllStringSubmatch(string(b), -1) {
+			out = append(out, reference{doc: doc, match: m})
 		}
 	}
-	if checked == 0 {
-		t.Fatal("no test named in any document: the pattern is broken")
+	if len(out) == 0 {
+		t.Fatalf("no %s named in any document: the pattern is broken", what)
 	}
+	return out
 }
 
 // documents are the files whose references the tests check: docs/*.md,
@@ -96,20 +111,9 @@ var goFile = regexp.MustCompile("`((?:[a-z0-9_-]+/)+[a-z0-9_]+\\.go)`")
 // was moved or split.
 func TestNamedFilesExist(t *testing.T) {
 	root := ".."
-	checked := 0
-	for _, doc := range documents(root) {
-		b, err := os.ReadFile(doc)
-		if err != nil {
-			t.Fatal(err)
+	for _, r := range references(t, root, goFile, "Go file") {
+		if _, err := os.Stat(filepath.Join(root, filepath.FromSlash(r.match[1]))); err != nil {
+			t.Errorf("%s names %s: no such file (moved or split? update the document)", r.doc, r.match[1])
 		}
-		for _, m := range goFile.FindAllStringSubmatch(string(b), -1) {
-			checked++
-			if _, err := os.Stat(filepath.Join(root, filepath.FromSlash(m[1]))); err != nil {
-				t.Errorf("%s names %s: no such file (moved or split? update the document)", doc, m[1])
-			}
-		}
-	}
-	if checked == 0 {
-		t.Fatal("no Go file named in any document: the pattern is broken")
 	}
 }
