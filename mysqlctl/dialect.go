@@ -250,7 +250,11 @@ func mysqlDialect(f Flavor) dialect {
 	status := "SELECT @@GLOBAL.version AS version, @@GLOBAL.version_comment AS version_comment, " +
 		"@@GLOBAL.server_id AS server_id, @@GLOBAL.server_uuid AS server_uuid, " +
 		"@@GLOBAL.read_only AS read_only, @@GLOBAL.super_read_only AS super_read_only, " +
-		"@@GLOBAL.gtid_executed AS gtid_executed, " + semi
+		"@@GLOBAL.gtid_executed AS gtid_executed, " + semi + ", " +
+		// Heartbeats of the default channel (NULL without one): the poller's
+		// silence signal, as MariaDB's SHOW ALL SLAVES STATUS gives it.
+		"(SELECT HEARTBEAT_INTERVAL FROM performance_schema.replication_connection_configuration WHERE CHANNEL_NAME = '') AS heartbeat_period, " +
+		"(SELECT COUNT_RECEIVED_HEARTBEATS FROM performance_schema.replication_connection_status WHERE CHANNEL_NAME = '') AS received_heartbeats"
 	return dialect{
 		statusQuery:        status,
 		batchStatusQuery:   status,

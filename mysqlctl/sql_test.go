@@ -44,7 +44,9 @@ const (
 	mysqlStatus = "SELECT @@GLOBAL.version AS version, @@GLOBAL.version_comment AS version_comment, " +
 		"@@GLOBAL.server_id AS server_id, @@GLOBAL.server_uuid AS server_uuid, " +
 		"@@GLOBAL.read_only AS read_only, @@GLOBAL.super_read_only AS super_read_only, " +
-		"@@GLOBAL.gtid_executed AS gtid_executed, " + mysqlSemi80
+		"@@GLOBAL.gtid_executed AS gtid_executed, " + mysqlSemi80 + ", " +
+		"(SELECT HEARTBEAT_INTERVAL FROM performance_schema.replication_connection_configuration WHERE CHANNEL_NAME = '') AS heartbeat_period, " +
+		"(SELECT COUNT_RECEIVED_HEARTBEATS FROM performance_schema.replication_connection_status WHERE CHANNEL_NAME = '') AS received_heartbeats"
 	mariaStatus = "SELECT @@GLOBAL.version AS version, @@GLOBAL.version_comment AS version_comment, " +
 		"@@GLOBAL.server_id AS server_id, @@GLOBAL.read_only AS read_only, " +
 		"@@GLOBAL.gtid_binlog_state AS gtid_binlog_state, @@GLOBAL.gtid_current_pos AS gtid_current_pos, " +
@@ -726,6 +728,48 @@ func TestStatusSQL(t *testing.T) {
 			}
 			if !slices.Equal(db.stmts, tc.want) {
 				t.Fatalf("statements:\n got  %q\n want %q", db.stmts, tc.want)
+			}
+		})
+	}
+}
+
+// MySQL's SHOW REPLICA STATUS has no heartbeat columns: Status takes them
+// from performance_schema (read with the variables) into Replica, so the
+// poller can see a hung source before replica_net_timeout; without a
+// channel (NULL) they stay zero and silence stays unknown.
+func TestStatusMySQLHeartbeats(t *testing.T) {
+	for _, tc := range []struct {
+		name             string
+		period, received string
+		replica          bool
+		wantPeriod       time.Duration
+		wantReceived     uint64
+	}{
+		{"replica", "0.500", "41", true, 500 * time.Millisecond, 41},
+		{"heartbeats off", "0.000", "0", true, 0, 0},
+		{"not a replica", "NULL", "NULL", false, 0, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			inst, db, _ := newFake(mysql84)
+			db.on("SELECT @@GLOBAL.version", table("version", "version_comment", "heartbeat_period", "received_heartbeats").
+				row(mysql84.Version, mysql84.VersionComment, tc.period, tc.received).ok())
+			rep := table("Replica_IO_Running", "Replica_SQL_Running", "Source_Host", "Source_Port", "Retrieved_Gtid_Set")
+			if tc.replica {
+				rep = rep.row("Yes", "Yes", "10.0.0.1", "3306", "")
+			}
+			db.on("SHOW REPLICA STATUS", rep.ok())
+			st, err := inst.Status(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !tc.replica {
+				if st.Replica != nil {
+					t.Fatalf("Replica = %+v, want nil", st.Replica)
+				}
+				return
+			}
+			if st.Replica.HeartbeatPeriod != tc.wantPeriod || st.Replica.ReceivedHeartbeats != tc.wantReceived {
+				t.Errorf("heartbeats = %v, %d; want %v, %d", st.Replica.HeartbeatPeriod, st.Replica.ReceivedHeartbeats, tc.wantPeriod, tc.wantReceived)
 			}
 		})
 	}

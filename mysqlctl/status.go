@@ -47,6 +47,34 @@ type Status struct {
 	AckWaits AckWaits
 	// Replica is nil when no replication is configured.
 	Replica *ReplicaStatus
+
+	// heartbeats: MySQL's replica heartbeat figures, read with the
+	// variables (performance_schema) and copied into Replica.
+	heartbeats replicaHeartbeats
+}
+
+// replicaHeartbeats are MySQL's HEARTBEAT_INTERVAL (replication_connection_
+// configuration) and COUNT_RECEIVED_HEARTBEATS (replication_connection_
+// status) of the default channel; known is false on MariaDB, whose SHOW ALL
+// SLAVES STATUS carries them, and on a server without replication.
+type replicaHeartbeats struct {
+	known    bool
+	period   time.Duration
+	received uint64
+}
+
+// withHeartbeats copies MySQL's heartbeat figures into the replica status:
+// without them a hung source (SIGSTOP keeps the TCP connection open) is
+// seen only when the IO thread gives up after replica_net_timeout, and a
+// receiver then reconnecting makes STOP REPLICA IO_THREAD wait 2 s.
+func (s *Status) withHeartbeats() {
+	hb := s.heartbeats
+	s.heartbeats = replicaHeartbeats{} // read once, kept in Replica only
+	if s.Replica == nil || !hb.known {
+		return
+	}
+	s.Replica.HeartbeatPeriod = hb.period
+	s.Replica.ReceivedHeartbeats = hb.received
 }
 
 // AckWaits counts the sessions whose commits wait for a semi-sync
@@ -129,8 +157,9 @@ type ReplicaStatus struct {
 	LastIOErrno, LastSQLErrno int
 	LastIOError, LastSQLError string
 	// HeartbeatPeriod and ReceivedHeartbeats are MariaDB's
-	// Slave_heartbeat_period and Slave_received_heartbeats (zero on MySQL,
-	// whose SHOW REPLICA STATUS does not carry them).
+	// Slave_heartbeat_period and Slave_received_heartbeats, or MySQL's
+	// performance_schema HEARTBEAT_INTERVAL and COUNT_RECEIVED_HEARTBEATS
+	// (filled by Status only: SHOW REPLICA STATUS does not carry them).
 	HeartbeatPeriod    time.Duration
 	ReceivedHeartbeats uint64
 	ConnectRetry       time.Duration
@@ -214,6 +243,7 @@ func (i *Instance) Status(ctx context.Context) (Status, error) {
 	if st.Replica, err = i.replicaStatus(ctx); err != nil {
 		return Status{}, i.fail("status", "read replica status", err)
 	}
+	st.withHeartbeats()
 	i.readAckWaits(ctx, &st)
 	return st, nil
 }
@@ -282,6 +312,7 @@ func (i *Instance) batchStatus(ctx context.Context, bq batchQuerier) (Status, er
 	if st.Replica, err = parseReplicaStatus(i.flavor.Engine, i.d, sets[len(sets)-1]); err != nil {
 		return Status{}, i.fail("status", "read replica status", err)
 	}
+	st.withHeartbeats()
 	i.withWorkerError(ctx, st.Replica)
 	i.readAckWaits(ctx, &st)
 	return st, nil
@@ -365,6 +396,13 @@ func parseStatus(engine gtid.Flavor, d dialect, r row) (Status, error) {
 		st.Executed = st.Executed.Union(cur)
 	}
 	st.SemiSync = parseSemiSync(d, r.str("semi_sync_variables"), r.str("semi_sync_status"))
+	if hb, ok := r.get("heartbeat_period"); ok && hb.Valid {
+		// NULL (no replication channel) leaves them unknown.
+		if secs, err := strconv.ParseFloat(hb.String, 64); err == nil {
+			st.heartbeats = replicaHeartbeats{known: true, period: time.Duration(secs * float64(time.Second))}
+			st.heartbeats.received, _ = strconv.ParseUint(r.str("received_heartbeats"), 10, 64)
+		}
+	}
 	return st, nil
 }
 

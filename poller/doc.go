@@ -101,17 +101,14 @@
 // neither value; reading Read_Master_Log_Pos as well would close that gap
 // once mysqlctl exposes it.
 //
-// On MySQL, SHOW REPLICA STATUS has no heartbeat counter. The equivalent is
-//
-//	SELECT TIMESTAMPDIFF(MICROSECOND,
-//	         GREATEST(LAST_HEARTBEAT_TIMESTAMP, LAST_QUEUED_TRANSACTION_END_QUEUE_TIMESTAMP),
-//	         NOW(6))
-//	FROM performance_schema.replication_connection_status WHERE CHANNEL_NAME = ''
-//
-// run on the replica: both timestamps are stamped by the replica when it
-// received the heartbeat or event, and NOW(6) is read on the same server,
-// so the age (statemachine.SiteInput.LastHeartbeatAge) involves one clock
-// only. mysqlctl.Status does not expose it yet (see the TODO in
-// silence.go), so on MySQL silence is unknown and a hung source is noticed
-// when the IO thread drops after replica_net_timeout.
+// On MySQL, SHOW REPLICA STATUS has no heartbeat counter: mysqlctl.Status
+// reads HEARTBEAT_INTERVAL (replication_connection_configuration) and
+// COUNT_RECEIVED_HEARTBEATS (replication_connection_status) of the default
+// channel instead, so silence is judged the same way, on the daemon's clock.
+// This matters twice on MySQL: a hung source is seen a poll or two after
+// its heartbeats stop rather than when the IO thread drops after
+// replica_net_timeout, and the failover then stops receivers that are still
+// blocked in a read (STOP REPLICA IO_THREAD returns at once) rather than
+// reconnecting to the hung source (measured on MySQL 9.7: STOP then waits
+// 2 s, and KILL of the receiver does not shorten it).
 package poller

@@ -17,15 +17,9 @@ type silenceTracker struct {
 }
 
 // observe records one successful probe at time at and returns whether
-// silence can be judged and for how long the source has sent nothing.
-//
-// TODO(mysql): mysqlctl.Status exposes no heartbeat signal for MySQL
-// (HeartbeatPeriod and ReceivedHeartbeats are zero there). Once it reads
-// performance_schema.replication_connection_status (LAST_HEARTBEAT_TIMESTAMP
-// and LAST_QUEUED_TRANSACTION_END_QUEUE_TIMESTAMP against the replica's own
-// NOW(6), see the package doc), pass that age on as
-// statemachine.SiteInput.LastHeartbeatAge; until then silence is unknown on
-// MySQL and a hung source is seen when the IO thread drops.
+// silence can be judged and for how long the source has sent nothing. Both
+// engines give the counters (MariaDB: SHOW ALL SLAVES STATUS; MySQL:
+// performance_schema, read by mysqlctl.Status).
 func (t *silenceTracker) observe(r *mysqlctl.ReplicaStatus, source string, at time.Time) (known bool, silentFor time.Duration) {
 	if r == nil || r.HeartbeatPeriod <= 0 {
 		// Without heartbeats an idle source sends nothing at all: silence
