@@ -24,6 +24,11 @@ func Apply(st Persisted, d Decision, now time.Time) Persisted {
 	next.OperatorFenced = slices.Clone(st.OperatorFenced)
 	next.Recloning = maps.Clone(st.Recloning)
 	next.FailoverHistory = slices.Clone(st.FailoverHistory)
+	next.Holds = maps.Clone(st.Holds)
+	if st.Pause != nil {
+		p := *st.Pause
+		next.Pause = &p
+	}
 	if st.InFlight != nil {
 		f := *st.InFlight
 		f.LostHolders = slices.Clone(f.LostHolders)
@@ -33,7 +38,7 @@ func Apply(st Persisted, d Decision, now time.Time) Persisted {
 	case RevokeEpoch:
 		next.Epoch = max(st.Epoch, d.Epoch)
 		next.ActiveSite = ""
-		next.InFlight = &InFlight{Epoch: next.Epoch, RevokedAt: now, From: d.From, To: d.Target, Planned: d.Planned}
+		next.InFlight = &InFlight{Epoch: next.Epoch, RevokedAt: now, From: d.From, To: d.Target, Planned: d.Planned, AllowDROnly: d.Planned && d.AllowDROnly}
 	case Promote:
 		// The new primary gets a new epoch: a view naming it must supersede
 		// the revoking view of the same failover, never tie with it.
@@ -104,8 +109,9 @@ func Apply(st Persisted, d Decision, now time.Time) Persisted {
 	return next
 }
 
-// Acknowledge is a human's acknowledgement of an escalation halt: automatic
-// failover is allowed again and the failover history starts afresh.
+// Acknowledge is a human's acknowledgement of an escalation halt or of a
+// failover cooldown: automatic failover is allowed again, the failover
+// history (which arms both) starts afresh.
 func Acknowledge(st Persisted) Persisted {
 	next := Apply(st, Decision{Action: None}, time.Time{})
 	next.EscalationHalted = false

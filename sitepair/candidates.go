@@ -7,13 +7,16 @@ import (
 	"github.com/failoverd/failoverd/gtid"
 	"github.com/failoverd/failoverd/statemachine"
 )
-
 // unpromotable says why site i may never be promoted whatever its state
 // ("" if it may): dr-only, operator-fenced or known-diverged.
-func (v *view) unpromotable(i int) string {
+func (v *view) unpromotable(i int) string { return v.unpromotableAs(i, false) }
+
+// unpromotableAs is unpromotable where allowDR lets a dr-only site through:
+// an operator's explicit switchover to it (SwitchoverOptions.AllowDROnly).
+func (v *view) unpromotableAs(i int, allowDR bool) string {
 	s := &v.sites[i]
 	switch {
-	case s.Role != PrimaryCandidate:
+	case s.Role != PrimaryCandidate && !allowDR:
 		return "dr-only"
 	case v.opFenced(s.Name):
 		return "operator-fenced"
@@ -29,11 +32,20 @@ func (v *view) unpromotable(i int) string {
 // oldPrimary is never a candidate; lag is checked only for automatic
 // failovers.
 func (v *view) ineligible(i int, oldPrimary string, checkLag bool) string {
+	return v.ineligibleAs(i, oldPrimary, checkLag, false)
+}
+
+// ineligibleAs is ineligible where allowDR lets a dr-only site through.
+func (v *view) ineligibleAs(i int, oldPrimary string, checkLag, allowDR bool) string {
 	s := &v.sites[i]
 	if s.Name == oldPrimary {
 		return "old primary"
 	}
-	if why := v.unpromotable(i); why != "" {
+	if why := v.unpromotableAs(i, allowDR); why != "" {
+		return why
+	}
+	// An operator keeps it out of every promotion while the hold lasts.
+	if why := v.held(i); why != "" {
 		return why
 	}
 	switch {
@@ -122,10 +134,15 @@ func (v *view) lacking(t int, skip string) int {
 	return -1
 }
 
-// missing describes what site t lacks from site j.
+// missing describes what site t lacks from site j, and says so when an
+// operator's hold is what keeps j itself from being chosen.
 func (v *view) missing(t, j int) string {
 	m := v.have[t].Uncovered(v.need(j))
-	return fmt.Sprintf("%d transactions that %s has (%s)", m.Count(), v.sites[j].Name, m.Compact())
+	out := fmt.Sprintf("%d transactions that %s has (%s)", m.Count(), v.sites[j].Name, m.Compact())
+	if why := v.held(j); why != "" {
+		out += fmt.Sprintf("; %s is not a candidate: %s", v.sites[j].Name, why)
+	}
+	return out
 }
 
 // errant returns the transactions replica s originated itself that primary

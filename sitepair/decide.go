@@ -15,6 +15,12 @@ import (
 // the same inputs always give the same Decision. The caller carries the
 // decision out and, once it succeeded, persists Apply(st, decision, now).
 func Decide(obs Observed, st Persisted, pol Policy, now time.Time) Decision {
+	// A paused group decides as usual and carries out only what writes
+	// to no server.
+	return paused(st, decide(obs, st, pol, now), now)
+}
+
+func decide(obs Observed, st Persisted, pol Policy, now time.Time) Decision {
 	v, d, ok := prepare(obs, st, pol, now)
 	if !ok {
 		return d
@@ -84,6 +90,7 @@ func prepare(obs Observed, st Persisted, pol Policy, now time.Time) (*view, Deci
 			SourceSilent: s.SourceSilent, LastHeartbeatAge: s.LastHeartbeatAge,
 			ReplicationBroken: s.ReplicationBroken, IOStopped: s.IOStopped,
 			LastStreamingAt: s.LastStreamingAt,
+			Maintenance:     v.maintenance(s.Name),
 		}
 		if s.Name == st.ActiveSite {
 			in.PrimaryLastSeen = s.LastReachableAt

@@ -56,10 +56,18 @@ func TestDecideTwoSites(t *testing.T) {
 			want: want{action: Alert, reason: ReasonUncorroborated}},
 		{name: "total loss", obs: group(site("a", UR), site("b", UR)), st: active("a"),
 			want: want{action: Alert, reason: ReasonTotalLoss}},
-		{name: "primary down inside the cooldown", obs: downPair, st: with(promoted("a"), func(p *Persisted) { p.LastFailoverAt = now.Add(-time.Minute) }),
+		{name: "primary down inside the cooldown", obs: downPair, st: with(promoted("a"), automaticAt(now.Add(-time.Minute))),
 			want: want{action: Alert, reason: ReasonCooldown}},
 		{name: "primary down exactly at the end of the cooldown fails over", obs: downPair,
-			st:   with(promoted("a"), func(p *Persisted) { p.LastFailoverAt = now.Add(-DefaultPolicy().FailoverCooldown) }),
+			st:   with(promoted("a"), automaticAt(now.Add(-DefaultPolicy().FailoverCooldown))),
+			want: want{action: RevokeEpoch, reason: ReasonFailoverRevoke, target: "b", fence: []string{"a"}, epoch: 3}},
+		// A planned switchover does not arm the cooldown: a crash minutes
+		// after it must still fail over.
+		{name: "primary down a minute after a planned switchover fails over", obs: downPair,
+			st:   with(promoted("a"), func(p *Persisted) { p.LastFailoverAt = now.Add(-time.Minute) }),
+			want: want{action: RevokeEpoch, reason: ReasonFailoverRevoke, target: "b", fence: []string{"a"}, epoch: 3}},
+		{name: "acknowledge clears the cooldown", obs: downPair,
+			st:   Acknowledge(with(promoted("a"), automaticAt(now.Add(-time.Minute)))),
 			want: want{action: RevokeEpoch, reason: ReasonFailoverRevoke, target: "b", fence: []string{"a"}, epoch: 3}},
 		{name: "primary down after three failovers in the window halts", obs: downPair,
 			st: with(promoted("a"), func(p *Persisted) {
@@ -335,9 +343,11 @@ func TestDecideSwitchover(t *testing.T) {
 	}{
 		{"healthy pair: switch over to b", group(site("a", W), site("b", RO, follows("a"))), active("a"), "b",
 			want{action: RevokeEpoch, reason: ReasonSwitchover, target: "b", fence: []string{"a"}, epoch: 2}},
-		{"refused: inside the cooldown without force", healthy3, with(promoted("a"), func(p *Persisted) { p.LastFailoverAt = now.Add(-time.Second) }), "c",
+		{"refused: inside the cooldown without force", healthy3, with(promoted("a"), automaticAt(now.Add(-time.Second))), "c",
 			want{action: None, reason: ReasonSwitchoverCooldown}},
-		{"inside the cooldown, forced", healthy3, with(promoted("a"), func(p *Persisted) { p.LastFailoverAt = now.Add(-time.Second) }), "c",
+		{"right after a planned switchover: no cooldown", healthy3, with(promoted("a"), func(p *Persisted) { p.LastFailoverAt = now.Add(-time.Second) }), "c",
+			want{action: RevokeEpoch, reason: ReasonSwitchover, target: "c", fence: []string{"a"}, epoch: 3}},
+		{"inside the cooldown, forced", healthy3, with(promoted("a"), automaticAt(now.Add(-time.Second))), "c",
 			want{action: RevokeEpoch, reason: ReasonSwitchover, target: "c", fence: []string{"a"}, epoch: 3}},
 		{"after the cooldown", healthy3, promoted("a"), "c",
 			want{action: RevokeEpoch, reason: ReasonSwitchover, target: "c", fence: []string{"a"}, epoch: 3}},
@@ -432,5 +442,14 @@ func TestEveryReasonHasAnAction(t *testing.T) {
 	}
 	if _, ok := ActionOf("made-up"); ok {
 		t.Error("ActionOf accepted an unknown reason")
+	}
+}
+
+// automaticAt records an automatic failover (promotion) at t: what arms
+// the failover cooldown.
+func automaticAt(t time.Time) func(*Persisted) {
+	return func(p *Persisted) {
+		p.LastFailoverAt = t
+		p.FailoverHistory = append(p.FailoverHistory, t)
 	}
 }

@@ -47,8 +47,14 @@ type Decision struct {
 	PromotionGTID gtid.Set
 	// Planned marks an operator's switchover (RevokeEpoch, Promote).
 	Planned bool
+	// AllowDROnly: the switchover's operator allowed a dr-only target
+	// (RevokeEpoch with Planned).
+	AllowDROnly bool
 	// Detection is the group detection result the decision was based on.
 	Detection statemachine.Result
+	// Withheld is the decision a paused group did not carry out
+	// (ReasonPausedWithheld); nil otherwise.
+	Withheld *Decision
 }
 
 // MakesWritable returns the site the decision makes writable ("" if none).

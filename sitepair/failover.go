@@ -17,9 +17,11 @@ func (v *view) failover() Decision {
 		return v.decision(ReasonEscalationHalted, "primary %s is down but automatic failover is halted until a human acknowledges", st.ActiveSite)
 	}
 	// Anti-flap: a clock that went backwards also counts as "too recent".
-	if !st.LastFailoverAt.IsZero() && now.Sub(st.LastFailoverAt) < pol.FailoverCooldown {
-		return v.decision(ReasonCooldown, "primary %s is down but the last failover was at %s, within the %v cooldown",
-			st.ActiveSite, st.LastFailoverAt.Format(time.RFC3339), pol.FailoverCooldown)
+	// Only automatic failovers arm it: a crash minutes after a planned
+	// switchover must still fail over.
+	if last, ok := st.CooldownFrom(); ok && now.Sub(last) < pol.FailoverCooldown {
+		return v.decision(ReasonCooldown, "primary %s is down but the last automatic failover was at %s, within the %v cooldown (an operator may clear it: acknowledge, or switch over)",
+			st.ActiveSite, last.Format(time.RFC3339), pol.FailoverCooldown)
 	}
 	recent := 0
 	for _, t := range st.FailoverHistory {
@@ -110,7 +112,7 @@ func (v *view) inFlight() Decision {
 	if v.sites[to].State == statemachine.Writable {
 		// A writable target that may not be primary (dr-only, diverged,
 		// operator-fenced) is fenced; the failover then picks another.
-		if why := v.unpromotable(to); why != "" {
+		if why := v.unpromotableAs(to, inf.AllowDROnly); why != "" {
 			d := v.decision(ReasonFenceWritableDuringFailover, "in-flight target %s is writable but cannot be promoted (%s): fencing", inf.To, why)
 			d.Fence = []string{inf.To}
 			return d
@@ -167,7 +169,7 @@ func (v *view) inFlight() Decision {
 	var t int
 	if inf.Planned {
 		// An operator chose the target: never substitute another one.
-		if why := v.ineligible(to, inf.From, false); why != "" {
+		if why := v.ineligibleAs(to, inf.From, false, inf.AllowDROnly); why != "" {
 			lost := fmt.Sprintf("switchover target %s is no longer eligible (%s)", inf.To, why)
 			wait := v.decision(ReasonNoEligibleCandidate, "%s; a switchover never substitutes another target", lost)
 			// A lost target must not keep the group without a primary

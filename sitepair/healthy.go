@@ -112,7 +112,8 @@ func (v *view) healthy() Decision {
 	// A replica that silently stopped applying must never read as healthy
 	// (it would be found out only by the failover that needs it).
 	for _, s := range v.sites {
-		if s.Name == p || s.State != statemachine.ReadOnly || s.ReplicatingFrom != p || v.opFenced(s.Name) || v.recloning(s.Name) || v.diverged(s.Name) {
+		// A site under maintenance may lag: no alert while the hold lasts.
+		if s.Name == p || s.State != statemachine.ReadOnly || s.ReplicatingFrom != p || v.opFenced(s.Name) || v.recloning(s.Name) || v.diverged(s.Name) || v.maintenance(s.Name) {
 			continue
 		}
 		if why := v.pol.ApplierBlocked(s); why != "" {

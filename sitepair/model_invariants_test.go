@@ -65,6 +65,17 @@ func checkInvariants(obs Observed, st Persisted, pol Policy, d Decision) error {
 	if d.Action == RevokeEpoch {
 		target = d.Target
 	}
+	// A paused group carries out nothing that writes to a server (a
+	// failover in flight excepted: it finishes).
+	if st.Pause.ActiveAt(now) && st.InFlight == nil && withheldWhilePaused(d.Action) {
+		return fmt.Errorf("paused group carries out %s (%s)", d.Action, d.Reason)
+	}
+	// A held site is never chosen for a new primary.
+	if d.Action == RevokeEpoch || (d.Action == Promote && d.Reason == ReasonPromoteRetarget) {
+		if _, held := st.HoldAt(d.Target, now); held {
+			return fmt.Errorf("held site %s chosen by %s", d.Target, d.Reason)
+		}
+	}
 	if target != "" {
 		t, ok := site(target)
 		if !ok {
@@ -105,9 +116,10 @@ func checkInvariants(obs Observed, st Persisted, pol Policy, d Decision) error {
 	}
 	switch d.Action {
 	case RevokeEpoch:
-		// Decide never revokes inside the cooldown or while halted.
-		if !st.LastFailoverAt.IsZero() && now.Sub(st.LastFailoverAt) < pol.FailoverCooldown {
-			return fmt.Errorf("failover inside the cooldown (last at %v)", st.LastFailoverAt)
+		// Decide never revokes inside the cooldown (armed by automatic
+		// failovers only) or while halted.
+		if last, ok := st.CooldownFrom(); ok && now.Sub(last) < pol.FailoverCooldown {
+			return fmt.Errorf("failover inside the cooldown (last automatic at %v)", last)
 		}
 		if st.EscalationHalted || st.InFlight != nil || d.From != st.ActiveSite {
 			return fmt.Errorf("revoke while halted, in flight, or from %q not the recorded primary %q", d.From, st.ActiveSite)

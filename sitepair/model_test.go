@@ -138,6 +138,13 @@ func enumerate(n int, visit func(obs Observed, st Persisted, pol Policy)) {
 			histories = append(histories, h)
 		}
 	}
+	// Operating modes: a paused group, and a no-promote and a maintenance
+	// hold on a replica of the recorded primary.
+	until := now.Add(time.Hour)
+	histories = append(histories,
+		Persisted{Epoch: 1, ActiveSite: names[0], Pause: &Pause{Until: until, By: "op", Reason: "model"}},
+		Persisted{Epoch: 1, ActiveSite: names[0], Holds: map[string]Hold{names[1]: {Kind: HoldNoPromote, Until: until, By: "op", Reason: "model"}}},
+		Persisted{Epoch: 1, ActiveSite: names[0], Holds: map[string]Hold{names[1]: {Kind: HoldMaintenance, Until: until, By: "op", Reason: "model"}}})
 	// The GTID sets of every (relation, site), built once.
 	var sets [numRelations][][2]gtid.Set
 	for r := range numRelations {

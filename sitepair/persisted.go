@@ -58,6 +58,22 @@ type Persisted struct {
 	EscalationHalted bool
 	// InFlight is the failover between RevokeEpoch and Promote, or nil.
 	InFlight *InFlight
+	// Pause is an operator's pause of the group, or nil (see Pause).
+	Pause *Pause
+	// Holds maps sites to an operator's hold (see Hold); expired entries
+	// are ignored and dropped by ExpireModes.
+	Holds map[string]Hold
+}
+
+// CooldownFrom returns when the failover cooldown started: the last
+// automatic failover (FailoverHistory's newest entry); false when none is
+// recorded (never, or an operator acknowledged since). Planned switchovers
+// do not arm it.
+func (p Persisted) CooldownFrom() (time.Time, bool) {
+	if n := len(p.FailoverHistory); n > 0 {
+		return p.FailoverHistory[n-1], true
+	}
+	return time.Time{}, false
 }
 
 // InFlight is a failover between its two phases: the epoch was revoked,
@@ -73,6 +89,9 @@ type InFlight struct {
 	To string
 	// Planned marks an operator's switchover (no re-targeting).
 	Planned bool
+	// AllowDROnly: the operator's switchover explicitly allowed a dr-only
+	// target (SwitchoverOptions.AllowDROnly).
+	AllowDROnly bool
 	// PublishedEpoch and PublishedTo are the view published right before
 	// the target was made writable (so its sidecar holds a view naming it
 	// first). Sidecars never flip on an equal epoch: promoting another site

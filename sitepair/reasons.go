@@ -244,9 +244,16 @@ const (
 	// transactions another replica has and cannot get them from the primary
 	// (it does not stream from it, or only that replica holds them).
 	ReasonSwitchoverTargetBehind Reason = "switchover-refused-target-behind"
-	// ReasonSwitchoverCooldown: refused, the last failover or
-	// switchover was within failoverCooldown and the request is not forced.
+	// ReasonSwitchoverCooldown: refused, the last automatic failover
+	// was within failoverCooldown and the request is not forced.
 	ReasonSwitchoverCooldown Reason = "switchover-refused-cooldown"
+	// ReasonSwitchoverPaused: refused, the group is paused.
+	ReasonSwitchoverPaused Reason = "switchover-refused-paused"
+
+	// ReasonPausedWithheld: the group is paused and the decision it
+	// would have carried out (Decision.Withheld) writes to a server: only
+	// observing, reporting and routing repair go on until the pause ends.
+	ReasonPausedWithheld Reason = "paused-withheld"
 )
 
 // Class sorts a Reason by what it means for an operator: the status
@@ -359,7 +366,10 @@ var reasonTable = []ReasonInfo{
 	{ReasonSwitchoverTargetIsPrimary, None, ClassActing, "switchover refused: the target already is the primary"},
 	{ReasonSwitchoverBadTarget, None, ClassActing, "switchover refused: the target is unknown, dr-only, operator-fenced, diverged, not read-only or broken"},
 	{ReasonSwitchoverTargetBehind, None, ClassActing, "switchover refused: the target lacks transactions it cannot get from the primary"},
-	{ReasonSwitchoverCooldown, None, ClassActing, "switchover refused: the last failover is within failoverCooldown and the request is not forced"},
+	{ReasonSwitchoverCooldown, None, ClassActing, "switchover refused: the last automatic failover is within failoverCooldown and the request is not forced"},
+	{ReasonSwitchoverPaused, None, ClassActing, "switchover refused: the group is paused"},
+
+	{ReasonPausedWithheld, Alert, ClassBlocked, "the group is paused: a decision that writes to a server (failover, fence, re-assert, rejoin...) is withheld until the pause ends"},
 }
 
 // reasonIndex finds a reason's row in reasonTable.

@@ -15,6 +15,20 @@ import (
 // RevokeEpoch with Planned set; phase 2 comes from Decide once the old
 // primary is fenced and the target caught up.
 func DecideSwitchover(obs Observed, st Persisted, pol Policy, target string, force bool, now time.Time) Decision {
+	return DecideSwitchoverWith(obs, st, pol, target, SwitchoverOptions{Force: force}, now)
+}
+
+// SwitchoverOptions are an operator's switches on a planned switchover.
+type SwitchoverOptions struct {
+	// Force allows it within the failover cooldown.
+	Force bool
+	// AllowDROnly allows a dr-only target (never chosen automatically).
+	AllowDROnly bool
+}
+
+// DecideSwitchoverWith is DecideSwitchover with every option.
+func DecideSwitchoverWith(obs Observed, st Persisted, pol Policy, target string, opt SwitchoverOptions, now time.Time) Decision {
+	force := opt.Force
 	v, d, ok := prepare(obs, st, pol, now)
 	if !ok {
 		return d
@@ -22,6 +36,10 @@ func DecideSwitchover(obs Observed, st Persisted, pol Policy, target string, for
 	// One failover at a time: a second revoke would orphan the first.
 	if st.InFlight != nil {
 		return v.decision(ReasonSwitchoverInFlight, "a failover from %s to %s is in flight", st.InFlight.From, st.InFlight.To)
+	}
+	// A paused group moves nothing: the operator who paused it is at work.
+	if p := st.Pause; p.ActiveAt(now) {
+		return v.decision(ReasonSwitchoverPaused, "the group is paused by %s until %s (%s); resume it first", p.By, p.Until.UTC().Format(time.RFC3339), p.Reason)
 	}
 	switch v.det.Code {
 	case statemachine.Healthy, statemachine.ReplicaUnreachable, statemachine.ReplicationBroken,
@@ -40,13 +58,17 @@ func DecideSwitchover(obs Observed, st Persisted, pol Policy, target string, for
 	if t < 0 {
 		return v.decision(ReasonSwitchoverBadTarget, "unknown site %q", target)
 	}
-	if why := v.ineligible(t, st.ActiveSite, false); why != "" {
+	if why := v.ineligibleAs(t, st.ActiveSite, false, opt.AllowDROnly); why != "" {
+		if why == "dr-only" {
+			why += " (an explicit switchover may allow it: --allow-dr-only)"
+		}
 		return v.decision(ReasonSwitchoverBadTarget, "%s cannot be promoted: %s", target, why)
 	}
-	// Anti-flap: moving the primary again right after a failover needs intent.
-	if !force && !st.LastFailoverAt.IsZero() && now.Sub(st.LastFailoverAt) < pol.FailoverCooldown {
-		return v.decision(ReasonSwitchoverCooldown, "the last failover or switchover (to %s at %s) is within the %v cooldown; force it to switch over anyway",
-			st.LastFailoverTarget, st.LastFailoverAt.UTC().Format(time.RFC3339), pol.FailoverCooldown)
+	// Anti-flap: moving the primary again right after an automatic
+	// failover needs intent (planned switchovers do not arm it).
+	if last, ok := st.CooldownFrom(); !force && ok && now.Sub(last) < pol.FailoverCooldown {
+		return v.decision(ReasonSwitchoverCooldown, "the last automatic failover (at %s) is within the %v cooldown; force it to switch over anyway",
+			last.UTC().Format(time.RFC3339), pol.FailoverCooldown)
 	}
 	// The target must hold what every other replica holds, or be able to
 	// get it from the primary it streams from: under load a target a few
@@ -58,7 +80,7 @@ func DecideSwitchover(obs Observed, st Persisted, pol Policy, target string, for
 	}
 	d = v.decision(ReasonSwitchover, "planned switchover from %s to %s: revoking epoch %d", st.ActiveSite, target, st.Epoch)
 	d.Epoch = st.Epoch + 1
-	d.Target, d.From, d.Planned = target, st.ActiveSite, true
+	d.Target, d.From, d.Planned, d.AllowDROnly = target, st.ActiveSite, true, opt.AllowDROnly
 	d.Fence = []string{st.ActiveSite}
 	return d
 }

@@ -67,6 +67,12 @@ type SiteInput struct {
 	// LastStreamingAt is the daemon-clock time of the last probe that saw
 	// this replica streaming from ReplicatingFrom; zero when never seen.
 	LastStreamingAt time.Time
+	// Maintenance: an operator holds the site for maintenance. It is no
+	// witness (a replica being stopped and restarted by hand says nothing
+	// about its source) and its own replication or reachability is no
+	// replica problem; it still counts for split brain, total loss and
+	// undetermined states (it may be writable).
+	Maintenance bool
 }
 
 // Streaming reports whether the replica is still receiving from its source:
@@ -168,7 +174,9 @@ const (
 // Witness says what s tells about src, whose last probe by the daemon that
 // reached it was at srcLastSeen (zero: never reached).
 func (in GroupInput) Witness(s SiteInput, src string, srcLastSeen time.Time) Witness {
-	if src == "" || s.Name == src || s.State != ReadOnly || s.ReplicatingFrom != src {
+	// A site under maintenance is stopped and restarted by hand: its lost
+	// source would corroborate an outage it caused itself.
+	if src == "" || s.Name == src || s.State != ReadOnly || s.ReplicatingFrom != src || s.Maintenance {
 		return NoWitness
 	}
 	if s.Streaming(in.SilenceAfter) {
@@ -247,11 +255,22 @@ func (in GroupInput) anyReplica(fn func(s SiteInput, primary string) bool) bool 
 		return false
 	}
 	for _, s := range in.Sites {
-		if s.Name != p && s.State == ReadOnly && fn(s, p) {
+		if s.Name != p && s.State == ReadOnly && !s.Maintenance && fn(s, p) {
 			return true
 		}
 	}
 	return false
+}
+
+// unreachableReplicas counts the unreachable sites not under maintenance.
+func (in GroupInput) unreachableReplicas() int {
+	n := 0
+	for _, s := range in.Sites {
+		if s.State == Unreachable && !s.Maintenance {
+			n++
+		}
+	}
+	return n
 }
 
 // Code names a detection outcome.
@@ -357,7 +376,7 @@ var table = []Row{
 	{ReplicaUnreachable, 120, "the primary is writable but some replica is unreachable",
 		func(in GroupInput) bool {
 			_, ok := in.soleWritable()
-			return ok && in.count(Unreachable) > 0
+			return ok && in.unreachableReplicas() > 0
 		}},
 	{Healthy, 130, "exactly one writable site; every other site is read-only and follows it",
 		func(in GroupInput) bool {
@@ -366,7 +385,7 @@ var table = []Row{
 				return false
 			}
 			for _, s := range in.Sites {
-				if s.Name == p {
+				if s.Name == p || (s.Maintenance && s.State != Writable) {
 					continue
 				}
 				if s.State != ReadOnly || s.ReplicatingFrom != p || !s.IOConnected || s.ReplicationBroken {

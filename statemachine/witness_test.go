@@ -47,3 +47,33 @@ func TestOnlyRunningIOThreadsThatLostThePrimaryRecentlyCorroborate(t *testing.T)
 		t.Errorf("without an anchor: Detect = %s, want %s", got, PrimaryDown)
 	}
 }
+
+// TestMaintenanceSiteIsNoWitnessAndNoReplicaProblem: a site an operator
+// holds for maintenance is stopped, restarted and lagging by hand. Its lost
+// source must not corroborate an outage, its streaming must not veto one,
+// and its own state must not read as a degraded group; it still counts
+// where it could be writable.
+func TestMaintenanceSiteIsNoWitnessAndNoReplicaProblem(t *testing.T) {
+	maint := func(s *SiteInput) { s.Maintenance = true }
+	stopped := func(s *SiteInput) { s.IOStopped = true }
+	for _, tc := range []struct {
+		name  string
+		sites []SiteInput
+		want  Code
+	}{
+		{"the only witness is under maintenance and lost the primary", []SiteInput{site("a", Unreachable), site("b", ReadOnly, lostIO("a"), maint)}, PrimaryDownUncorroborated},
+		{"a maintenance site still streaming does not veto the others' loss", []SiteInput{site("a", Unreachable), site("b", ReadOnly, follows("a"), maint), site("c", ReadOnly, lostIO("a"))}, PrimaryDown},
+		{"maintenance site unreachable (mysqld stopped)", []SiteInput{site("a", Writable), site("b", Unreachable, maint), site("c", ReadOnly, follows("a"))}, Healthy},
+		{"maintenance site restarted, replication stopped", []SiteInput{site("a", Writable), site("b", ReadOnly, lostIO("a"), stopped, maint), site("c", ReadOnly, follows("a"))}, Healthy},
+		{"maintenance site with broken replication", []SiteInput{site("a", Writable), site("b", ReadOnly, follows("a"), broken, maint)}, Healthy},
+		{"the same replica without the hold is a problem", []SiteInput{site("a", Writable), site("b", Unreachable), site("c", ReadOnly, follows("a"))}, ReplicaUnreachable},
+		{"a maintenance site made writable is still a split brain", []SiteInput{site("a", Writable), site("b", Writable, maint)}, SplitBrain},
+		{"a maintenance site without a debounced state still waits", []SiteInput{site("a", Writable), site("b", Unknown, maint)}, Undetermined},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := Detect(group("a", tc.sites...)).Code; got != tc.want {
+				t.Errorf("Detect = %s, want %s", got, tc.want)
+			}
+		})
+	}
+}
