@@ -7,6 +7,7 @@ import (
 	"github.com/failoverd/failoverd/gtid"
 	"github.com/failoverd/failoverd/statemachine"
 )
+
 // unpromotable says why site i may never be promoted whatever its state
 // ("" if it may): dr-only, operator-fenced or known-diverged.
 func (v *view) unpromotable(i int) string { return v.unpromotableAs(i, false) }

@@ -8,7 +8,9 @@ import (
 )
 
 func pausedAt(until time.Time) func(*Persisted) {
-	return func(p *Persisted) { p.Pause = &Pause{Since: now.Add(-time.Minute), Until: until, By: "alice", Reason: "kernel upgrade"} }
+	return func(p *Persisted) {
+		p.Pause = &Pause{Since: now.Add(-time.Minute), Until: until, By: "alice", Reason: "kernel upgrade"}
+	}
 }
 
 func holding(site string, k HoldKind, until time.Time) func(*Persisted) {
