@@ -15,12 +15,17 @@
 //	POST /v1/groups/{g}/acknowledge          {}                         (bearer token)
 //	POST /v1/groups/{g}/confirm-fence        {"site": "OLD-PRIMARY" or a lost replica} (bearer token)
 //	POST /v1/groups/{g}/reclone              {"site": "S", "token": "T"} (bearer token)
+//	POST /v1/groups/{g}/pause                {"for": "30m", "reason": "..."} (bearer token)
+//	POST /v1/groups/{g}/resume               {}                         (bearer token)
+//	POST /v1/groups/{g}/sites/{s}/hold       {"kind": "no-promote" or "maintenance", "for": "2h", "reason": "..."} (bearer token)
+//	POST /v1/groups/{g}/sites/{s}/release    {}                         (bearer token)
 //	GET  /status                             alias of /v1/groups (deprecated)
 package api
 
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/failoverd/failoverd/status"
 	"github.com/failoverd/failoverd/view"
@@ -55,9 +60,10 @@ type Control interface {
 	// SidecarReport records a sidecar's report (body, signed with sig)
 	// and answers the group's signed view, bound to the report's nonce.
 	SidecarReport(body []byte, sig string) (view.Answer, error)
-	// Switchover starts a planned switchover to target; force allows it
-	// within the failover cooldown.
-	Switchover(ctx context.Context, group, target string, force bool, by Actor) error
+	// Switchover starts a planned switchover to target (see
+	// SwitchoverOptions). It returns what the group decided, in words: the
+	// accepted switchover's plan, or with DryRun what it would do.
+	Switchover(ctx context.Context, group, target string, opt SwitchoverOptions, by Actor) (string, error)
 	// Acknowledge clears an escalation halt.
 	Acknowledge(ctx context.Context, group string, by Actor) error
 	// ConfirmFence records an operator's assertion that site, the old
@@ -71,6 +77,28 @@ type Control interface {
 	// the primary lacks, read from both when the request arrives (the site
 	// name when there is none).
 	Reclone(ctx context.Context, group, site, token string, by Actor) error
+	// Pause stops the group's automatic actions (failover, switchover,
+	// fence, re-assert, rejoin) for d, for reason; observing, reporting and
+	// routing repair go on.
+	Pause(ctx context.Context, group string, d time.Duration, reason string, by Actor) error
+	// Resume ends the group's pause.
+	Resume(ctx context.Context, group string, by Actor) error
+	// Hold puts a no-promote or maintenance hold on site for d; a
+	// maintenance hold on the primary first switches over to the best
+	// candidate.
+	Hold(ctx context.Context, group, site, kind string, d time.Duration, reason string, by Actor) error
+	// Release ends site's hold.
+	Release(ctx context.Context, group, site string, by Actor) error
+}
+
+// SwitchoverOptions are the operator's switches on a switchover.
+type SwitchoverOptions struct {
+	// Force allows it within failoverCooldown of the last automatic failover.
+	Force bool
+	// AllowDROnly allows a dr-only target (never chosen automatically).
+	AllowDROnly bool
+	// DryRun decides and answers, changing nothing.
+	DryRun bool
 }
 
 // Actor says who asked for a command, for the history.
@@ -95,7 +123,42 @@ type SwitchoverRequest struct {
 	// Force allows the switchover within failoverCooldown of the last
 	// failover or switchover (refused otherwise).
 	Force bool `json:"force,omitempty"`
+	// AllowDROnly allows a dr-only target.
+	AllowDROnly bool `json:"allowDROnly,omitempty"`
+	// DryRun answers what the switchover would do (200, Result says it)
+	// without doing it.
+	DryRun bool `json:"dryRun,omitempty"`
 	// By names the operator (recorded in the history).
+	By string `json:"by,omitempty"`
+}
+
+// PauseRequest is the body of POST /v1/groups/{g}/pause.
+type PauseRequest struct {
+	// For is how long the pause lasts (a Go duration, e.g. "30m";
+	// required, at most daemon.maxPause).
+	For string `json:"for"`
+	// Reason says why (required; shown in status and the history).
+	Reason string `json:"reason"`
+	By     string `json:"by,omitempty"`
+}
+
+// ResumeRequest is the body of POST /v1/groups/{g}/resume.
+type ResumeRequest struct {
+	By string `json:"by,omitempty"`
+}
+
+// HoldRequest is the body of POST /v1/groups/{g}/sites/{s}/hold.
+type HoldRequest struct {
+	// Kind is "no-promote" or "maintenance".
+	Kind string `json:"kind"`
+	// For is how long the hold lasts (required, at most daemon.maxHold).
+	For    string `json:"for"`
+	Reason string `json:"reason"`
+	By     string `json:"by,omitempty"`
+}
+
+// ReleaseRequest is the body of POST /v1/groups/{g}/sites/{s}/release.
+type ReleaseRequest struct {
 	By string `json:"by,omitempty"`
 }
 

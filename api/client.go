@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/failoverd/failoverd/status"
 )
@@ -55,7 +56,37 @@ func (c *Client) Group(ctx context.Context, name string) (status.Group, error) {
 // Switchover asks for a planned switchover of group to target; force
 // allows it within the failover cooldown.
 func (c *Client) Switchover(ctx context.Context, group, target string, force bool, by string) error {
-	return c.do(ctx, http.MethodPost, "/v1/groups/"+url.PathEscape(group)+"/switchover", SwitchoverRequest{Target: target, Force: force, By: by}, nil)
+	_, err := c.SwitchoverWith(ctx, group, target, SwitchoverOptions{Force: force}, by)
+	return err
+}
+
+// SwitchoverWith starts (or, with DryRun, only decides) a switchover with
+// every option; it returns the daemon's answer (the dry run's verdict).
+func (c *Client) SwitchoverWith(ctx context.Context, group, target string, opt SwitchoverOptions, by string) (string, error) {
+	var res Result
+	err := c.do(ctx, http.MethodPost, "/v1/groups/"+url.PathEscape(group)+"/switchover",
+		SwitchoverRequest{Target: target, Force: opt.Force, AllowDROnly: opt.AllowDROnly, DryRun: opt.DryRun, By: by}, &res)
+	return res.Result, err
+}
+
+// Pause pauses group for d (see PauseRequest).
+func (c *Client) Pause(ctx context.Context, group string, d time.Duration, reason, by string) error {
+	return c.do(ctx, http.MethodPost, "/v1/groups/"+url.PathEscape(group)+"/pause", PauseRequest{For: d.String(), Reason: reason, By: by}, nil)
+}
+
+// Resume ends group's pause.
+func (c *Client) Resume(ctx context.Context, group, by string) error {
+	return c.do(ctx, http.MethodPost, "/v1/groups/"+url.PathEscape(group)+"/resume", ResumeRequest{By: by}, nil)
+}
+
+// Hold puts a hold of kind on site for d (see HoldRequest).
+func (c *Client) Hold(ctx context.Context, group, site, kind string, d time.Duration, reason, by string) error {
+	return c.do(ctx, http.MethodPost, "/v1/groups/"+url.PathEscape(group)+"/sites/"+url.PathEscape(site)+"/hold", HoldRequest{Kind: kind, For: d.String(), Reason: reason, By: by}, nil)
+}
+
+// Release ends site's hold.
+func (c *Client) Release(ctx context.Context, group, site, by string) error {
+	return c.do(ctx, http.MethodPost, "/v1/groups/"+url.PathEscape(group)+"/sites/"+url.PathEscape(site)+"/release", ReleaseRequest{By: by}, nil)
 }
 
 // Acknowledge clears group's escalation halt.

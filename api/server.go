@@ -75,6 +75,10 @@ func Handler(o Options) http.Handler {
 	mux.HandleFunc("POST /v1/groups/{group}/acknowledge", s.command(s.acknowledge))
 	mux.HandleFunc("POST /v1/groups/{group}/confirm-fence", s.command(s.confirmFence))
 	mux.HandleFunc("POST /v1/groups/{group}/reclone", s.command(s.reclone))
+	mux.HandleFunc("POST /v1/groups/{group}/pause", s.command(s.pause))
+	mux.HandleFunc("POST /v1/groups/{group}/resume", s.command(s.resume))
+	mux.HandleFunc("POST /v1/groups/{group}/sites/{site}/hold", s.command(s.hold))
+	mux.HandleFunc("POST /v1/groups/{group}/sites/{site}/release", s.command(s.release))
 	return mux
 }
 
@@ -128,7 +132,7 @@ func (s *server) group(w http.ResponseWriter, r *http.Request) {
 }
 
 // command wraps a mutation: bearer token, known group, bounded body.
-func (s *server) command(run func(w http.ResponseWriter, r *http.Request, group string, body []byte) error) http.HandlerFunc {
+func (s *server) command(run func(w http.ResponseWriter, r *http.Request, group string, body []byte) (string, error)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if s.Token == "" {
 			writeError(w, http.StatusForbidden, "mutating API disabled: set daemon.apiTokenFile")
@@ -151,18 +155,24 @@ func (s *server) command(run func(w http.ResponseWriter, r *http.Request, group 
 			writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("body larger than %d bytes or unreadable", maxCommandBytes))
 			return
 		}
-		if err := run(w, r, group, body); err != nil {
+		answer, err := run(w, r, group, body)
+		if err != nil {
 			s.failOrForward(w, r, err, body)
+			return
+		}
+		if answer != "" {
+			// A dry run: nothing was accepted, this is what would happen.
+			writeJSON(w, http.StatusOK, Result{Result: answer, Group: group})
 			return
 		}
 		writeJSON(w, http.StatusAccepted, Result{Result: "accepted", Group: group})
 	}
 }
 
-func (s *server) switchover(_ http.ResponseWriter, r *http.Request, group string, body []byte) error {
+func (s *server) switchover(_ http.ResponseWriter, r *http.Request, group string, body []byte) (string, error) {
 	var req SwitchoverRequest
 	if err := decode(body, &req); err != nil {
-		return err
+		return "", err
 	}
 	if req.Target == "" {
 		// The query form of the first release.
@@ -170,39 +180,100 @@ func (s *server) switchover(_ http.ResponseWriter, r *http.Request, group string
 		req.Force = req.Force || r.URL.Query().Get("force") == "true"
 	}
 	if req.Target == "" {
-		return fmt.Errorf("%w: target missing: POST {\"target\": \"SITE\"}", ErrBadRequest)
+		return "", fmt.Errorf("%w: target missing: POST {\"target\": \"SITE\"}", ErrBadRequest)
 	}
-	return s.Control.Switchover(r.Context(), group, req.Target, req.Force, actor(r, req.By))
+	opt := SwitchoverOptions{Force: req.Force, AllowDROnly: req.AllowDROnly, DryRun: req.DryRun}
+	answer, err := s.Control.Switchover(r.Context(), group, req.Target, opt, actor(r, req.By))
+	if !req.DryRun {
+		answer = ""
+	}
+	return answer, err
 }
 
-func (s *server) acknowledge(_ http.ResponseWriter, r *http.Request, group string, body []byte) error {
+func (s *server) acknowledge(_ http.ResponseWriter, r *http.Request, group string, body []byte) (string, error) {
 	var req AcknowledgeRequest
 	if err := decode(body, &req); err != nil {
-		return err
+		return "", err
 	}
-	return s.Control.Acknowledge(r.Context(), group, actor(r, req.By))
+	return "", s.Control.Acknowledge(r.Context(), group, actor(r, req.By))
 }
 
-func (s *server) confirmFence(_ http.ResponseWriter, r *http.Request, group string, body []byte) error {
+func (s *server) confirmFence(_ http.ResponseWriter, r *http.Request, group string, body []byte) (string, error) {
 	var req ConfirmFenceRequest
 	if err := decode(body, &req); err != nil {
-		return err
+		return "", err
 	}
 	if req.Site == "" {
-		return fmt.Errorf("%w: site missing: POST {\"site\": \"OLD-PRIMARY\"}", ErrBadRequest)
+		return "", fmt.Errorf("%w: site missing: POST {\"site\": \"OLD-PRIMARY\"}", ErrBadRequest)
 	}
-	return s.Control.ConfirmFence(r.Context(), group, req.Site, actor(r, req.By))
+	return "", s.Control.ConfirmFence(r.Context(), group, req.Site, actor(r, req.By))
 }
 
-func (s *server) reclone(_ http.ResponseWriter, r *http.Request, group string, body []byte) error {
+func (s *server) reclone(_ http.ResponseWriter, r *http.Request, group string, body []byte) (string, error) {
 	var req RecloneRequest
 	if err := decode(body, &req); err != nil {
-		return err
+		return "", err
 	}
 	if req.Site == "" || req.Token == "" {
-		return fmt.Errorf("%w: site or token missing: POST {\"site\": \"SITE\", \"token\": \"first 8+ characters of the GTID set it holds that the primary lacks, or the site name\"}", ErrBadRequest)
+		return "", fmt.Errorf("%w: site or token missing: POST {\"site\": \"SITE\", \"token\": \"first 8+ characters of the GTID set it holds that the primary lacks, or the site name\"}", ErrBadRequest)
 	}
-	return s.Control.Reclone(r.Context(), group, req.Site, req.Token, actor(r, req.By))
+	return "", s.Control.Reclone(r.Context(), group, req.Site, req.Token, actor(r, req.By))
+}
+
+// duration parses a request's "for": a positive Go duration is required,
+// every pause and hold ends by itself.
+func duration(field, text string) (time.Duration, error) {
+	if text == "" {
+		return 0, fmt.Errorf("%w: %s missing: every pause and hold has an expiry, e.g. \"30m\"", ErrBadRequest, field)
+	}
+	d, err := time.ParseDuration(text)
+	if err != nil || d <= 0 {
+		return 0, fmt.Errorf("%w: %s %q: want a positive duration such as 30m or 2h", ErrBadRequest, field, text)
+	}
+	return d, nil
+}
+
+func (s *server) pause(_ http.ResponseWriter, r *http.Request, group string, body []byte) (string, error) {
+	var req PauseRequest
+	if err := decode(body, &req); err != nil {
+		return "", err
+	}
+	d, err := duration("for", req.For)
+	if err != nil {
+		return "", err
+	}
+	return "", s.Control.Pause(r.Context(), group, d, req.Reason, actor(r, req.By))
+}
+
+func (s *server) resume(_ http.ResponseWriter, r *http.Request, group string, body []byte) (string, error) {
+	var req ResumeRequest
+	if err := decode(body, &req); err != nil {
+		return "", err
+	}
+	return "", s.Control.Resume(r.Context(), group, actor(r, req.By))
+}
+
+func (s *server) hold(_ http.ResponseWriter, r *http.Request, group string, body []byte) (string, error) {
+	var req HoldRequest
+	if err := decode(body, &req); err != nil {
+		return "", err
+	}
+	if req.Kind == "" {
+		return "", fmt.Errorf("%w: kind missing: POST {\"kind\": \"no-promote\" or \"maintenance\", \"for\": \"2h\", \"reason\": \"...\"}", ErrBadRequest)
+	}
+	d, err := duration("for", req.For)
+	if err != nil {
+		return "", err
+	}
+	return "", s.Control.Hold(r.Context(), group, r.PathValue("site"), req.Kind, d, req.Reason, actor(r, req.By))
+}
+
+func (s *server) release(_ http.ResponseWriter, r *http.Request, group string, body []byte) (string, error) {
+	var req ReleaseRequest
+	if err := decode(body, &req); err != nil {
+		return "", err
+	}
+	return "", s.Control.Release(r.Context(), group, r.PathValue("site"), actor(r, req.By))
 }
 
 func actor(r *http.Request, by string) Actor {

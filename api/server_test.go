@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/failoverd/failoverd/status"
 	"github.com/failoverd/failoverd/view"
@@ -54,14 +55,40 @@ func (f *fakeControl) SidecarReport(body []byte, sig string) (view.Answer, error
 	return view.Answer{Signed: view.Signed{View: view.View{Group: "orders", Epoch: 4, ActiveSite: "a"}}}, nil
 }
 
-func (f *fakeControl) Switchover(_ context.Context, group, target string, force bool, by Actor) error {
+func (f *fakeControl) Switchover(_ context.Context, group, target string, opt SwitchoverOptions, by Actor) (string, error) {
 	if !f.leader {
-		return fmt.Errorf("%w: follower", ErrNotLeader)
+		return "", fmt.Errorf("%w: follower", ErrNotLeader)
 	}
-	if force {
+	if opt.Force {
 		target += " (forced)"
 	}
+	if opt.AllowDROnly {
+		target += " (dr-only allowed)"
+	}
+	if opt.DryRun {
+		target += " (dry run)"
+	}
 	f.calls = append(f.calls, fmt.Sprintf("switchover %s %s by %s", group, target, by.Name))
+	return "would switch over to " + target, f.err
+}
+
+func (f *fakeControl) Pause(_ context.Context, group string, d time.Duration, reason string, by Actor) error {
+	f.calls = append(f.calls, fmt.Sprintf("pause %s for %v (%s) by %s", group, d, reason, by.Name))
+	return f.err
+}
+
+func (f *fakeControl) Resume(_ context.Context, group string, by Actor) error {
+	f.calls = append(f.calls, fmt.Sprintf("resume %s by %s", group, by.Name))
+	return f.err
+}
+
+func (f *fakeControl) Hold(_ context.Context, group, site, kind string, d time.Duration, reason string, by Actor) error {
+	f.calls = append(f.calls, fmt.Sprintf("hold %s %s %s for %v (%s) by %s", group, site, kind, d, reason, by.Name))
+	return f.err
+}
+
+func (f *fakeControl) Release(_ context.Context, group, site string, by Actor) error {
+	f.calls = append(f.calls, fmt.Sprintf("release %s %s by %s", group, site, by.Name))
 	return f.err
 }
 

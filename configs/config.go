@@ -55,6 +55,11 @@ type Daemon struct {
 	// sidecar reports and commands to the leader's URL instead of answering
 	// 503, so sidecars and the CLI may use one Service for every replica.
 	AdvertiseURL string `yaml:"advertiseURL"`
+	// MaxPause bounds `failoverd pause --for`: a longer pause is refused
+	// (a forgotten pause leaves a group without automatic failover).
+	MaxPause time.Duration `yaml:"maxPause" default:"24h"`
+	// MaxHold bounds `failoverd hold --for` (no-promote, maintenance).
+	MaxHold time.Duration `yaml:"maxHold" default:"168h"`
 }
 
 // APITLS serves the daemon's HTTP server (API, /active-site, /metrics,

@@ -266,6 +266,8 @@ func (v *validator) clusterRef(path, name string) {
 func (v *validator) daemon(c *Config) {
 	d := c.Daemon
 	v.hostPort("daemon.listen", d.Listen, true)
+	v.positive("daemon.maxPause", d.MaxPause)
+	v.positive("daemon.maxHold", d.MaxHold)
 	switch d.StateStore.Type {
 	case "file":
 		if d.StateStore.Path == "" {

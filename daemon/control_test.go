@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/failoverd/failoverd/api"
 	"github.com/failoverd/failoverd/configs"
@@ -21,7 +22,9 @@ func TestCommandsRefuseUnknownGroupSiteAndFollowers(t *testing.T) {
 	by := api.Actor{Name: "ann"}
 	// Not leading: every command is refused before it reaches the loop.
 	for name, err := range map[string]error{
-		"switchover":    d.Switchover(ctx, "g", "b", false, by),
+		"switchover":    second(d.Switchover(ctx, "g", "b", api.SwitchoverOptions{}, by)),
+		"pause":         d.Pause(ctx, "g", time.Minute, "r", by),
+		"hold":          d.Hold(ctx, "g", "b", "no-promote", time.Minute, "r", by),
 		"acknowledge":   d.Acknowledge(ctx, "g", by),
 		"confirm-fence": d.ConfirmFence(ctx, "g", "a", by),
 		"reclone":       d.Reclone(ctx, "g", "a", "a", by),
@@ -34,8 +37,11 @@ func TestCommandsRefuseUnknownGroupSiteAndFollowers(t *testing.T) {
 	defer cancel()
 	d.lead.begin(lctx, t0, nil)
 	for name, err := range map[string]error{
-		"switchover, unknown group":    d.Switchover(ctx, "nope", "b", false, by),
-		"switchover, unknown site":     d.Switchover(ctx, "g", "z", false, by),
+		"switchover, unknown group":    second(d.Switchover(ctx, "nope", "b", api.SwitchoverOptions{}, by)),
+		"pause, unknown group":         d.Pause(ctx, "nope", time.Minute, "r", by),
+		"hold, unknown site":           d.Hold(ctx, "g", "z", "no-promote", time.Minute, "r", by),
+		"release, unknown site":        d.Release(ctx, "g", "z", by),
+		"switchover, unknown site":     second(d.Switchover(ctx, "g", "z", api.SwitchoverOptions{}, by)),
 		"acknowledge, unknown group":   d.Acknowledge(ctx, "nope", by),
 		"confirm-fence, unknown group": d.ConfirmFence(ctx, "nope", "a", by),
 		"confirm-fence, unknown site":  d.ConfirmFence(ctx, "g", "z", by),
@@ -70,3 +76,6 @@ func TestRecloneUnavailableSaysWhatToDo(t *testing.T) {
 		}
 	}
 }
+
+// second returns the error of a (value, error) pair.
+func second[T any](_ T, err error) error { return err }

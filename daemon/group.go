@@ -58,6 +58,9 @@ type group struct {
 
 	mu        sync.Mutex        // guards the fields below, read by status
 	rec       record            // the persisted record, as last loaded or saved
+	// servingSince is when the leadership term of the last decision began
+	// (the readiness check decides as that decision did).
+	servingSince time.Time
 	fenced    map[string]uint64 // site → epoch at which its fence was read back
 	last      sitepair.Decision
 	decidedAt time.Time // when last was decided
@@ -135,6 +138,9 @@ func (g *group) run(ctx context.Context, lead func() (context.Context, time.Time
 // round decides once, on settled observations, and carries the decision out.
 // ctx is the leadership term's context.
 func (g *group) round(ctx context.Context, servingSince time.Time) {
+	// A pause or hold that ran out is dropped first: its end is what the
+	// operator asked for when setting it.
+	g.expireModes(ctx)
 	if r, ok := g.decide(ctx, servingSince); ok {
 		g.carryOut(ctx, r.Decision)
 	}
@@ -167,6 +173,9 @@ func (g *group) decide(ctx context.Context, servingSince time.Time) (r Round, ok
 		g.mu.Unlock()
 	}
 	o := g.observed(servingSince)
+	g.mu.Lock()
+	g.servingSince = servingSince
+	g.mu.Unlock()
 	return Round{Observed: o, State: st, Decision: sitepair.Decide(o, st, g.policy, g.now())}, true
 }
 
@@ -197,6 +206,11 @@ func (g *group) carryOut(ctx context.Context, d sitepair.Decision) {
 		}
 		g.log.Log(ctx, level, "decision", "action", string(d.Action), "reason", string(d.Reason),
 			"target", d.Target, "fence", d.Fence, "proof", string(d.FenceProof), "epoch", d.Epoch, "message", d.Message)
+		if w := d.Withheld; w != nil {
+			// What a paused group would have done: the operator's to judge.
+			g.log.Warn("pause.withheld", "action", string(w.Action), "reason", string(w.Reason), "target", w.Target,
+				"fence", w.Fence, "epoch", w.Epoch, "message", w.Message)
+		}
 	}
 	if d.Action == sitepair.None || d.Action == sitepair.Alert {
 		if changed {

@@ -156,8 +156,17 @@ func toRecord(st store.GroupState, flavor gtid.Flavor) (record, error) {
 		}
 		r.Recloning[site] = sitepair.Reclone{Donor: c.Donor, Epoch: c.Epoch, At: c.At, By: c.By, Failed: c.Failed}
 	}
+	if p := st.Pause; p != nil {
+		r.Pause = &sitepair.Pause{Since: p.Since, Until: p.Until, By: p.By, Reason: p.Reason}
+	}
+	for site, h := range st.Holds {
+		if r.Holds == nil {
+			r.Holds = map[string]sitepair.Hold{}
+		}
+		r.Holds[site] = sitepair.Hold{Kind: sitepair.HoldKind(h.Kind), Since: h.Since, Until: h.Until, By: h.By, Reason: h.Reason}
+	}
 	if f := st.InFlight; f != nil && f.RevokedEpoch > 0 {
-		r.InFlight = &sitepair.InFlight{Epoch: f.RevokedEpoch, RevokedAt: f.RevokedAt, From: f.From, To: f.To, Planned: f.Kind == kindSwitchover,
+		r.InFlight = &sitepair.InFlight{Epoch: f.RevokedEpoch, RevokedAt: f.RevokedAt, From: f.From, To: f.To, Planned: f.Kind == kindSwitchover, AllowDROnly: f.AllowDROnly,
 			PublishedEpoch: f.PublishedEpoch, PublishedTo: f.PublishedTo, OperatorConfirmed: confirmationIn(f.FenceConfirmation)}
 		for _, c := range f.LostHolders {
 			r.InFlight.LostHolders = append(r.InFlight.LostHolders, *confirmationIn(&c))
@@ -194,6 +203,15 @@ func toStore(group string, r record) store.GroupState {
 			st.DivergedCount[site] = n
 		}
 	}
+	if p := r.Pause; p != nil {
+		st.Pause = &store.Pause{Since: p.Since, Until: p.Until, By: p.By, Reason: p.Reason}
+	}
+	for site, h := range r.Holds {
+		if st.Holds == nil {
+			st.Holds = map[string]store.Hold{}
+		}
+		st.Holds[site] = store.Hold{Kind: string(h.Kind), Since: h.Since, Until: h.Until, By: h.By, Reason: h.Reason}
+	}
 	for site, c := range r.Recloning {
 		if st.Recloning == nil {
 			st.Recloning = map[string]store.Reclone{}
@@ -205,7 +223,7 @@ func toStore(group string, r record) store.GroupState {
 			PromotionGTID: r.PromotionGTID.String(), Proof: string(r.LastFailoverProof), FenceConfirmation: confirmationOut(r.LastFailoverConfirmation)}
 	}
 	if f := r.InFlight; f != nil {
-		in := &store.InFlight{Kind: kindFailover, From: f.From, To: f.To, RevokedAt: f.RevokedAt, RevokedEpoch: f.Epoch,
+		in := &store.InFlight{Kind: kindFailover, From: f.From, To: f.To, RevokedAt: f.RevokedAt, RevokedEpoch: f.Epoch, AllowDROnly: f.AllowDROnly,
 			PublishedEpoch: f.PublishedEpoch, PublishedTo: f.PublishedTo, FenceConfirmation: confirmationOut(f.OperatorConfirmed)}
 		if f.Planned {
 			in.Kind = kindSwitchover

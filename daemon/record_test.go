@@ -106,6 +106,12 @@ func randomRecord(rng *rand.Rand, flavor gtid.Flavor) record {
 			r.OperatorFenced = append(r.OperatorFenced, s)
 		}
 		if rng.IntN(4) == 0 {
+			if r.Holds == nil {
+				r.Holds = map[string]sitepair.Hold{}
+			}
+			r.Holds[s] = sitepair.Hold{Kind: sitepair.HoldKinds()[rng.IntN(2)], Since: at(), Until: at(), By: "op", Reason: "work"}
+		}
+		if rng.IntN(4) == 0 {
 			if r.Recloning == nil {
 				r.Recloning = map[string]sitepair.Reclone{}
 			}
@@ -123,6 +129,9 @@ func randomRecord(rng *rand.Rand, flavor gtid.Flavor) record {
 		r.FailoverHistory = append(r.FailoverHistory, at())
 	}
 	if maybe() {
+		r.Pause = &sitepair.Pause{Since: at(), Until: at(), By: "op" + site(), Reason: "upgrade"}
+	}
+	if maybe() {
 		r.EscalationHalted = true
 		if maybe() {
 			r.haltedReason = "too many failovers"
@@ -133,6 +142,7 @@ func randomRecord(rng *rand.Rand, flavor gtid.Flavor) record {
 		r.Epoch = epoch
 		r.ActiveSite = ""
 		f := &sitepair.InFlight{Epoch: epoch, RevokedAt: at(), From: site(), To: site(), Planned: maybe()}
+		f.AllowDROnly = f.Planned && maybe()
 		if maybe() {
 			f.PublishedEpoch, f.PublishedTo = epoch, f.To
 		}

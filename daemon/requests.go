@@ -21,12 +21,20 @@ var ErrRefused = api.ErrRefused
 
 // request is an operator action handed to the loop (one action at a time).
 type request struct {
-	kind   string // kindSwitchover, kindAcknowledge, kindConfirmFence or kindReclone
-	target string // the switchover's target, the site whose fence is confirmed or to reclone
+	kind   string // kindSwitchover, kindAcknowledge, kindConfirmFence, kindReclone or a mode kind (modes.go)
+	target string // the switchover's target, the site whose fence is confirmed, to reclone or to hold
 	token  string // the reclone's token
 	force  bool   // a switchover within the failover cooldown
-	by     string // who asked (for the history)
-	reply  chan error
+	// allowDR and dryRun: a switchover to a dr-only site; one only decided.
+	allowDR, dryRun bool
+	// holdKind, lasts and reason: a pause's or hold's kind, duration and why.
+	holdKind string
+	lasts    time.Duration
+	reason   string
+	by       string // who asked (for the history)
+	reply    chan error
+	// answer receives what the group decided, in words (switchover).
+	answer *string
 }
 
 // Operator request kinds besides kindSwitchover.
@@ -36,15 +44,18 @@ const (
 )
 
 // Switchover implements api.Control.
-func (d *Daemon) Switchover(ctx context.Context, group, target string, force bool, by api.Actor) error {
+func (d *Daemon) Switchover(ctx context.Context, group, target string, opt api.SwitchoverOptions, by api.Actor) (string, error) {
 	g, err := d.commandGroup(group)
 	if err != nil {
-		return err
+		return "", err
 	}
 	if !g.hasSite(target) {
-		return fmt.Errorf("%w: group %s has no site %s", api.ErrNotFound, group, target)
+		return "", fmt.Errorf("%w: group %s has no site %s", api.ErrNotFound, group, target)
 	}
-	return g.submit(ctx, request{kind: kindSwitchover, target: target, force: force, by: by.String()})
+	var answer string
+	err = g.submit(ctx, request{kind: kindSwitchover, target: target, force: opt.Force, allowDR: opt.AllowDROnly, dryRun: opt.DryRun,
+		by: by.String(), answer: &answer})
+	return answer, err
 }
 
 // Acknowledge implements api.Control.
@@ -137,6 +148,8 @@ func (g *group) handle(req request, lead func() (context.Context, time.Time, boo
 		return g.confirmFence(ctx, req, since, st, entry)
 	case kindReclone:
 		return g.startReclone(ctx, req, g.observed(since), st, entry)
+	case kindPause, kindResume, kindHold, kindRelease:
+		return g.changeMode(ctx, req, since, st, entry)
 	}
 	return fmt.Errorf("%w: unknown request %q", ErrRefused, req.kind)
 }
@@ -145,7 +158,25 @@ func (g *group) handle(req request, lead func() (context.Context, time.Time, boo
 // out like any decision once the cache moved. servingSince is when this
 // daemon's term began.
 func (g *group) switchover(ctx context.Context, req request, servingSince time.Time, st sitepair.Persisted, entry store.AuditEntry) error {
-	d := sitepair.DecideSwitchover(g.observed(servingSince), st, g.policy, req.target, req.force, entry.At)
+	opt := sitepair.SwitchoverOptions{Force: req.force, AllowDROnly: req.allowDR}
+	d := sitepair.DecideSwitchoverWith(g.observed(servingSince), st, g.policy, req.target, opt, entry.At)
+	if req.answer != nil {
+		*req.answer = d.Message
+	}
+	if req.dryRun {
+		// Decided only: nothing is recorded, nothing moves.
+		if d.Action != sitepair.RevokeEpoch {
+			return fmt.Errorf("%w: switchover to %s would be refused: %s (%s)", ErrRefused, req.target, d.Message, d.Reason)
+		}
+		*req.answer = fmt.Sprintf("would switch over: %s", d.Message)
+		return nil
+	}
+	return g.startSwitchover(ctx, req, d, st, entry)
+}
+
+// startSwitchover carries out an accepted switchover decision d (the
+// revoke), or records its refusal.
+func (g *group) startSwitchover(ctx context.Context, req request, d sitepair.Decision, st sitepair.Persisted, entry store.AuditEntry) error {
 	if d.Action != sitepair.RevokeEpoch {
 		g.log.Warn("switchover.refused", "target", req.target, "by", req.by, "reason", string(d.Reason), "message", d.Message)
 		err := fmt.Errorf("%w: switchover to %s: %s (%s)", ErrRefused, req.target, d.Message, d.Reason)
@@ -155,13 +186,13 @@ func (g *group) switchover(ctx context.Context, req request, servingSince time.T
 	// The cache moves first, before MySQL is touched: with
 	// onSyncTimeout=fail a cache that cannot follow leaves everything as
 	// it was.
-	if err := g.switchCache(ctx, st.ActiveSite, req.target); err != nil {
-		g.log.Warn("switchover.refused", "target", req.target, "by", req.by, "reason", "cache", "err", err)
-		err = fmt.Errorf("%w: switchover to %s: the cache could not follow: %w", ErrRefused, req.target, err)
+	if err := g.switchCache(ctx, st.ActiveSite, d.Target); err != nil {
+		g.log.Warn("switchover.refused", "target", d.Target, "by", req.by, "reason", "cache", "err", err)
+		err = fmt.Errorf("%w: switchover to %s: the cache could not follow: %w", ErrRefused, d.Target, err)
 		g.auditRefused(ctx, entry, err)
 		return err
 	}
-	g.log.Warn("switchover.accepted", "target", req.target, "by", req.by, "forced", req.force)
+	g.log.Warn("switchover.accepted", "target", d.Target, "by", req.by, "forced", req.force, "allow_dr_only", req.allowDR)
 	// The revoke's durable write carries the entry.
 	g.mu.Lock()
 	g.rec.audit = store.AppendAudit(g.rec.audit, entry)

@@ -77,10 +77,20 @@ func (g *group) snapshot(now time.Time) status.Group {
 	if lastErr != nil {
 		out.LastError = lastErr.Error()
 	}
-	if !st.LastFailoverAt.IsZero() {
-		if left := g.policy.FailoverCooldown - now.Sub(st.LastFailoverAt); left > 0 {
+	// Armed by automatic failovers only (a planned switchover does not).
+	if last, ok := st.CooldownFrom(); ok {
+		if left := g.policy.FailoverCooldown - now.Sub(last); left > 0 {
 			out.CooldownRemainingSeconds = left.Seconds()
 		}
+	}
+	if p := st.Pause; p.ActiveAt(now) {
+		out.Pause = &status.Pause{By: p.By, Reason: p.Reason, Since: p.Since, Until: p.Until}
+	}
+	if w := last.Withheld; w != nil {
+		out.Withheld = &status.Withheld{Action: string(w.Action), Reason: string(w.Reason), Target: w.Target, Message: w.Message}
+	}
+	if !decidedAt.IsZero() && len(o.Sites) > 0 {
+		out.Readiness = g.readiness(o, st, now)
 	}
 	if f := stored.LastFailover; f != nil {
 		out.LastFailover = &status.Failover{Kind: f.Kind, From: f.From, To: f.To, At: f.At, Epoch: f.Epoch, PromotionGTID: f.PromotionGTID, Proof: f.Proof}
@@ -114,6 +124,9 @@ func (g *group) snapshot(now time.Time) status.Group {
 	}
 	for i, so := range o.Sites {
 		site := g.siteStatus(so, st, viewer, now)
+		if h, ok := st.HoldAt(so.Name, now); ok {
+			site.Hold = &status.Pause{Kind: string(h.Kind), By: h.By, Reason: h.Reason, Since: h.Since, Until: h.Until}
+		}
 		site.Recovery = recovery(site, so, st, oldPrimary)
 		// The role failoverd last gave the site's cache (not re-read).
 		if i < len(g.cfg.Sites) && g.cfg.Sites[i].Cache != nil && cacheMaster != "" {

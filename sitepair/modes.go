@@ -230,3 +230,43 @@ func paused(st Persisted, d Decision, now time.Time) Decision {
 			p.By, p.Until.UTC().Format(time.RFC3339), p.Reason, d.Action, d.Reason, d.Message),
 	}
 }
+
+// MaintenanceSwitchover decides the planned switchover a maintenance hold
+// on the recorded primary needs first: to the best-ranked site (preferred
+// site, priority, declaration order) that DecideSwitchover accepts, or the
+// best-ranked site's refusal when none does.
+func MaintenanceSwitchover(obs Observed, st Persisted, pol Policy, now time.Time) Decision {
+	v, d, ok := prepare(obs, st, pol, now)
+	if !ok {
+		return d
+	}
+	order := make([]int, 0, len(v.sites))
+	for i, s := range v.sites {
+		if s.Name != st.ActiveSite {
+			order = append(order, i)
+		}
+	}
+	slices.SortStableFunc(order, func(a, b int) int {
+		switch {
+		case v.better(a, b, ""):
+			return -1
+		case v.better(b, a, ""):
+			return 1
+		}
+		return 0
+	})
+	var first Decision
+	for _, i := range order {
+		d := DecideSwitchover(obs, st, pol, v.sites[i].Name, false, now)
+		if d.Action == RevokeEpoch {
+			return d
+		}
+		if first.Reason == "" {
+			first = d
+		}
+	}
+	if first.Reason == "" {
+		return v.decision(ReasonSwitchoverBadTarget, "no other site to switch over to")
+	}
+	return first
+}

@@ -132,6 +132,51 @@ type Group struct {
 	FenceConfirmedBy string `json:"fenceConfirmedBy,omitempty"`
 	// LastError is the latest action's error ("" when it succeeded).
 	LastError string `json:"lastError,omitempty"`
+	// Pause is the operator's pause in effect (nil when not paused).
+	Pause *Pause `json:"pause,omitempty"`
+	// Withheld is what the paused group would have done but did not (the
+	// latest decision withheld it; nil otherwise).
+	Withheld *Withheld `json:"withheld,omitempty"`
+	// Readiness answers, per supposed fault, what would happen if the
+	// primary were lost now (empty before the first decision).
+	Readiness []Readiness `json:"readiness,omitempty"`
+}
+
+// Pause is an operator's pause of a group or hold on a site: who, why,
+// since and until when (Kind is the hold's kind; "" for a pause).
+type Pause struct {
+	Kind   string    `json:"kind,omitempty"`
+	By     string    `json:"by"`
+	Reason string    `json:"reason"`
+	Since  time.Time `json:"since"`
+	Until  time.Time `json:"until"`
+}
+
+// Withheld is a decision a paused group did not carry out.
+type Withheld struct {
+	Action  string `json:"action"`
+	Reason  string `json:"reason"`
+	Target  string `json:"target,omitempty"`
+	Message string `json:"message"`
+}
+
+// Readiness is what would happen if the primary were lost now by Fault
+// ("crash": its mysqld exits; "lost": it answers nothing, host or network
+// lost or mysqld hung), computed each status read by the decision rules.
+type Readiness struct {
+	Fault string `json:"fault"`
+	// Ready: the group would promote Candidate on its own, on Proof.
+	Ready     bool   `json:"ready"`
+	Candidate string `json:"candidate,omitempty"`
+	Proof     string `json:"proof,omitempty"`
+	// ExpectedWritableSeconds estimates fault → Candidate writable:
+	// detection (failureThreshold poll intervals) plus the wait for the
+	// proof (the sidecar lease for lease-expired). Ready only.
+	ExpectedWritableSeconds float64 `json:"expectedWritableSeconds,omitempty"`
+	// Reason and Message are the blocking decision (not ready) or the
+	// promotion (ready).
+	Reason  string `json:"reason"`
+	Message string `json:"message"`
 }
 
 // Site returns the site named name, if any.
@@ -231,6 +276,8 @@ const (
 // Site is one site of a group.
 type Site struct {
 	Name string `json:"name"`
+	// Hold is the operator's hold on the site in effect (nil when none).
+	Hold *Pause `json:"hold,omitempty"`
 	// Role is "primary-candidate" or "dr-only".
 	Role string `json:"role"`
 	// State is one of the State* constants.

@@ -23,6 +23,9 @@ func withSchema2(group string, epoch uint64) GroupState {
 	st.LastFailover.FenceConfirmation = conf
 	st.InFlight.FenceConfirmation = &FenceConfirmation{Site: "east", Epoch: epoch, At: t0, By: "bob"}
 	st.DivergedCount = map[string]uint64{"west": 1}
+	st.Pause = &Pause{Since: t0, Until: t0.Add(time.Hour), By: "dave", Reason: "kernel upgrade"}
+	st.Holds = map[string]Hold{"west": {Kind: "maintenance", Since: t0, Until: t0.Add(time.Hour), By: "erin", Reason: "disk swap"}}
+	st.InFlight.AllowDROnly = true
 	st.Audit = []AuditEntry{
 		{At: t0.Add(-time.Hour), Action: AuditSwitchover, Site: "east", By: "carol", Result: AuditAccepted},
 		{At: t0, Action: AuditConfirmFence, Site: "east", By: "bob", Result: AuditAccepted},

@@ -46,6 +46,12 @@ import (
 // makes that failover wait for the confirmation again. A binary without it
 // refuses such a document (unknown field): roll back while no failover is
 // in flight.
+//
+// GroupState.Pause, GroupState.Holds and InFlight.AllowDROnly were added
+// within version 2 too: they are written only while an operator's pause or
+// hold is in effect (or a switchover to a dr-only site is in flight), and a
+// binary without them refuses such a document rather than silently ending
+// a pause an operator relies on: roll back after resume and release.
 const SchemaVersion = 2
 
 // Sentinel errors.
@@ -121,6 +127,10 @@ type GroupState struct {
 	// confirm-fence), accepted or refused, newest last, at most MaxAudit
 	// (see AppendAudit).
 	Audit []AuditEntry `json:"audit,omitempty"`
+	// Pause is an operator's pause of the group, until it ends.
+	Pause *Pause `json:"pause,omitempty"`
+	// Holds maps a site to an operator's hold (no-promote, maintenance).
+	Holds map[string]Hold `json:"holds,omitempty"`
 	// UpdatedAt is when this state was saved (daemon clock).
 	UpdatedAt time.Time `json:"updatedAt"`
 	// UpdatedBy is the identity of the daemon that saved this state (which
@@ -134,7 +144,32 @@ const (
 	AuditAcknowledge  = "acknowledge"
 	AuditConfirmFence = "confirm-fence"
 	AuditReclone      = "reclone"
+	AuditPause        = "pause"
+	AuditResume       = "resume"
+	AuditHold         = "hold"
+	AuditRelease      = "release"
+	// AuditExpired records a pause or hold that ran out (By "failoverd").
+	AuditExpired = "expired"
 )
+
+// Pause is an operator's pause of a group: no failover, switchover or
+// fence until Until.
+type Pause struct {
+	Since  time.Time `json:"since"`
+	Until  time.Time `json:"until"`
+	By     string    `json:"by"`
+	Reason string    `json:"reason"`
+}
+
+// Hold is an operator's hold on a site until Until: Kind "no-promote"
+// or "maintenance".
+type Hold struct {
+	Kind   string    `json:"kind"`
+	Since  time.Time `json:"since"`
+	Until  time.Time `json:"until"`
+	By     string    `json:"by"`
+	Reason string    `json:"reason"`
+}
 
 // Reclone is a human's request to re-seed a site from the primary.
 type Reclone struct {
@@ -256,6 +291,8 @@ type InFlight struct {
 	// is lost (what only it may hold is given up), recorded while the
 	// failover waited at ack-holder-unreachable; Site names the replica.
 	LostHolders []FenceConfirmation `json:"lostHolders,omitempty"`
+	// AllowDROnly: the switchover's operator allowed a dr-only target.
+	AllowDROnly bool `json:"allowDROnly,omitempty"`
 }
 
 // document is the whole persisted JSON: every group of the daemon.
@@ -354,6 +391,11 @@ func snapshot(st GroupState) *GroupState {
 		st.LastFailover = &lf
 	}
 	st.Audit = slices.Clone(st.Audit)
+	st.Holds = maps.Clone(st.Holds)
+	if st.Pause != nil {
+		p := *st.Pause
+		st.Pause = &p
+	}
 	st.Diverged = maps.Clone(st.Diverged)
 	st.DivergedCount = maps.Clone(st.DivergedCount)
 	return &st
