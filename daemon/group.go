@@ -56,21 +56,21 @@ type group struct {
 	// step (the Step* names); the crash tests make it SIGKILL the process.
 	failpointHook func(step string)
 
-	mu        sync.Mutex        // guards the fields below, read by status
-	rec       record            // the persisted record, as last loaded or saved
+	mu  sync.Mutex // guards the fields below, read by status
+	rec record     // the persisted record, as last loaded or saved
 	// servingSince is when the leadership term of the last decision began
 	// (the readiness check decides as that decision did).
 	servingSince time.Time
-	fenced    map[string]uint64 // site → epoch at which its fence was read back
-	last      sitepair.Decision
-	decidedAt time.Time // when last was decided
-	lastErr   error
-	barrier   time.Time // decisions wait for probes started after it
-	requests  chan request
-	hooks     notifier                // event hooks; nil without any
-	cacheMove *status.CacheSwitchover // the last planned switchover's cache move
-	reclones  map[string]bool         // sites whose reclone job runs in this daemon
-	recloned  chan recloneResult      // finished reclone jobs
+	fenced       map[string]uint64 // site → epoch at which its fence was read back
+	last         sitepair.Decision
+	decidedAt    time.Time // when last was decided
+	lastErr      error
+	barrier      time.Time // decisions wait for probes started after it
+	requests     chan request
+	hooks        notifier                // event hooks; nil without any
+	cacheMove    *status.CacheSwitchover // the last planned switchover's cache move
+	reclones     map[string]bool         // sites whose reclone job runs in this daemon
+	recloned     chan recloneResult      // finished reclone jobs
 	// restarts are the replicas a re-assert may still have to start again
 	// once they are seen back (restartPendingReplicas).
 	restarts pendingRestarts
