@@ -202,8 +202,8 @@ func (c *cli) printStatus(ctx context.Context, cl *api.Client, group, output str
 
 func newSwitchoverCmd(c *cli) *cobra.Command {
 	var (
-		wait, force bool
-		timeout     time.Duration
+		wait, force, allowDR, dryRun bool
+		timeout                      time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "switchover GROUP SITE",
@@ -212,11 +212,13 @@ func newSwitchoverCmd(c *cli) *cobra.Command {
 fenced first, SITE catches up to every transaction, then becomes writable.
 The daemon refuses (exit 1, with the reason) when SITE is not a healthy
 replica, a failover is in flight, the group is not healthy, or the last
-failover or switchover is within the group's failoverCooldown (--force
-overrides only that). With --wait it follows the switchover until SITE is the
-settled primary.
+automatic failover is within the group's failoverCooldown (--force overrides
+only that), the group is paused, or SITE is held or dr-only (--allow-dr-only
+promotes a dr-only site on purpose). --dry-run asks what the daemon would
+decide and changes nothing. With --wait it follows the switchover until SITE
+is the settled primary.
 
-Exit codes: 0 accepted (with --wait: completed), 1 refused or abandoned,
+Exit codes: 0 accepted (with --dry-run: it would be), 1 refused or abandoned,
 2 bad arguments or no --token-file, 3 no answer from the daemon, 4 --wait
 timed out (the switchover may still complete: see failoverd status).`,
 		Args: cobra.ExactArgs(2),
@@ -232,8 +234,13 @@ timed out (the switchover may still complete: see failoverd status).`,
 			if err != nil {
 				return apiError(err)
 			}
-			if err := cl.Switchover(ctx, group, target, force, actor()); err != nil {
+			answer, err := cl.SwitchoverWith(ctx, group, target, api.SwitchoverOptions{Force: force, AllowDROnly: allowDR, DryRun: dryRun}, actor())
+			if err != nil {
 				return apiError(err)
+			}
+			if dryRun {
+				fmt.Fprintf(c.stdout, "dry run, nothing changed: %s\n", answer)
+				return nil
 			}
 			fmt.Fprintf(c.stdout, "switchover of %s to %s accepted (epoch %d, primary %s)\n", group, target, before.Epoch, before.ActiveSite)
 			if !wait {
@@ -243,7 +250,9 @@ timed out (the switchover may still complete: see failoverd status).`,
 		},
 	}
 	cmd.Flags().BoolVar(&wait, "wait", false, "wait until SITE is the settled primary")
-	cmd.Flags().BoolVar(&force, "force", false, "switch over even within failoverCooldown of the last failover or switchover")
+	cmd.Flags().BoolVar(&force, "force", false, "switch over even within failoverCooldown of the last automatic failover")
+	cmd.Flags().BoolVar(&allowDR, "allow-dr-only", false, "allow a dr-only SITE (never chosen automatically)")
+	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "only say what the daemon would decide; change nothing")
 	cmd.Flags().DurationVar(&timeout, "timeout", 2*time.Minute, "give up waiting after this long (exit 4)")
 	addServerFlags(cmd)
 	return cmd
@@ -343,6 +352,134 @@ Exit codes: 0 recorded, 1 refused (no failover from SITE awaits a fence),
 		Args: cobra.ExactArgs(2),
 		RunE: c.command(func(ctx context.Context, cl *api.Client, args []string) (string, error) {
 			return "fence of " + args[0] + "/" + args[1] + " confirmed; the failover goes on", cl.ConfirmFence(ctx, args[0], args[1], actor())
+		}),
+	}
+	addServerFlags(cmd)
+	return cmd
+}
+
+// modeFlags are the --for and --reason every pause and hold needs.
+func modeFlags(cmd *cobra.Command, lasts *time.Duration, reason *string) {
+	cmd.Flags().DurationVar(lasts, "for", 0, "how long it lasts (required, e.g. 30m; it ends by itself)")
+	cmd.Flags().StringVar(reason, "reason", "", "why (required; shown in status and the history)")
+}
+
+// checkMode refuses a pause or hold without a positive --for or a --reason.
+func checkMode(lasts time.Duration, reason string) error {
+	switch {
+	case lasts <= 0:
+		return &exitError{code: exitUsage, err: errors.New("--for is required and must be positive (e.g. --for 30m): every pause and hold ends by itself")}
+	case strings.TrimSpace(reason) == "":
+		return &exitError{code: exitUsage, err: errors.New("--reason is required: the next on-call reads it")}
+	}
+	return nil
+}
+
+func newPauseCmd(c *cli) *cobra.Command {
+	var (
+		lasts  time.Duration
+		reason string
+	)
+	cmd := &cobra.Command{
+		Use:   "pause GROUP --for DURATION --reason TEXT",
+		Short: "Stop GROUP's automatic actions (failover, switchover, fence) for a while",
+		Long: `pause stops the daemon from acting on GROUP until the pause runs out or
+resume: no failover, switchover, fence, re-assert or rejoin starts. It keeps
+observing, reporting and repairing routing drift, and a failover it would
+have started is logged (pause.withheld) and shown in status and the metrics.
+A failover already in flight is not paused (pausing then is refused). The
+pause is persisted (it survives restarts and leader changes), recorded in the
+history with --reason and your name, and never longer than daemon.maxPause.
+
+Exit codes: 0 paused, 1 refused, 2 bad arguments (no --for, no --reason) or
+no --token-file, 3 no answer from the daemon.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkMode(lasts, reason); err != nil {
+				return err
+			}
+			return c.command(func(ctx context.Context, cl *api.Client, args []string) (string, error) {
+				return fmt.Sprintf("%s paused for %v (until %s): no failover, switchover or fence starts", args[0], lasts, time.Now().Add(lasts).UTC().Format(time.RFC3339)),
+					cl.Pause(ctx, args[0], lasts, reason, actor())
+			})(cmd, args)
+		},
+	}
+	modeFlags(cmd, &lasts, &reason)
+	addServerFlags(cmd)
+	return cmd
+}
+
+func newResumeCmd(c *cli) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "resume GROUP",
+		Short: "End GROUP's pause: automatic actions resume",
+		Long: `resume ends a pause before it runs out; what the group needs (a failover
+withheld meanwhile, for instance) starts at its next decision.
+
+Exit codes: 0 resumed, 1 refused (not paused), 2 bad arguments or no
+--token-file, 3 no answer from the daemon.`,
+		Args: cobra.ExactArgs(1),
+		RunE: c.command(func(ctx context.Context, cl *api.Client, args []string) (string, error) {
+			return args[0] + " resumed; automatic actions are back", cl.Resume(ctx, args[0], actor())
+		}),
+	}
+	addServerFlags(cmd)
+	return cmd
+}
+
+func newHoldCmd(c *cli) *cobra.Command {
+	var (
+		lasts  time.Duration
+		reason string
+	)
+	cmd := &cobra.Command{
+		Use:   "hold GROUP SITE no-promote|maintenance --for DURATION --reason TEXT",
+		Short: "Keep SITE out of promotions (no-promote) or hold it for maintenance",
+		Long: `hold puts a hold on SITE until it runs out or release:
+
+  no-promote   SITE is never chosen by a failover or switchover; it stays a
+               replica and a witness.
+  maintenance  as no-promote, and SITE may stop, restart or lag without an
+               alert or a failover (it is no witness). On the primary, the
+               daemon first switches over to the best other site, then holds
+               it: the way to restart or upgrade the primary's mysqld. When
+               the hold ends the daemon starts its replication again if it
+               was left stopped.
+
+Persisted, recorded in the history with --reason and your name, never longer
+than daemon.maxHold.
+
+Exit codes: 0 held, 1 refused (e.g. no site can take over the primary), 2 bad
+arguments or no --token-file, 3 no answer from the daemon.`,
+		Args: cobra.ExactArgs(3),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if args[2] != "no-promote" && args[2] != "maintenance" {
+				return &exitError{code: exitUsage, err: fmt.Errorf("hold kind %q: write no-promote or maintenance", args[2])}
+			}
+			if err := checkMode(lasts, reason); err != nil {
+				return err
+			}
+			return c.command(func(ctx context.Context, cl *api.Client, args []string) (string, error) {
+				return fmt.Sprintf("%s/%s held (%s) for %v", args[0], args[1], args[2], lasts), cl.Hold(ctx, args[0], args[1], args[2], lasts, reason, actor())
+			})(cmd, args)
+		},
+	}
+	modeFlags(cmd, &lasts, &reason)
+	addServerFlags(cmd)
+	return cmd
+}
+
+func newReleaseCmd(c *cli) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "release GROUP SITE",
+		Short: "End SITE's hold",
+		Long: `release ends a no-promote or maintenance hold before it runs out.
+
+Exit codes: 0 released, 1 refused (no hold), 2 bad arguments or no
+--token-file, 3 no answer from the daemon.`,
+		Args: cobra.ExactArgs(2),
+		RunE: c.command(func(ctx context.Context, cl *api.Client, args []string) (string, error) {
+			return args[0] + "/" + args[1] + " released", cl.Release(ctx, args[0], args[1], actor())
 		}),
 	}
 	addServerFlags(cmd)
