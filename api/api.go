@@ -11,6 +11,7 @@
 //	POST /v1/sidecar/report                  a sidecar's signed report
 //	GET  /v1/groups                          the daemon and every group
 //	GET  /v1/groups/{g}                      one group
+//	GET  /v1/groups/{g}/history              its failovers, switchovers and operator requests
 //	POST /v1/groups/{g}/switchover           {"target": "SITE", "force": false} (bearer token)
 //	POST /v1/groups/{g}/acknowledge          {}                         (bearer token)
 //	POST /v1/groups/{g}/confirm-fence        {"site": "OLD-PRIMARY" or a lost replica} (bearer token)
@@ -71,6 +72,10 @@ type Control interface {
 	// the primary lacks, read from both when the request arrives (the site
 	// name when there is none).
 	Reclone(ctx context.Context, group, site, token string, by Actor) error
+	// History is the group's latest failovers and switchovers, with their
+	// timelines, and its operator requests, oldest first; only the leader
+	// answers (ErrNotLeader on a follower, which forwards it).
+	History(group string) (status.History, error)
 }
 
 // Actor says who asked for a command, for the history.
