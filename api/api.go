@@ -11,6 +11,7 @@
 //	POST /v1/sidecar/report                  a sidecar's signed report
 //	GET  /v1/groups                          the daemon and every group
 //	GET  /v1/groups/{g}                      one group
+//	GET  /v1/groups/{g}/history              its failovers, switchovers and operator requests
 //	POST /v1/groups/{g}/switchover           {"target": "SITE", "force": false} (bearer token)
 //	POST /v1/groups/{g}/acknowledge          {}                         (bearer token)
 //	POST /v1/groups/{g}/confirm-fence        {"site": "OLD-PRIMARY" or a lost replica} (bearer token)
@@ -89,6 +90,10 @@ type Control interface {
 	Hold(ctx context.Context, group, site, kind string, d time.Duration, reason string, by Actor) error
 	// Release ends site's hold.
 	Release(ctx context.Context, group, site string, by Actor) error
+	// History is the group's latest failovers and switchovers, with their
+	// timelines, and its operator requests, oldest first; only the leader
+	// answers (ErrNotLeader on a follower, which forwards it).
+	History(group string) (status.History, error)
 }
 
 // SwitchoverOptions are the operator's switches on a switchover.

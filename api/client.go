@@ -53,6 +53,13 @@ func (c *Client) Group(ctx context.Context, name string) (status.Group, error) {
 	return g, err
 }
 
+// History returns group's failovers, switchovers and operator requests.
+func (c *Client) History(ctx context.Context, group string) (status.History, error) {
+	var h status.History
+	err := c.do(ctx, http.MethodGet, "/v1/groups/"+url.PathEscape(group)+"/history", nil, &h)
+	return h, err
+}
+
 // Switchover asks for a planned switchover of group to target; force
 // allows it within the failover cooldown.
 func (c *Client) Switchover(ctx context.Context, group, target string, force bool, by string) error {

@@ -71,6 +71,7 @@ func Handler(o Options) http.Handler {
 		s.groups(w, r)
 	})
 	mux.HandleFunc("GET /v1/groups/{group}", s.group)
+	mux.HandleFunc("GET /v1/groups/{group}/history", s.history)
 	mux.HandleFunc("POST /v1/groups/{group}/switchover", s.command(s.switchover))
 	mux.HandleFunc("POST /v1/groups/{group}/acknowledge", s.command(s.acknowledge))
 	mux.HandleFunc("POST /v1/groups/{group}/confirm-fence", s.command(s.confirmFence))
@@ -129,6 +130,17 @@ func (s *server) group(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, g)
+}
+
+// history is read-only like the other GETs (no token), but only the
+// leader holds the current record: a follower forwards it.
+func (s *server) history(w http.ResponseWriter, r *http.Request) {
+	h, err := s.Control.History(r.PathValue("group"))
+	if err != nil {
+		s.failOrForward(w, r, err, nil)
+		return
+	}
+	writeJSON(w, http.StatusOK, h)
 }
 
 // command wraps a mutation: bearer token, known group, bounded body.

@@ -107,6 +107,22 @@ func (f *fakeControl) ConfirmFence(_ context.Context, group, site string, by Act
 	return f.err
 }
 
+// History answers one failover and one request for "orders" on the leader.
+func (f *fakeControl) History(group string) (status.History, error) {
+	switch {
+	case group != "orders":
+		return status.History{}, fmt.Errorf("%w: unknown group %s", ErrNotFound, group)
+	case !f.leader:
+		return status.History{}, fmt.Errorf("%w: follower", ErrNotLeader)
+	}
+	f.calls = append(f.calls, "history "+group)
+	return status.History{Group: group, Entries: []status.HistoryEntry{
+		{Action: &status.AuditEntry{Action: "acknowledge", By: "ann", Result: "accepted"}},
+		{Failover: &status.FailoverRecord{ID: "orders-5", Kind: "failover", From: "a", To: "b", Outcome: status.OutcomeCompleted,
+			Proof: "semisync", Timeline: []status.TimelineStep{{Step: "detected"}, {Step: "revoked"}}}},
+	}}, nil
+}
+
 const token = "s3cret"
 
 func serve(t *testing.T, f *fakeControl, tok string) *httptest.Server {
@@ -368,5 +384,44 @@ func TestFollowerForwardsToTheLeader(t *testing.T) {
 	leaderSrv.Close()
 	if code, body := do(t, followerSrv, call{method: "GET", path: "/active-site"}); code != 503 || !strings.Contains(body, "forwarding to the leader") {
 		t.Fatalf("leader gone: %d %s", code, body)
+	}
+}
+
+// GET /v1/groups/{g}/history is read-only: no bearer token, even with
+// commands enabled; unknown group 404; a follower forwards it to the leader
+// (only the leader holds the current record) or answers 503.
+func TestHistoryEndpoint(t *testing.T) {
+	lead := &fakeControl{leader: true}
+	leaderSrv := serve(t, lead, token)
+	code, body := do(t, leaderSrv, call{method: "GET", path: "/v1/groups/orders/history"})
+	var h status.History
+	if code != 200 || json.Unmarshal([]byte(body), &h) != nil || h.Group != "orders" || len(h.Entries) != 2 ||
+		h.Entries[1].Failover == nil || h.Entries[1].Failover.Proof != "semisync" || len(h.Entries[1].Failover.Timeline) != 2 {
+		t.Fatalf("history: %d %s", code, body)
+	}
+	if code, body := do(t, leaderSrv, call{method: "GET", path: "/v1/groups/nope/history"}); code != 404 || !strings.Contains(body, "unknown group nope") {
+		t.Fatalf("history of an unknown group: %d %s", code, body)
+	}
+	if code, _ := do(t, leaderSrv, call{method: "POST", path: "/v1/groups/orders/history", auth: "Bearer " + token}); code != 405 {
+		t.Fatalf("POST history: %d, want 405", code)
+	}
+	follower := &fakeControl{}
+	alone := serve(t, follower, token)
+	if code, body := do(t, alone, call{method: "GET", path: "/v1/groups/orders/history"}); code != 503 || !strings.Contains(body, "not the leader") {
+		t.Fatalf("history on a follower without a leader: %d %s", code, body)
+	}
+	forwarding := httptest.NewServer(Handler(Options{Control: follower, Token: token, Leader: func() string { return leaderSrv.URL },
+		Logger: slog.New(slog.DiscardHandler)}))
+	t.Cleanup(forwarding.Close)
+	if code, body := do(t, forwarding, call{method: "GET", path: "/v1/groups/orders/history"}); code != 200 || !strings.Contains(body, `"orders-5"`) {
+		t.Fatalf("history through a follower: %d %s", code, body)
+	}
+	c := &Client{Server: leaderSrv.URL}
+	got, err := c.History(context.Background(), "orders")
+	if err != nil || len(got.Entries) != 2 || got.Entries[0].Action == nil || got.Entries[0].Action.By != "ann" {
+		t.Fatalf("Client.History = %+v, %v", got, err)
+	}
+	if want := []string{"history orders", "history orders", "history orders"}; fmt.Sprint(lead.calls) != fmt.Sprint(want) || len(follower.calls) != 0 {
+		t.Fatalf("leader calls %q, follower calls %q", lead.calls, follower.calls)
 	}
 }

@@ -200,6 +200,7 @@ func (d *Daemon) newGroup(gc configs.Group) (*group, error) {
 	}
 	g.follow = newHandoff(fs, log)
 	g.follow.interval = gc.RoutingReconcileInterval
+	g.follow.now = d.opts.Clock // routing times (the history's routed step) on the daemon's clock
 	g.follow.onRepair = func(follower string, _ view.View, _ []string) { d.opts.Events.RoutingRepaired(gc.Name, follower) }
 	g.follow.onDone = func(follower string, v view.View, err error) {
 		d.opts.Events.RoutingDone(gc.Name, follower, err)

@@ -178,6 +178,7 @@ func (f *failoverRun) fenceSites(ctx context.Context, sites []string) error {
 		g.mu.Unlock()
 		g.ev().Fenced(f.cfg.Name, s, "daemon")
 		if oldPrimary {
+			g.stamp(StepOldPrimaryFenced)
 			g.failpoint(StepOldPrimaryFenced)
 		}
 	}
@@ -190,6 +191,7 @@ func (f *failoverRun) promote(ctx context.Context) error {
 	g, d := f.g, f.d
 	log := f.log.With("target", d.Target, "from", d.From, "proof", string(d.FenceProof))
 	g.promotionStarted()
+	g.stamp(TimelineFenced)
 	if err := f.retarget(ctx, d.Target); err != nil {
 		return fmt.Errorf("promote %s: %w", d.Target, err)
 	}
@@ -243,12 +245,19 @@ func (f *failoverRun) promote(ctx context.Context) error {
 		return fmt.Errorf("promote %s: %w", d.Target, err)
 	}
 	g.phase("writable", start)
+	g.stamp(StepWritable)
 	g.promoted(d)
 	g.failpoint(StepWritable)
 	d.PromotionGTID = promo
+	g.mu.Lock()
+	id := g.rec.inFlightID()
+	g.mu.Unlock()
 	if err := g.commit(ctx, d, "", ""); err != nil {
 		return err
 	}
+	g.mu.Lock()
+	g.routing = id
+	g.mu.Unlock()
 	log.Warn("failover.promoted", "epoch", d.Epoch, "promotion_gtid", promo.Compact(), "planned", d.Planned)
 	g.failpoint(StepPromoted)
 	start = g.now()
@@ -260,6 +269,7 @@ func (f *failoverRun) promote(ctx context.Context) error {
 		log.Warn("semisync.reconfigure_failed", "err", err)
 	}
 	g.phase("repoint", start)
+	g.stampEnded(ctx, id, StepRepointed, g.now())
 	g.failpoint(StepRepointed)
 	return nil
 }
@@ -320,7 +330,7 @@ func (f *failoverRun) retarget(ctx context.Context, target string) error {
 	was := inf.To
 	inf.To = target
 	next.InFlight = &inf
-	if err := g.persist(ctx, next); err != nil {
+	if err := g.persist(ctx, next.retargeted()); err != nil {
 		return fmt.Errorf("record new target %s: %w", target, err)
 	}
 	f.log.Warn("failover.retargeted", "from", was, "to", target)
@@ -343,7 +353,7 @@ func (f *failoverRun) publishPromotion(ctx context.Context) error {
 	if inf.PublishedTo != d.Target || inf.PublishedEpoch != d.Epoch {
 		inf.PublishedEpoch, inf.PublishedTo = d.Epoch, d.Target
 		next.InFlight = &inf
-		if err := g.persist(ctx, next.stepped(StepPublished, "")); err != nil {
+		if err := g.persist(ctx, next.stepped(StepPublished, "").stamped(StepPublished, g.now())); err != nil {
 			return fmt.Errorf("publish epoch %d naming %s: %w", d.Epoch, d.Target, err)
 		}
 	}

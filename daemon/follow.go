@@ -67,6 +67,7 @@ type followState struct {
 	lastRepair time.Time
 	lastDrift  []string
 	repairs    uint64
+	doneAt     time.Time // when it first completed epoch (the history's routed step)
 }
 
 // handoff runs every follower of a group in the background: the MySQL
@@ -254,6 +255,9 @@ func (h *handoff) pass(ctx context.Context, full bool) bool {
 		h.mu.Lock()
 		switch {
 		case err == nil:
+			if !completed {
+				st.doneAt = now
+			}
 			st.epoch, st.site, st.state, st.err, st.lastCheck = v.Epoch, v.ActiveSite, followOK, "", now
 		case kube.Unreachable(err):
 			st.state, st.err = followUnreachable, err.Error()
@@ -293,6 +297,25 @@ func runFollower(ctx context.Context, f Follower, v view.View) ([]string, error)
 		return r.Reconcile(ctx, v)
 	}
 	return nil, f.Follow(ctx, v)
+}
+
+// routedAt is when the last follower first completed the view of epoch;
+// false while one has not, or without followers.
+func (h *handoff) routedAt(epoch uint64) (time.Time, bool) {
+	if h == nil || len(h.followers) == 0 {
+		return time.Time{}, false
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var at time.Time
+	for _, f := range h.followers {
+		st := h.states[f.Name()]
+		if st.epoch != epoch {
+			return time.Time{}, false
+		}
+		at = later(at, st.doneAt)
+	}
+	return at, true
 }
 
 // followed is the active site follower name last completed ("" if none).

@@ -74,6 +74,12 @@ type group struct {
 	// restarts are the replicas a re-assert may still have to start again
 	// once they are seen back (restartPendingReplicas).
 	restarts pendingRestarts
+	// starting is the switchover request being carried out: who asked and
+	// its steps before the revoke, for its history (history.go).
+	starting *actionStart
+	// routing is the action this daemon promoted whose routing the history
+	// awaits ("" for none; noteRouted).
+	routing string
 }
 
 // pendingRestarts are the replicas a re-assert of primary at epoch has not
@@ -145,6 +151,7 @@ func (g *group) round(ctx context.Context, servingSince time.Time) {
 		g.carryOut(ctx, r.Decision)
 	}
 	g.restartPendingReplicas(ctx)
+	g.noteRouted(ctx)
 }
 
 // Round is one decision of a group's loop with its inputs.

@@ -47,6 +47,7 @@ func (g *group) commit(ctx context.Context, d sitepair.Decision, step, promotion
 	now := g.now()
 	g.mu.Lock()
 	next := g.rec.advance(g.cfg.Name, sitepair.Apply(g.rec.Persisted, d, now), now).stepped(step, promotion)
+	next = next.chronicle(g.rec, d, now, g.startOf(d, now)).stamped(step, now)
 	g.mu.Unlock()
 	return g.persist(ctx, next)
 }
@@ -75,7 +76,7 @@ func (g *group) step(ctx context.Context, name, promotion string) error {
 		return err
 	}
 	g.mu.Lock()
-	next := g.rec.stepped(name, promotion)
+	next := g.rec.stepped(name, promotion).stamped(name, g.now())
 	g.mu.Unlock()
 	if err := g.persist(ctx, next); err != nil {
 		return err

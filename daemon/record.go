@@ -31,6 +31,9 @@ type record struct {
 	haltedReason string
 	// audit holds the latest operator requests, newest last (store.AppendAudit).
 	audit []store.AuditEntry
+	// failovers holds the latest failovers and switchovers that ended,
+	// newest last (store.AppendFailover; history.go).
+	failovers []store.FailoverRecord
 }
 
 // progress is the executor's bookkeeping of a failover in flight, persisted
@@ -41,6 +44,11 @@ type progress struct {
 	step          string // the last step recorded (Step* names)
 	stepDone      bool
 	promotionGTID string // the target's set once its replication stopped
+	// timeline lists the steps reached so far (history.go); by names who
+	// asked for a switchover; reason is the starting decision's reason.
+	timeline []store.TimelineStep
+	by       string
+	reason   string
 }
 
 // lastFailover is the kind and epoch of the last failover or switchover.
@@ -59,7 +67,7 @@ const (
 // failover in flight starts its progress, a new promotion records its kind
 // and epoch, an ended halt drops its reason.
 func (r record) advance(group string, next sitepair.Persisted, now time.Time) record {
-	out := record{Persisted: next, last: r.last, haltedReason: r.haltedReason, audit: r.audit}
+	out := record{Persisted: next, last: r.last, haltedReason: r.haltedReason, audit: r.audit, failovers: r.failovers}
 	if !next.EscalationHalted {
 		out.haltedReason = ""
 	}
@@ -115,7 +123,7 @@ func toRecord(st store.GroupState, flavor gtid.Flavor) (record, error) {
 		OperatorFenced:   slices.Clone(st.OperatorFenced),
 		FailoverHistory:  slices.Clone(st.History),
 		EscalationHalted: st.Halted,
-	}, audit: slices.Clone(st.Audit)}
+	}, audit: slices.Clone(st.Audit), failovers: slices.Clone(st.Failovers)}
 	if st.Halted {
 		r.haltedReason = st.HaltedReason
 	}
@@ -171,7 +179,8 @@ func toRecord(st store.GroupState, flavor gtid.Flavor) (record, error) {
 		for _, c := range f.LostHolders {
 			r.InFlight.LostHolders = append(r.InFlight.LostHolders, *confirmationIn(&c))
 		}
-		r.progress = &progress{id: f.ID, startedAt: f.StartedAt, step: f.Step, stepDone: f.StepDone, promotionGTID: f.PromotionGTID}
+		r.progress = &progress{id: f.ID, startedAt: f.StartedAt, step: f.Step, stepDone: f.StepDone, promotionGTID: f.PromotionGTID,
+			timeline: slices.Clone(f.Timeline), by: f.By, reason: f.Reason}
 	}
 	return r, nil
 }
@@ -187,6 +196,7 @@ func toStore(group string, r record) store.GroupState {
 		Halted:         r.EscalationHalted,
 		OperatorFenced: slices.Clone(r.OperatorFenced),
 		Audit:          slices.Clone(r.audit),
+		Failovers:      slices.Clone(r.failovers),
 	}
 	if r.EscalationHalted {
 		st.HaltedReason = r.haltedReason
@@ -233,6 +243,7 @@ func toStore(group string, r record) store.GroupState {
 		}
 		if p := r.progress; p != nil {
 			in.ID, in.StartedAt, in.Step, in.StepDone, in.PromotionGTID = p.id, p.startedAt, p.step, p.stepDone, p.promotionGTID
+			in.Timeline, in.By, in.Reason = slices.Clone(p.timeline), p.by, p.reason
 		}
 		st.InFlight = in
 	}

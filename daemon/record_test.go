@@ -158,6 +158,24 @@ func randomRecord(rng *rand.Rand, flavor gtid.Flavor) record {
 			r.progress.step, r.progress.stepDone = StepPromotionRecorded, maybe()
 			r.progress.promotionGTID = set().String()
 		}
+		for _, step := range []string{TimelineDetected, StepRevoked, StepOldPrimaryFenced}[:rng.IntN(4)] {
+			r.progress.timeline = append(r.progress.timeline, store.TimelineStep{Step: step, At: at()})
+		}
+		if maybe() {
+			r.progress.by, r.progress.reason = "op", string(sitepair.ReasonFailoverRevoke)
+		}
+	}
+	for i := range rng.IntN(3) {
+		f := store.FailoverRecord{ID: fmt.Sprintf("orders-%d", i), Kind: kindSwitchover, From: site(), To: site(), RevokedEpoch: uint64(i),
+			Epoch: uint64(i + 1), Outcome: store.OutcomeCompleted, EndedAt: at(), Proof: string(sitepair.ProofSemiSync), PromotionGTID: set().String(),
+			Timeline: []store.TimelineStep{{Step: TimelineRequested, At: at()}, {Step: StepPromoted, At: at()}}}
+		if maybe() {
+			f.Outcome, f.Why, f.Proof, f.PromotionGTID = store.OutcomeAbandoned, "target-lost: gone", "", ""
+		}
+		if maybe() {
+			f.FenceConfirmation = &store.FenceConfirmation{Site: site(), Epoch: f.RevokedEpoch, At: at(), By: "op"}
+		}
+		r.failovers = store.AppendFailover(r.failovers, f)
 	}
 	for range rng.IntN(5) {
 		r.audit = store.AppendAudit(r.audit, store.AuditEntry{At: at(), Action: store.AuditAcknowledge, By: "op", Result: store.AuditAccepted})

@@ -193,11 +193,19 @@ func (g *group) startSwitchover(ctx context.Context, req request, d sitepair.Dec
 		return err
 	}
 	g.log.Warn("switchover.accepted", "target", d.Target, "by", req.by, "forced", req.force, "allow_dr_only", req.allowDR)
-	// The revoke's durable write carries the entry.
+	// The revoke's durable write carries the entry, and the history its
+	// steps so far.
 	g.mu.Lock()
 	g.rec.audit = store.AppendAudit(g.rec.audit, entry)
+	g.starting = &actionStart{by: req.by, steps: []store.TimelineStep{{Step: TimelineRequested, At: entry.At}}}
+	if m := g.cacheMove; m != nil && !m.At.Before(entry.At) {
+		g.starting.steps = append(g.starting.steps, store.TimelineStep{Step: TimelineCacheMoved, At: g.now()})
+	}
 	g.mu.Unlock()
 	g.carryOut(ctx, d)
+	g.mu.Lock()
+	g.starting = nil
+	g.mu.Unlock()
 	return nil
 }
 

@@ -31,6 +31,16 @@ func withSchema2(group string, epoch uint64) GroupState {
 		{At: t0, Action: AuditConfirmFence, Site: "east", By: "bob", Result: AuditAccepted},
 		{At: t0, Action: AuditAcknowledge, By: "bob", Result: "refused: this daemon is not the leader"},
 	}
+	// The failover history, added within version 2.
+	st.InFlight.Timeline = []TimelineStep{{Step: "detected", At: t0.Add(-time.Second)}, {Step: "revoked", At: t0}}
+	st.InFlight.By, st.InFlight.Reason = "carol", "switchover"
+	st.Failovers = []FailoverRecord{
+		{ID: "orders-5", Kind: "switchover", From: "east", To: "west", RevokedEpoch: 5, Epoch: 6, Reason: "switchover", By: "carol",
+			Outcome: OutcomeCompleted, EndedAt: t0.Add(-time.Hour), Proof: "operator-confirmed", FenceConfirmation: conf, PromotionGTID: "0-1-42",
+			Timeline: []TimelineStep{{Step: "requested", At: t0.Add(-2 * time.Hour)}, {Step: "promoted", At: t0.Add(-time.Hour)}}},
+		{ID: "orders-3", Kind: "failover", From: "west", To: "east", RevokedEpoch: 3, Epoch: 4, Outcome: OutcomeAbandoned,
+			EndedAt: t0.Add(-3 * time.Hour), Why: "target-lost: east was lost"},
+	}
 	return st
 }
 
@@ -122,7 +132,8 @@ func TestSchema1DocumentsStillLoad(t *testing.T) {
 			}
 			if !st.Exists || st.Epoch != 7 || st.LastFailover == nil || st.LastFailover.PromotionGTID != "0-1-42" ||
 				st.LastFailover.Proof != "" || st.LastFailover.FenceConfirmation != nil ||
-				st.InFlight == nil || st.InFlight.ID != "orders-7" || st.InFlight.FenceConfirmation != nil || st.Audit != nil || st.DivergedCount != nil {
+				st.InFlight == nil || st.InFlight.ID != "orders-7" || st.InFlight.FenceConfirmation != nil || st.Audit != nil || st.DivergedCount != nil ||
+				st.Failovers != nil || st.InFlight.Timeline != nil {
 				t.Fatalf("loaded %+v (last %+v, in flight %+v)", st, st.LastFailover, st.InFlight)
 			}
 			// The same action advanced at the same epoch, now with a
@@ -156,5 +167,46 @@ func TestAppendAuditKeepsTheNewestMaxAudit(t *testing.T) {
 	b := AppendAudit(base, AuditEntry{Result: "b"})
 	if a[1].Result != "a" || b[1].Result != "b" || base[:2][1].Result != "" {
 		t.Fatalf("AppendAudit shared the caller's array: a %v b %v base %v", a, b, base[:2])
+	}
+}
+
+func TestAppendFailoverKeepsTheNewestMaxFailovers(t *testing.T) {
+	var records []FailoverRecord
+	for i := range MaxFailovers + 3 {
+		records = AppendFailover(records, FailoverRecord{ID: fmt.Sprint(i)})
+	}
+	if len(records) != MaxFailovers || records[0].ID != "3" || records[MaxFailovers-1].ID != fmt.Sprint(MaxFailovers+2) {
+		t.Fatalf("%d records from %q to %q, want %d from 3 to %d", len(records), records[0].ID, records[len(records)-1].ID, MaxFailovers, MaxFailovers+2)
+	}
+	// Never writes into the caller's backing array.
+	base := make([]FailoverRecord, 1, 4)
+	a := AppendFailover(base, FailoverRecord{ID: "a"})
+	b := AppendFailover(base, FailoverRecord{ID: "b"})
+	if a[1].ID != "a" || b[1].ID != "b" || base[:2][1].ID != "" {
+		t.Fatalf("AppendFailover shared the caller's array: a %v b %v", a, b)
+	}
+}
+
+// A state handed out by Load or given to Save is a copy down to the
+// history's timelines: a caller changing it changes nothing stored.
+func TestHistoryHandedOutIsACopy(t *testing.T) {
+	ctx := context.Background()
+	for name, s := range backends(t) {
+		t.Run(name, func(t *testing.T) {
+			st := withSchema2("orders", 7)
+			if err := s.Save(ctx, st); err != nil {
+				t.Fatal(err)
+			}
+			st.Failovers[0].Timeline[0].Step = "changed after Save"
+			st.InFlight.Timeline[0].Step = "changed after Save"
+			got := mustLoad(ctx, t, s, "orders")
+			got.Failovers[0].Timeline[0].Step = "changed after Load"
+			got.Failovers[0].FenceConfirmation.By = "changed after Load"
+			again := mustLoad(ctx, t, s, "orders")
+			if again.Failovers[0].Timeline[0].Step != "requested" || again.Failovers[0].FenceConfirmation.By != "alice" ||
+				again.InFlight.Timeline[0].Step != "detected" {
+				t.Fatalf("stored history changed by a caller: %+v, in flight %+v", again.Failovers[0], again.InFlight.Timeline)
+			}
+		})
 	}
 }

@@ -52,6 +52,13 @@ import (
 // hold is in effect (or a switchover to a dr-only site is in flight), and a
 // binary without them refuses such a document rather than silently ending
 // a pause an operator relies on: roll back after resume and release.
+// The failover history was added within version 2 as well:
+// GroupState.Failovers and, on the action in flight, InFlight.Timeline, By
+// and Reason. No decision reads them (failoverd history shows them), so a
+// document without them loads as an empty history. A binary without them
+// refuses a document holding them (unknown field, reported as corrupt): to
+// roll back, delete every group's "failovers" key and the in-flight
+// action's "timeline", "by" and "reason" first; only the history is lost.
 const SchemaVersion = 2
 
 // Sentinel errors.
@@ -103,6 +110,10 @@ type GroupState struct {
 	ActiveSite string `json:"activeSite"`
 	// LastFailover is the most recent completed failover or switchover.
 	LastFailover *Failover `json:"lastFailover,omitempty"`
+	// Failovers lists the latest failovers and switchovers that ended,
+	// completed or abandoned, with their timelines, newest last, at most
+	// MaxFailovers (see AppendFailover). For operators only.
+	Failovers []FailoverRecord `json:"failovers,omitempty"`
 	// History holds the start times of recent failovers (for escalation).
 	History []time.Time `json:"history,omitempty"`
 	// Halted stops automatic failover until a human acknowledges.
@@ -293,6 +304,12 @@ type InFlight struct {
 	LostHolders []FenceConfirmation `json:"lostHolders,omitempty"`
 	// AllowDROnly: the switchover's operator allowed a dr-only target.
 	AllowDROnly bool `json:"allowDROnly,omitempty"`
+	// Timeline lists the steps reached so far, in time order; it becomes
+	// the FailoverRecord's when the action ends. By names who asked for a
+	// switchover; Reason is the reason of the decision that started it.
+	Timeline []TimelineStep `json:"timeline,omitempty"`
+	By       string         `json:"by,omitempty"`
+	Reason   string         `json:"reason,omitempty"`
 }
 
 // document is the whole persisted JSON: every group of the daemon.
@@ -383,6 +400,7 @@ func snapshot(st GroupState) *GroupState {
 		f := *st.InFlight
 		f.FenceConfirmation = cloneConfirmation(f.FenceConfirmation)
 		f.LostHolders = slices.Clone(f.LostHolders)
+		f.Timeline = slices.Clone(f.Timeline)
 		st.InFlight = &f
 	}
 	if st.LastFailover != nil {
@@ -396,6 +414,7 @@ func snapshot(st GroupState) *GroupState {
 		p := *st.Pause
 		st.Pause = &p
 	}
+	st.Failovers = cloneFailovers(st.Failovers)
 	st.Diverged = maps.Clone(st.Diverged)
 	st.DivergedCount = maps.Clone(st.DivergedCount)
 	return &st
