@@ -30,8 +30,12 @@ func TestLabelBounds(t *testing.T) {
 				Name: "s", State: "exploded", Executed: "0-1-42", ProbeError: "dial tcp 10.0.0.1:3306: refused",
 				Replication: &status.Replication{LastError: "Error 1062: Duplicate entry"},
 				CacheRole:   "sentinel",
+				Hold:        &status.Pause{Kind: "vacation", By: "a b", Reason: "free text"},
 			}},
-			Routing: []status.Follower{{Name: "dns", Error: "NXDOMAIN for db.example"}},
+			Routing:   []status.Follower{{Name: "dns", Error: "NXDOMAIN for db.example"}},
+			Pause:     &status.Pause{By: "a b", Reason: "free text 0-1-42", Until: time.Unix(200, 0)},
+			Withheld:  &status.Withheld{Action: "revoke-epoch", Reason: "0-1-42 was lost", Target: "s", Message: "free text"},
+			Readiness: []status.Readiness{{Fault: "meteor", Ready: true, Candidate: "s", Proof: "a-hunch", ExpectedWritableSeconds: 3, Reason: "r", Message: "0-1-42"}},
 		}},
 	}
 	m := New(Options{Snapshot: func() status.Snapshot { return snap }, Version: "v", Commit: "c"})
@@ -48,8 +52,10 @@ func TestLabelBounds(t *testing.T) {
 
 	enums := map[string][]string{
 		"state": states, "role": cacheRoles, "action": actions, "reason": reasons, "class": classes,
-		"kind": kinds, "phase": phases, "by": fencers, "proof": proofs,
+		"kind": kinds, "phase": phases, "by": fencers, "proof": proofs, "fault": faults,
 	}
+	// A site hold's kind is a hold kind, not a failover kind.
+	holdKind := func(metric, label string) bool { return metric == "failoverd_site_hold" && label == "kind" }
 	free := []string{"group", "site", "follower", "engine", "fencing", "version", "commit", "goversion"}
 	seenOther := map[string]bool{}
 	for range 2 { // the second gather sees the zero series the first created
@@ -67,7 +73,11 @@ func TestLabelBounds(t *testing.T) {
 					if strings.ContainsAny(v, " :") || strings.Contains(v, "0-1-4") {
 						t.Errorf("%s{%s=%q}: free text or a GTID in a label", mf.GetName(), name, v)
 					}
-					switch words, ok := enums[name]; {
+					words, ok := enums[name]
+					if holdKind(mf.GetName(), name) {
+						words, name = holdKinds, "hold kind"
+					}
+					switch {
 					case name == "result":
 						if !slices.Contains(failoverResults, v) && !slices.Contains(routingResults, v) && v != other {
 							t.Errorf("%s{result=%q}", mf.GetName(), v)
@@ -87,7 +97,7 @@ func TestLabelBounds(t *testing.T) {
 	}
 	// Every enum that was fed a stray word shows "other"; state falls back
 	// to unknown and an unknown cache role exports nothing.
-	for _, name := range []string{"action", "reason", "class", "kind", "phase", "by", "proof"} {
+	for _, name := range []string{"action", "reason", "class", "kind", "phase", "by", "proof", "fault", "hold kind"} {
 		if !seenOther[name] {
 			t.Errorf("label %s never became %q", name, other)
 		}
@@ -108,6 +118,8 @@ func TestEnumsComeFromTheirSources(t *testing.T) {
 		{"../sitepair", "FenceProof", "Proof", proofs},
 		{"../sitepair", "Class", "Class", classes},
 		{"../status", "", "State", states},
+		{"../sitepair", "HoldKind", "Hold", holdKinds},
+		{"../sitepair", "Fault", "Fault", faults},
 	} {
 		for name, v := range constants(t, c.dir, c.typ, c.prefix) {
 			if !slices.Contains(c.words, v) {
@@ -115,7 +127,7 @@ func TestEnumsComeFromTheirSources(t *testing.T) {
 			}
 		}
 	}
-	for name, words := range map[string][]string{"reasons": reasons, "actions": actions, "proofs": proofs, "classes": classes} {
+	for name, words := range map[string][]string{"reasons": reasons, "actions": actions, "proofs": proofs, "classes": classes, "holdKinds": holdKinds, "faults": faults} {
 		if len(words) == 0 || slices.Contains(words, "") || slices.Contains(words, other) {
 			t.Errorf("%s = %v", name, words)
 		}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/failoverd/failoverd/sitepair"
 	"github.com/failoverd/failoverd/status"
 )
 
@@ -26,6 +27,8 @@ type snapshotCollector struct {
 	gtidLag, applierBlocked, writesStalled, ackWaiting *prometheus.Desc
 
 	routingInSync *prometheus.Desc
+
+	paused, pauseRemaining, withheld, siteHold, failoverReady, expectedWritable *prometheus.Desc
 }
 
 func newSnapshotCollector(o Options, m *Metrics) *snapshotCollector {
@@ -78,6 +81,13 @@ func newSnapshotCollector(o Options, m *Metrics) *snapshotCollector {
 		cacheRole:      d("cache_role", "1 for the role (master, replica) the site's cache server holds, 0 for the other; absent without a cache or while unknown.", "group", "site", "role"),
 
 		routingInSync: d("routing_in_sync", "1 when the routing follower (kube-service, kube-taint, dns, cache) points at the active site of the newest view.", "group", "follower"),
+
+		paused:           d("group_paused", "1 while an operator's pause is in effect: the group starts no failover, switchover or fence.", gs...),
+		pauseRemaining:   d("group_pause_remaining_seconds", "How long the pause in effect lasts yet (0 when not paused).", gs...),
+		withheld:         d("group_failover_withheld", "1 while the latest decision withheld a failover (revoke-epoch or promote) because the group is paused, else 0.", gs...),
+		siteHold:         d("site_hold", "1 for an operator's hold in effect on the site, by kind (no-promote, maintenance); absent without one.", "group", "site", "kind"),
+		failoverReady:    d("failover_ready", "1 when the group would fail over on its own if its primary were lost now by fault (crash: mysqld exits; lost: it answers nothing), else 0; absent before the first decision.", "group", "fault"),
+		expectedWritable: d("failover_expected_writable_seconds", "Expected time from the fault to the candidate writable (detection plus the wait for the proof); only while failover_ready is 1.", "group", "fault"),
 	}
 }
 
@@ -89,6 +99,7 @@ func (c *snapshotCollector) Describe(ch chan<- *prometheus.Desc) {
 		c.siteState, c.siteActive, c.lag, c.ioRunning, c.sqlRunning, c.broken, c.divergent, c.recovery,
 		c.leaseAge, c.lastProbe, c.cacheRole, c.routingInSync,
 		c.gtidLag, c.applierBlocked, c.writesStalled, c.ackWaiting,
+		c.paused, c.pauseRemaining, c.withheld, c.siteHold, c.failoverReady, c.expectedWritable,
 	} {
 		ch <- d
 	}
@@ -123,12 +134,16 @@ func (c *snapshotCollector) Collect(ch chan<- prometheus.Metric) {
 	if !snap.Daemon.Leader {
 		return
 	}
+	now := snap.At
+	if now.IsZero() {
+		now = time.Now()
+	}
 	for _, g := range snap.Groups {
-		c.collectGroup(g, gauge)
+		c.collectGroup(g, now, gauge)
 	}
 }
 
-func (c *snapshotCollector) collectGroup(g status.Group, gauge func(*prometheus.Desc, float64, ...string)) {
+func (c *snapshotCollector) collectGroup(g status.Group, now time.Time, gauge func(*prometheus.Desc, float64, ...string)) {
 	n := g.Name
 	gauge(c.groupInfo, 1, n, g.Engine, g.Fencing)
 	gauge(c.epoch, float64(g.Epoch), n)
@@ -148,6 +163,7 @@ func (c *snapshotCollector) collectGroup(g status.Group, gauge func(*prometheus.
 	if f := g.LastFailover; f != nil && !f.At.IsZero() {
 		gauge(c.lastFailover, unix(f.At), n, oneOf(f.Kind, kinds))
 	}
+	c.collectModes(g, now, gauge)
 
 	writable := 0
 	for _, s := range g.Sites {
@@ -189,6 +205,9 @@ func (c *snapshotCollector) collectGroup(g status.Group, gauge func(*prometheus.
 		if sc := s.Sidecar; sc != nil && !sc.LastReportAt.IsZero() && sc.LeaseAgeSeconds >= 0 {
 			gauge(c.leaseAge, sc.LeaseAgeSeconds, n, s.Name)
 		}
+		if h := s.Hold; h != nil {
+			gauge(c.siteHold, 1, n, s.Name, oneOf(h.Kind, holdKinds))
+		}
 		if !s.LastProbeAt.IsZero() {
 			gauge(c.lastProbe, unix(s.LastProbeAt), n, s.Name)
 		}
@@ -201,6 +220,29 @@ func (c *snapshotCollector) collectGroup(g status.Group, gauge func(*prometheus.
 	gauge(c.writableSites, float64(writable), n)
 	for _, f := range g.Routing {
 		gauge(c.routingInSync, boolean(f.InSync), n, f.Name)
+	}
+}
+
+// collectModes exports the operator's pause, what it withheld and the
+// failover readiness of group g.
+func (c *snapshotCollector) collectModes(g status.Group, now time.Time, gauge func(*prometheus.Desc, float64, ...string)) {
+	n := g.Name
+	gauge(c.paused, boolean(g.Pause != nil), n)
+	var left float64
+	if p := g.Pause; p != nil {
+		left = max(p.Until.Sub(now).Seconds(), 0)
+	}
+	gauge(c.pauseRemaining, left, n)
+	// Only a withheld failover pages: a withheld fence or rejoin waits
+	// harmlessly for the pause to end.
+	w := g.Withheld
+	gauge(c.withheld, boolean(w != nil && (w.Action == string(sitepair.RevokeEpoch) || w.Action == string(sitepair.Promote))), n)
+	for _, r := range g.Readiness {
+		fault := oneOf(r.Fault, faults)
+		gauge(c.failoverReady, boolean(r.Ready), n, fault)
+		if r.Ready {
+			gauge(c.expectedWritable, max(r.ExpectedWritableSeconds, 0), n, fault)
+		}
 	}
 }
 

@@ -27,6 +27,9 @@ var (
 	routingResults = []string{"ok", "error"}
 	states         = []string{status.StateUnknown, status.StateWritable, status.StateReadOnly, status.StateUnreachable}
 	cacheRoles     = []string{"master", "replica"}
+	// holdKinds and faults are sitepair's HoldKinds() and Faults().
+	holdKinds = holdKindWords()
+	faults    = faultWords()
 	// classes, reasons and actions come from sitepair's reason table.
 	classes = classWords()
 	reasons = reasonWords()
@@ -73,3 +76,19 @@ var storeTypes = []string{"file", "kubernetes", "etcd"}
 
 // recoveries are the recovery states of a site.
 var recoveries = []string{status.RecoveryInProgress, status.RecoveryBlocked, status.RecoveryRecloning, status.RecoveryRecloneFailed}
+
+func holdKindWords() []string {
+	var out []string
+	for _, k := range sitepair.HoldKinds() {
+		out = append(out, string(k))
+	}
+	return out
+}
+
+func faultWords() []string {
+	var out []string
+	for _, f := range sitepair.Faults() {
+		out = append(out, string(f))
+	}
+	return out
+}

@@ -140,13 +140,20 @@ func fixture() status.Snapshot {
 				Name: "dr", Role: "dr-only", State: status.StateUnreachable,
 				Replication: &status.Replication{IORunning: true, Broken: true, LastError: "Error 1062 on 0-9-3"},
 				ProbeError:  "dial tcp: i/o timeout", Diverged: "0-9-3", Recovery: status.RecoveryBlocked,
+				Hold: &status.Pause{Kind: "maintenance", By: "alice", Reason: "upgrade", Since: since, Until: at.Add(time.Hour)},
 			}},
 			Routing: []status.Follower{{Name: "kube-service", InSync: true, State: "ok"}, {Name: "dns", State: "error", Error: "boom"}},
+			Readiness: []status.Readiness{
+				{Fault: "crash", Ready: true, Candidate: "west", Proof: "primary-down", ExpectedWritableSeconds: 6.5, Reason: "promote", Message: "free text"},
+				{Fault: "lost", Reason: "await-fence-confirmation", Message: "free text"},
+			},
 		}, {
 			Name: "billing", Engine: "mysql", Fencing: "semisync", Epoch: 12,
 			Action: "fence-sites", Reason: "split-brain-keep-promoted", Class: status.ClassSplitBrain,
 			EscalationHalted: true,
 			InFlight:         &status.InFlight{ID: "f-1", Kind: "switchover", From: "a", To: "b", Step: "drain", StartedAt: at},
+			Pause:            &status.Pause{By: "bob", Reason: "network work", Since: since, Until: at.Add(90 * time.Second)},
+			Withheld:         &status.Withheld{Action: "revoke-epoch", Reason: "primary-down", Target: "b", Message: "free text"},
 			Sites: []status.Site{
 				{Name: "a", State: status.StateWritable, SemiSync: &status.SemiSync{SourceEnabled: true}},
 				{Name: "b", State: status.StateWritable},
@@ -302,8 +309,99 @@ failoverd_cache_role{group="orders",role="replica",site="west"} 1
 # TYPE failoverd_routing_in_sync gauge
 failoverd_routing_in_sync{follower="dns",group="orders"} 0
 failoverd_routing_in_sync{follower="kube-service",group="orders"} 1
+# HELP failoverd_group_paused 1 while an operator's pause is in effect: the group starts no failover, switchover or fence.
+# TYPE failoverd_group_paused gauge
+failoverd_group_paused{group="billing"} 1
+failoverd_group_paused{group="orders"} 0
+# HELP failoverd_group_pause_remaining_seconds How long the pause in effect lasts yet (0 when not paused).
+# TYPE failoverd_group_pause_remaining_seconds gauge
+failoverd_group_pause_remaining_seconds{group="billing"} 90
+failoverd_group_pause_remaining_seconds{group="orders"} 0
+# HELP failoverd_group_failover_withheld 1 while the latest decision withheld a failover (revoke-epoch or promote) because the group is paused, else 0.
+# TYPE failoverd_group_failover_withheld gauge
+failoverd_group_failover_withheld{group="billing"} 1
+failoverd_group_failover_withheld{group="orders"} 0
+# HELP failoverd_site_hold 1 for an operator's hold in effect on the site, by kind (no-promote, maintenance); absent without one.
+# TYPE failoverd_site_hold gauge
+failoverd_site_hold{group="orders",kind="maintenance",site="dr"} 1
+# HELP failoverd_failover_ready 1 when the group would fail over on its own if its primary were lost now by fault (crash: mysqld exits; lost: it answers nothing), else 0; absent before the first decision.
+# TYPE failoverd_failover_ready gauge
+failoverd_failover_ready{fault="crash",group="orders"} 1
+failoverd_failover_ready{fault="lost",group="orders"} 0
+# HELP failoverd_failover_expected_writable_seconds Expected time from the fault to the candidate writable (detection plus the wait for the proof); only while failover_ready is 1.
+# TYPE failoverd_failover_expected_writable_seconds gauge
+failoverd_failover_expected_writable_seconds{fault="crash",group="orders"} 6.5
 `
 	gatherAndCompare(t, m.Gatherer(), want)
+}
+
+// TestPauseAndWithheldGauges guards the pause alerts' inputs: the remaining
+// time counts from the snapshot's clock and never goes negative, only a
+// withheld failover (revoke-epoch, promote) sets failover_withheld (a
+// withheld rejoin waits harmlessly for the pause to end), and resuming
+// clears both at the next scrape.
+func TestPauseAndWithheldGauges(t *testing.T) {
+	snap := fixture()
+	m := metrics.New(metrics.Options{Snapshot: func() status.Snapshot { return snap }})
+	billing := map[string]string{"group": "billing"}
+	for _, c := range []struct {
+		name           string
+		until          time.Time
+		withheld       string
+		wantLeft, want float64
+	}{
+		{"failover withheld", at.Add(time.Hour), "revoke-epoch", 3600, 1},
+		{"promotion withheld", at.Add(time.Minute), "promote", 60, 1},
+		{"rejoin withheld", at.Add(time.Minute), "rejoin", 60, 0},
+		{"pause ran out before the daemon dropped it", at.Add(-time.Second), "", 0, 0},
+	} {
+		snap.Groups[1].Pause.Until = c.until
+		snap.Groups[1].Withheld = nil
+		if c.withheld != "" {
+			snap.Groups[1].Withheld = &status.Withheld{Action: c.withheld, Reason: "r"}
+		}
+		if v := gaugeValue(t, m.Gatherer(), "failoverd_group_pause_remaining_seconds", billing); v != c.wantLeft {
+			t.Errorf("%s: pause remaining = %v, want %v", c.name, v, c.wantLeft)
+		}
+		if v := gaugeValue(t, m.Gatherer(), "failoverd_group_failover_withheld", billing); v != c.want {
+			t.Errorf("%s: failover withheld = %v, want %v", c.name, v, c.want)
+		}
+	}
+	snap.Groups[1].Pause, snap.Groups[1].Withheld = nil, nil
+	for name, want := range map[string]float64{"failoverd_group_paused": 0, "failoverd_group_pause_remaining_seconds": 0, "failoverd_group_failover_withheld": 0} {
+		if v := gaugeValue(t, m.Gatherer(), name, billing); v != want {
+			t.Errorf("resumed: %s = %v, want %v", name, v, want)
+		}
+	}
+}
+
+// TestSiteHoldAndReadinessGauges guards the maintenance silences and the
+// readiness alert: a hold is exported only while in effect (released: the
+// series goes, so the replica alerts come back), readiness only once the
+// daemon computed it, and the expected time to writable only when ready.
+func TestSiteHoldAndReadinessGauges(t *testing.T) {
+	snap := fixture()
+	m := metrics.New(metrics.Options{Snapshot: func() status.Snapshot { return snap }})
+	snap.Groups[0].Sites[1].Hold = &status.Pause{Kind: "no-promote", By: "alice", Reason: "slow disks", Until: at.Add(time.Hour)}
+	if v := gaugeValue(t, m.Gatherer(), "failoverd_site_hold", map[string]string{"group": "orders", "site": "west", "kind": "no-promote"}); v != 1 {
+		t.Errorf("no-promote hold = %v", v)
+	}
+	snap.Groups[0].Sites[1].Hold, snap.Groups[0].Sites[2].Hold = nil, nil
+	if n := count(t, m.Gatherer(), "failoverd_site_hold"); n != 0 {
+		t.Errorf("%d hold series after every hold was released", n)
+	}
+
+	snap.Groups[0].Readiness[0] = status.Readiness{Fault: "crash", Reason: "cooldown", Message: "m"}
+	if v := gaugeValue(t, m.Gatherer(), "failoverd_failover_ready", map[string]string{"group": "orders", "fault": "crash"}); v != 0 {
+		t.Errorf("ready{crash} = %v while the cooldown blocks it", v)
+	}
+	if n := count(t, m.Gatherer(), "failoverd_failover_expected_writable_seconds"); n != 0 {
+		t.Errorf("%d expected-writable series while no fault is ready", n)
+	}
+	snap.Groups[0].Readiness = nil
+	if n := count(t, m.Gatherer(), "failoverd_failover_ready"); n != 0 {
+		t.Errorf("%d readiness series before the first decision", n)
+	}
 }
 
 func TestBuildInfo(t *testing.T) {
@@ -337,7 +435,8 @@ func TestStandbyExportsNoGroupGauges(t *testing.T) {
 	for _, mf := range mfs {
 		name := mf.GetName()
 		if strings.HasPrefix(name, "failoverd_group_") || strings.HasPrefix(name, "failoverd_site_") ||
-			name == "failoverd_cache_role" || name == "failoverd_routing_in_sync" || name == "failoverd_leader_term_start_timestamp_seconds" {
+			name == "failoverd_cache_role" || name == "failoverd_routing_in_sync" || name == "failoverd_leader_term_start_timestamp_seconds" ||
+			name == "failoverd_failover_ready" || name == "failoverd_failover_expected_writable_seconds" {
 			t.Errorf("a standby exports %s", name)
 		}
 	}
