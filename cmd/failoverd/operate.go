@@ -316,9 +316,12 @@ func (c *cli) command(run func(ctx context.Context, cl *api.Client, args []strin
 func newAcknowledgeCmd(c *cli) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "acknowledge GROUP",
-		Short: "Clear GROUP's escalation halt so automatic failover resumes",
+		Short: "Clear GROUP's escalation halt and failover cooldown so automatic failover resumes",
 		Long: `acknowledge tells the daemon a human looked at the failovers that hit the
-escalation limit; automatic failover resumes. Recorded in the group's history.
+escalation limit, or at the last automatic failover: automatic failover
+resumes, the escalation halt and an active failover cooldown are cleared (the
+history of automatic failovers that arms both starts afresh). Recorded in the
+group's history.
 
 Exit codes: 0 done, 1 refused, 2 bad arguments or no --token-file, 3 no
 answer from the daemon.`,

@@ -39,6 +39,24 @@ func writeTable(w io.Writer, d status.Daemon, groups []status.Group, now time.Ti
 		if g.EscalationHalted {
 			fmt.Fprintf(tw, "  automatic failover HALTED: run failoverd acknowledge %s once investigated\n", g.Name)
 		}
+		if p := g.Pause; p != nil {
+			fmt.Fprintf(tw, "  PAUSED by %s for %s more (%s): failoverd resume %s\n", p.By, age(p.Until.Sub(now)), p.Reason, g.Name)
+		}
+		if w := g.Withheld; w != nil {
+			fmt.Fprintf(tw, "  WITHHELD by the pause: %s %s (%s)\n", w.Action, orDash(w.Target), w.Reason)
+		}
+		for _, s := range g.Sites {
+			if h := s.Hold; h != nil {
+				fmt.Fprintf(tw, "  %s held %s by %s for %s more (%s)\n", s.Name, h.Kind, h.By, age(h.Until.Sub(now)), h.Reason)
+			}
+		}
+		for _, r := range g.Readiness {
+			if r.Ready {
+				fmt.Fprintf(tw, "  if the primary %s: %s in about %.1fs (%s)\n", faultVerb(r.Fault), r.Candidate, r.ExpectedWritableSeconds, r.Proof)
+			} else {
+				fmt.Fprintf(tw, "  if the primary %s: NO automatic failover (%s)\n", faultVerb(r.Fault), r.Reason)
+			}
+		}
 		if g.RPO == status.RPONotZero {
 			fmt.Fprintf(tw, "  RPO NOT ZERO: %s\n", g.RPONote)
 		}
@@ -193,4 +211,15 @@ func sidecarAge(s *status.Sidecar) string {
 		out += fmt.Sprintf(", fenced@%d", s.FencedEpoch)
 	}
 	return out
+}
+
+// faultVerb says what a readiness fault supposes, for the table.
+func faultVerb(fault string) string {
+	switch fault {
+	case "crash":
+		return "crashed"
+	case "lost":
+		return "were lost (host, network, hang)"
+	}
+	return fault
 }

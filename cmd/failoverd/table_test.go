@@ -29,3 +29,25 @@ func TestStatusTableNamesBlockedAppliersAndStalledWrites(t *testing.T) {
 		}
 	}
 }
+
+// The table says a group is paused and what it withheld, which sites are
+// held, and what a lost primary would lead to.
+func TestStatusTableShowsPauseHoldsAndReadiness(t *testing.T) {
+	now := time.Now()
+	g := status.Group{Name: "orders", Epoch: 3, ActiveSite: "a", Class: status.ClassBlocked, Reason: "paused-withheld", Message: "m",
+		Pause:    &status.Pause{By: "ann", Reason: "dc2 work", Until: now.Add(20 * time.Minute)},
+		Withheld: &status.Withheld{Action: "revoke-epoch", Target: "b", Reason: "failover-revoke"},
+		Readiness: []status.Readiness{{Fault: "crash", Ready: true, Candidate: "b", Proof: "primary-down", ExpectedWritableSeconds: 1.4},
+			{Fault: "lost", Reason: "await-fence-confirmation"}},
+		Sites: []status.Site{{Name: "a", State: status.StateWritable, Active: true},
+			{Name: "c", State: status.StateReadOnly, Hold: &status.Pause{Kind: "maintenance", By: "bob", Reason: "disk swap", Until: now.Add(time.Hour)}}}}
+	var b strings.Builder
+	writeTable(&b, status.Daemon{}, []status.Group{g}, now)
+	out := b.String()
+	for _, want := range []string{"PAUSED by ann", "(dc2 work): failoverd resume orders", "WITHHELD by the pause: revoke-epoch b (failover-revoke)",
+		"c held maintenance by bob", "if the primary crashed: b in about 1.4s (primary-down)", "NO automatic failover (await-fence-confirmation)"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("table lacks %q:\n%s", want, out)
+		}
+	}
+}

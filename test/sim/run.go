@@ -188,9 +188,11 @@ func (w *world) checkDecision(obs sitepair.Observed, st sitepair.Persisted, d si
 	now := w.now()
 	pol := w.policy
 	if d.Action == sitepair.RevokeEpoch {
-		// Anti-flap: no new failover or switchover within the cooldown.
-		if !st.LastFailoverAt.IsZero() && now.Sub(st.LastFailoverAt) < pol.FailoverCooldown {
-			w.fail("revoke for %s at %s within the %v cooldown of the failover at %s", d.Target, now, pol.FailoverCooldown, st.LastFailoverAt)
+		// Anti-flap: no new failover or (unforced) switchover within the
+		// cooldown of the last automatic failover; planned switchovers do
+		// not arm it (a crash right after one must still fail over).
+		if last, ok := st.CooldownFrom(); ok && now.Sub(last) < pol.FailoverCooldown {
+			w.fail("revoke for %s at %s within the %v cooldown of the automatic failover at %s", d.Target, now, pol.FailoverCooldown, last)
 		}
 		if !d.Planned {
 			recent := 0
