@@ -1,7 +1,7 @@
 // Package api is failoverd's HTTP API: health and readiness, the Prometheus
 // metrics, the signed view sidecars renew their lease on, the status of
 // every group and the operator's commands (switchover, acknowledge,
-// confirm-fence, reclone). It reads the status.Snapshot the daemon publishes and
+// confirm-fence, reclone, reload). It reads the status.Snapshot the daemon publishes and
 // hands commands to a Control; it owns no state of its own.
 //
 //	GET  /healthz                            the process answers
@@ -20,6 +20,7 @@
 //	POST /v1/groups/{g}/resume               {}                         (bearer token)
 //	POST /v1/groups/{g}/sites/{s}/hold       {"kind": "no-promote" or "maintenance", "for": "2h", "reason": "..."} (bearer token)
 //	POST /v1/groups/{g}/sites/{s}/release    {}                         (bearer token)
+//	POST /v1/reload                          {} re-read the configuration file (bearer token)
 //	GET  /status                             alias of /v1/groups (deprecated)
 package api
 
@@ -94,6 +95,19 @@ type Control interface {
 	// timelines, and its operator requests, oldest first; only the leader
 	// answers (ErrNotLeader on a follower, which forwards it).
 	History(group string) (status.History, error)
+	// Reload re-reads the configuration file the daemon was started with
+	// and applies its groups; a file it refuses (invalid, or changing what
+	// needs a restart) changes nothing and its error lists every problem
+	// (Detailed).
+	Reload(ctx context.Context, by Actor) (ReloadResult, error)
+}
+
+// Detailed is an error that lists its problems, one line each (a refused
+// reload's configuration problems, FILE:LINE:COL: PATH: what and the fix):
+// the error answer carries them in ErrorBody.Problems.
+type Detailed interface {
+	error
+	Details() []string
 }
 
 // SwitchoverOptions are the operator's switches on a switchover.
@@ -193,6 +207,36 @@ type RecloneRequest struct {
 	By    string `json:"by,omitempty"`
 }
 
+// ReloadRequest is the body of POST /v1/reload.
+type ReloadRequest struct {
+	By string `json:"by,omitempty"`
+}
+
+// ReloadResult is the answer of POST /v1/reload: the file the daemon now
+// runs and what the reload changed.
+type ReloadResult struct {
+	// Result is "reloaded", or "unchanged" when no group changed.
+	Result string `json:"result"`
+	// File is the configuration file; Digest its SHA-256 (hex).
+	File   string `json:"file"`
+	Digest string `json:"digest"`
+	// Added, Removed and Changed are the groups started, stopped and
+	// rebuilt with their new configuration by this reload.
+	Added   []string `json:"added,omitempty"`
+	Removed []string `json:"removed,omitempty"`
+	Changed []string `json:"changed,omitempty"`
+	// Deferred are the groups whose change or removal waits, each with
+	// why: a failover or switchover is under way (or a reclone this daemon
+	// runs); the daemon applies it once that ends.
+	Deferred []Deferred `json:"deferred,omitempty"`
+}
+
+// Deferred is a group whose new configuration waits.
+type Deferred struct {
+	Group  string `json:"group"`
+	Reason string `json:"reason"`
+}
+
 // Result is the body of a successful command.
 type Result struct {
 	Result string `json:"result"`
@@ -202,4 +246,7 @@ type Result struct {
 // ErrorBody is the body of every error answer.
 type ErrorBody struct {
 	Error string `json:"error"`
+	// Problems lists the problems behind Error, one line each, when there
+	// are several (a refused reload's configuration problems).
+	Problems []string `json:"problems,omitempty"`
 }

@@ -33,6 +33,8 @@ type Client struct {
 type HTTPError struct {
 	Code    int
 	Message string
+	// Problems are the answer's problems, one line each (ErrorBody.Problems).
+	Problems []string
 }
 
 func (e *HTTPError) Error() string {
@@ -112,6 +114,14 @@ func (c *Client) ConfirmFence(ctx context.Context, group, site, by string) error
 	return c.do(ctx, http.MethodPost, "/v1/groups/"+url.PathEscape(group)+"/confirm-fence", ConfirmFenceRequest{Site: site, By: by}, nil)
 }
 
+// Reload asks the daemon to re-read its configuration file. A refused
+// file is an *HTTPError (409) whose Problems list what is wrong.
+func (c *Client) Reload(ctx context.Context, by string) (ReloadResult, error) {
+	var res ReloadResult
+	err := c.do(ctx, http.MethodPost, "/v1/reload", ReloadRequest{By: by}, &res)
+	return res, err
+}
+
 func (c *Client) do(ctx context.Context, method, path string, in, out any) error {
 	var body io.Reader
 	if in != nil {
@@ -149,7 +159,7 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any) error
 		if json.Unmarshal(data, &e) != nil || e.Error == "" {
 			e.Error = strings.TrimSpace(string(data))
 		}
-		return &HTTPError{Code: resp.StatusCode, Message: e.Error}
+		return &HTTPError{Code: resp.StatusCode, Message: e.Error, Problems: e.Problems}
 	}
 	if out != nil {
 		if err := json.Unmarshal(data, out); err != nil {

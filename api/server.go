@@ -80,6 +80,7 @@ func Handler(o Options) http.Handler {
 	mux.HandleFunc("POST /v1/groups/{group}/resume", s.command(s.resume))
 	mux.HandleFunc("POST /v1/groups/{group}/sites/{site}/hold", s.command(s.hold))
 	mux.HandleFunc("POST /v1/groups/{group}/sites/{site}/release", s.command(s.release))
+	mux.HandleFunc("POST /v1/reload", s.reload)
 	return mux
 }
 
@@ -146,15 +147,7 @@ func (s *server) history(w http.ResponseWriter, r *http.Request) {
 // command wraps a mutation: bearer token, known group, bounded body.
 func (s *server) command(run func(w http.ResponseWriter, r *http.Request, group string, body []byte) (string, error)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if s.Token == "" {
-			writeError(w, http.StatusForbidden, "mutating API disabled: set daemon.apiTokenFile")
-			return
-		}
-		// Constant time: the comparison must not leak how much of a guess matched.
-		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(s.Token)) != 1 {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="failoverd"`)
-			writeError(w, http.StatusUnauthorized, "missing or wrong bearer token")
+		if !s.authorized(w, r) {
 			return
 		}
 		group := r.PathValue("group")
@@ -179,6 +172,48 @@ func (s *server) command(run func(w http.ResponseWriter, r *http.Request, group 
 		}
 		writeJSON(w, http.StatusAccepted, Result{Result: "accepted", Group: group})
 	}
+}
+
+// authorized checks a mutation's bearer token, answering 403 or 401 when
+// it does not pass.
+func (s *server) authorized(w http.ResponseWriter, r *http.Request) bool {
+	if s.Token == "" {
+		writeError(w, http.StatusForbidden, "mutating API disabled: set daemon.apiTokenFile")
+		return false
+	}
+	// Constant time: the comparison must not leak how much of a guess matched.
+	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(s.Token)) != 1 {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="failoverd"`)
+		writeError(w, http.StatusUnauthorized, "missing or wrong bearer token")
+		return false
+	}
+	return true
+}
+
+// reload re-reads the configuration file of this daemon. Never forwarded:
+// every daemon, leader or follower, runs its own file (a follower's must
+// match for when it leads).
+func (s *server) reload(w http.ResponseWriter, r *http.Request) {
+	if !s.authorized(w, r) {
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxCommandBytes))
+	if err != nil {
+		writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("body larger than %d bytes or unreadable", maxCommandBytes))
+		return
+	}
+	var req ReloadRequest
+	if err := decode(body, &req); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	res, err := s.Control.Reload(r.Context(), actor(r, req.By))
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, res)
 }
 
 func (s *server) switchover(_ http.ResponseWriter, r *http.Request, group string, body []byte) (string, error) {
@@ -383,7 +418,12 @@ func (s *server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	} else if r.Method == http.MethodPost && r.URL.Path != view.ReportPath {
 		s.Logger.Warn("api.refused", "method", r.Method, "path", r.URL.Path, "code", code, "err", err)
 	}
-	writeError(w, code, err.Error())
+	body := ErrorBody{Error: err.Error()}
+	var d Detailed
+	if errors.As(err, &d) {
+		body.Problems = d.Details()
+	}
+	writeJSON(w, code, body)
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {

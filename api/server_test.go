@@ -123,6 +123,22 @@ func (f *fakeControl) History(group string) (status.History, error) {
 	}}, nil
 }
 
+// reloadProblems is the refusal the fake answers to a reload while err is set.
+type reloadProblems struct{ lines []string }
+
+func (e reloadProblems) Error() string     { return "reload refused: 2 configuration problem(s)" }
+func (e reloadProblems) Details() []string { return e.lines }
+func (e reloadProblems) Unwrap() error     { return ErrRefused }
+
+func (f *fakeControl) Reload(_ context.Context, by Actor) (ReloadResult, error) {
+	f.calls = append(f.calls, "reload by "+by.Name)
+	if f.err != nil {
+		return ReloadResult{}, f.err
+	}
+	return ReloadResult{Result: "reloaded", File: "/etc/failoverd.yaml", Digest: "abc", Added: []string{"billing"},
+		Deferred: []Deferred{{Group: "orders", Reason: "a failover from a to b is in flight"}}}, nil
+}
+
 const token = "s3cret"
 
 func serve(t *testing.T, f *fakeControl, tok string) *httptest.Server {
@@ -423,5 +439,44 @@ func TestHistoryEndpoint(t *testing.T) {
 	}
 	if want := []string{"history orders", "history orders", "history orders"}; fmt.Sprint(lead.calls) != fmt.Sprint(want) || len(follower.calls) != 0 {
 		t.Fatalf("leader calls %q, follower calls %q", lead.calls, follower.calls)
+	}
+}
+
+// POST /v1/reload: the bearer token is required as for every mutation, the
+// answer says what changed, and a refused file answers 409 with every
+// problem in its own line (the CLI prints them as validate does). A
+// follower reloads its own file: never forwarded to the leader.
+func TestReload(t *testing.T) {
+	f := &fakeControl{ready: true, leader: false}
+	srv := serve(t, f, token)
+	if code, body := do(t, srv, call{method: "POST", path: "/v1/reload"}); code != 401 || !strings.Contains(body, "bearer") {
+		t.Fatalf("reload without the token: %d %s", code, body)
+	}
+	if code, _ := do(t, srv, call{method: "POST", path: "/v1/reload", auth: "Bearer " + token, body: `{"by":"ann","force":true}`}); code != 400 {
+		t.Fatalf("reload with an unknown field: %d, want 400", code)
+	}
+	code, body := do(t, srv, call{method: "POST", path: "/v1/reload", auth: "Bearer " + token, body: `{"by":"ann"}`})
+	var res ReloadResult
+	if err := json.Unmarshal([]byte(body), &res); code != 200 || err != nil {
+		t.Fatalf("reload: %d %s (%v)", code, body, err)
+	}
+	if res.Result != "reloaded" || len(res.Added) != 1 || len(res.Deferred) != 1 || res.Deferred[0].Group != "orders" {
+		t.Fatalf("reload answer %+v", res)
+	}
+	if len(f.calls) != 1 || f.calls[0] != "reload by ann" {
+		t.Fatalf("calls %v: the follower must reload itself", f.calls)
+	}
+	lines := []string{"/etc/failoverd.yaml:7:5: groups[0].sites[1].priority: want an integer", "/etc/failoverd.yaml:9:3: groups[1].name: duplicate group name"}
+	f.err = reloadProblems{lines}
+	code, body = do(t, srv, call{method: "POST", path: "/v1/reload", auth: "Bearer " + token})
+	var e ErrorBody
+	if err := json.Unmarshal([]byte(body), &e); code != 409 || err != nil || len(e.Problems) != 2 || e.Problems[0] != lines[0] || !strings.Contains(e.Error, "reload refused") {
+		t.Fatalf("refused reload: %d %s", code, body)
+	}
+	cl := &Client{Server: srv.URL, Token: token}
+	_, err := cl.Reload(context.Background(), "bob")
+	var he *HTTPError
+	if !errors.As(err, &he) || he.Code != 409 || len(he.Problems) != 2 || he.Problems[1] != lines[1] {
+		t.Fatalf("client: %v, want a 409 HTTPError with both problems", err)
 	}
 }

@@ -26,6 +26,8 @@ type Config struct {
 	// src remembers where Load or Parse found each path, so that Validate's
 	// problems carry a file position.
 	src *source
+	// digest is the SHA-256 (hex) of the YAML it was decoded from.
+	digest string
 }
 
 // Daemon configures the failoverd process. Every scalar field can be

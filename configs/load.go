@@ -1,6 +1,8 @@
 package configs
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -147,7 +149,8 @@ func load(data []byte, file, dir string, lookupEnv func(string) (string, bool)) 
 		return nil, problems
 	}
 	d := newDecoder(file, lookupEnv)
-	cfg := &Config{src: d.src}
+	sum := sha256.Sum256(data)
+	cfg := &Config{src: d.src, digest: hex.EncodeToString(sum[:])}
 	d.decodeStruct(root, reflect.ValueOf(cfg).Elem(), "")
 	cfg.resolvePaths(dir)
 	all := &Problems{List: d.problems}

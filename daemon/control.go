@@ -24,8 +24,8 @@ func (d *Daemon) ActiveSite(name string) (view.Signed, error) {
 	if !d.isLeader() {
 		return view.Signed{}, fmt.Errorf("%w: this daemon does not serve views", api.ErrNotLeader)
 	}
-	if name == "" && len(d.groups) == 1 {
-		name = d.groups[0].cfg.Name
+	if groups := d.groupList(); name == "" && len(groups) == 1 {
+		name = groups[0].cfg.Name
 	}
 	s, ok := d.pub.get(name)
 	if !ok {

@@ -57,15 +57,36 @@ type Options struct {
 	Metrics http.Handler
 	// Version and Commit identify the build in the status.
 	Version, Commit string
+	// ConfigFile is the file the configuration was loaded from: a reload
+	// reads it again ("" refuses reloads).
+	ConfigFile string
+	// Reloads reloads ConfigFile on every receive (SIGHUP); nil: only the
+	// API reloads.
+	Reloads <-chan os.Signal
 }
 
 // Daemon runs every group of a configuration.
 type Daemon struct {
-	cfg      *configs.Config
-	opts     Options
-	log      *slog.Logger
-	store    store.Store
-	groups   []*group
+	// cfg is the configuration the daemon started with: its daemon section
+	// and clusters hold for the whole run (a reload that changes them is
+	// refused); the groups run d.want's.
+	cfg   *configs.Config
+	opts  Options
+	log   *slog.Logger
+	store store.Store
+	// mu guards the fields below it up to pub; the groups' own fields
+	// have their locks.
+	mu      sync.RWMutex
+	groups  []*group
+	want    *configs.Config    // the configuration the groups are brought to (reload.go)
+	conf    loadedConfig       // what status says of it
+	pending map[string]pending // groups still running an older configuration, by name
+	runCtx  context.Context    // Run's, once every group runs; nil before
+	closed  bool               // Run is stopping: no reload starts
+	// reloadMu orders reloads, the retries of pending groups and the start
+	// of a leadership term (which loads every group's state).
+	reloadMu sync.Mutex
+	wg       sync.WaitGroup // Run's goroutines, reloads included
 	pub      *publisher
 	token    string
 	listener net.Listener
@@ -105,7 +126,8 @@ func New(ctx context.Context, cfg *configs.Config, opts Options) (*Daemon, error
 		opts.Events = noEvents{}
 	}
 	d := &Daemon{cfg: cfg, opts: opts, log: opts.Logger, clusters: kube.New(cfg.Clusters), pub: &publisher{},
-		started: opts.Clock()}
+		started: opts.Clock(), want: cfg}
+	d.conf = loadedConfig{digest: cfg.Digest(), at: d.started}
 	if f := cfg.Daemon.ViewSigningKeyFile; f != "" {
 		key, err := configs.ReadSecret(f)
 		if err != nil {
@@ -236,6 +258,8 @@ func newGroupCore(gc configs.Group, st store.Store, pub *publisher, dial Dialer,
 		requests:      make(chan request),
 		reclones:      map[string]bool{},
 		recloned:      make(chan recloneResult),
+		retire:        make(chan chan string),
+		gone:          make(chan struct{}),
 	}
 	g.servers = &servers{group: gc, conns: newConnections(dial, gc.Sites), log: log, secret: gc.Credentials.Replication.Password}
 	return g, nil
@@ -285,6 +309,8 @@ func dialMySQL(ctx context.Context, g configs.Group, site configs.Site) (Instanc
 }
 
 func (d *Daemon) group(name string) *group {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
 	for _, g := range d.groups {
 		if g.cfg.Name == name {
 			return g
@@ -296,37 +322,30 @@ func (d *Daemon) group(name string) *group {
 func (d *Daemon) isLeader() bool { return d.lead.leading() }
 
 // Run observes, decides and acts for every group until ctx ends, then shuts
-// down cleanly: loops stop between actions, connections close.
+// down cleanly: loops stop between actions, connections close. A reload
+// (SIGHUP, POST /v1/reload) adds, removes and rebuilds groups meanwhile.
 func (d *Daemon) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	var wg sync.WaitGroup
 	errc := make(chan error, 2)
-	for _, g := range d.groups {
-		observe := d.opts.Observe
-		if observe == nil {
-			observe = func(ctx context.Context, gc configs.Group, log *slog.Logger) (Observations, error) {
-				return pollerObservations(ctx, gc, log, d.opts.Events)
-			}
+	groups := d.groupList()
+	for _, g := range groups {
+		if err := d.observe(ctx, g); err != nil {
+			return err
 		}
-		obs, err := observe(ctx, g.cfg, g.log)
-		if err != nil {
-			return fmt.Errorf("group %s: start observing: %w", g.cfg.Name, err)
-		}
-		g.obs = obs
 	}
-	wg.Add(1)
+	d.wg.Add(1)
 	go func() {
-		defer wg.Done()
+		defer d.wg.Done()
 		if err := d.serve(ctx, d.log); err != nil && !errors.Is(err, context.Canceled) {
 			errc <- fmt.Errorf("http: %w", err)
 			cancel()
 		}
 	}()
 	if le := d.cfg.Daemon.LeaderElection; le.Enabled {
-		wg.Add(1)
+		d.wg.Add(1)
 		go func() {
-			defer wg.Done()
+			defer d.wg.Done()
 			if err := d.elect(ctx); err != nil {
 				errc <- err
 				cancel()
@@ -338,27 +357,35 @@ func (d *Daemon) Run(ctx context.Context) error {
 		d.lead.begin(ctx, d.opts.Clock(), nil)
 		d.lead.observed(d.opts.Identity)
 	}
-	for _, g := range d.groups {
-		wg.Add(2)
+	for _, g := range groups {
+		d.startGroup(g)
+	}
+	d.mu.Lock()
+	d.runCtx = ctx // reloads may start
+	d.mu.Unlock()
+	d.wg.Add(1)
+	go func() {
+		defer d.wg.Done()
+		d.reloads(ctx)
+	}()
+	d.log.Info("daemon.started", "groups", len(groups), "listen", d.Addr(), "store", d.store.Describe())
+	<-ctx.Done()
+	// No reload starts from here, and none is under way past this point.
+	d.reloadMu.Lock()
+	d.mu.Lock()
+	d.closed = true
+	d.mu.Unlock()
+	d.reloadMu.Unlock()
+	var closing sync.WaitGroup
+	for _, g := range d.groupList() {
+		closing.Add(1)
 		go func() {
-			defer wg.Done()
-			g.run(ctx, d.lead.current)
-			g.servers.conns.closeAll()
-			if r, ok := g.hooks.(*hooks.Runner); ok {
-				// Give running hooks a moment to finish, then stop them.
-				hctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-				r.Close(hctx)
-				cancel()
-			}
-		}()
-		go func() {
-			defer wg.Done()
-			g.follow.run(ctx, d.isLeader)
+			defer closing.Done()
+			d.closeGroup(g)
 		}()
 	}
-	d.log.Info("daemon.started", "groups", len(d.groups), "listen", d.Addr(), "store", d.store.Describe())
-	<-ctx.Done()
-	wg.Wait()
+	closing.Wait()
+	d.wg.Wait()
 	if d.etcd != nil {
 		_ = d.etcd.Close() // the process is stopping
 	}

@@ -47,6 +47,9 @@ type Events interface {
 	RoutingRepaired(group, follower string)
 	// HookDone: an event hook (configs.Hook) finished a run for event.
 	HookDone(group, hook, event string, ok bool)
+	// ConfigReloaded: a reload of the configuration file (SIGHUP or the
+	// API) was "applied" or "refused".
+	ConfigReloaded(result string)
 }
 
 // noEvents is the Events of a daemon without metrics.
@@ -63,6 +66,7 @@ func (noEvents) SplitBrainResolved(string)                          {}
 func (noEvents) CachePromoted(string, string)                       {}
 func (noEvents) HookDone(string, string, string, bool)              {}
 func (noEvents) RoutingRepaired(string, string)                     {}
+func (noEvents) ConfigReloaded(string)                              {}
 
 // ev is the group's Events (none in tests that build a bare group).
 func (g *group) ev() Events {

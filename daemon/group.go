@@ -80,6 +80,18 @@ type group struct {
 	// routing is the action this daemon promoted whose routing the history
 	// awaits ("" for none; noteRouted).
 	routing string
+
+	// The group's life in the daemon (lifecycle.go): ctx ends its
+	// observations, loop and routing; retire asks the loop to return
+	// between rounds for a reload; loopDone and followDone close when the
+	// loop and the routing handoff returned; gone closes once the group
+	// is closed for good (a request handed to it is answered then).
+	ctx        context.Context
+	stop       context.CancelFunc
+	retire     chan chan string
+	loopDone   chan struct{}
+	followDone chan struct{}
+	gone       chan struct{}
 }
 
 // pendingRestarts are the replicas a re-assert of primary at epoch has not
@@ -120,6 +132,15 @@ func (g *group) run(ctx context.Context, lead func() (context.Context, time.Time
 		select {
 		case <-ctx.Done():
 			return
+		case reply := <-g.retire:
+			// Rebuilding a group between two steps of its failover would
+			// hand the sequence to a loop built for other sites: refused
+			// while busy, and the reload waits.
+			why := g.busy(lead)
+			reply <- why
+			if why == "" {
+				return
+			}
 		case req := <-g.requests:
 			req.reply <- g.handle(req, lead)
 		case res := <-g.recloned:

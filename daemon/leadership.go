@@ -154,6 +154,11 @@ var leaderLoadRetry = time.Second
 // amnesia); one that cannot must not sit on the Lease doing nothing, so it
 // resigns.
 func (d *Daemon) startTerm(lctx context.Context, resign func(), guard *leaseGuard) {
+	// A reload that adds or rebuilds a group loads its state: never in the
+	// middle of a term's start, so every group's state is read after the
+	// previous leader's last write.
+	d.reloadMu.Lock()
+	defer d.reloadMu.Unlock()
 	since := d.opts.Clock()
 	if err := d.loadAll(lctx); err != nil {
 		d.log.Error("leader.resigned", "identity", d.opts.Identity, "err", err)
@@ -176,7 +181,7 @@ func (d *Daemon) loadAll(ctx context.Context) error {
 			}
 		}
 		err = nil
-		for _, g := range d.groups {
+		for _, g := range d.groupList() {
 			if err = g.load(ctx); err != nil {
 				d.log.Warn("leader.load_failed", "group", g.cfg.Name, "attempt", attempt+1, "err", err)
 				break

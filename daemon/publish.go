@@ -33,6 +33,13 @@ func (p *publisher) set(v view.View) {
 	p.views[v.Group] = s
 }
 
+// remove drops a group's view (a reload removed the group).
+func (p *publisher) remove(group string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.views, group)
+}
+
 func (p *publisher) get(group string) (view.Signed, bool) {
 	p.mu.RLock()
 	defer p.mu.RUnlock()

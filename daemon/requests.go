@@ -117,6 +117,9 @@ func (g *group) submit(ctx context.Context, req request) error {
 	req.reply = make(chan error, 1)
 	select {
 	case g.requests <- req:
+	case <-g.gone:
+		// A reload removed or rebuilt the group: its loop takes no request.
+		return fmt.Errorf("%w: group %s was reloaded; send the request again", api.ErrUnavailable, g.cfg.Name)
 	case <-ctx.Done():
 		return ctx.Err()
 	}

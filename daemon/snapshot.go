@@ -25,7 +25,8 @@ func (d *Daemon) Snapshot() status.Snapshot {
 	if leading {
 		s.Daemon.LeaderSince = since
 	}
-	for _, g := range d.groups {
+	s.Daemon.Config = d.configStatus()
+	for _, g := range d.groupList() {
 		s.Groups = append(s.Groups, g.snapshot(now))
 	}
 	s.Daemon.Ready, s.Daemon.NotReady = d.ready(leading, s.Groups)

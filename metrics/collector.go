@@ -18,6 +18,8 @@ type snapshotCollector struct {
 
 	leader, ready, termStart, storeInfo, session *prometheus.Desc
 
+	configLoaded, configOK, configPending *prometheus.Desc
+
 	groupInfo, epoch, writableSites, decision, splitBrain, noPrimary,
 	awaitingHuman, blocked, halted, cooldown, inFlight, lastFailover *prometheus.Desc
 
@@ -50,6 +52,10 @@ func newSnapshotCollector(o Options, m *Metrics) *snapshotCollector {
 		termStart: d("leader_term_start_timestamp_seconds", "When this daemon's current leadership term began (Unix time); absent while not leading."),
 		storeInfo: d("store_info", "Always 1; type is the state store backend (file, kubernetes, etcd).", "type"),
 		session:   d("election_session_up", "1 while this daemon holds an election session (etcd: a live session lease), whether or not it leads; absent without election in etcd."),
+
+		configLoaded:  d("config_last_reload_success_timestamp_seconds", "When the configuration file this daemon runs was applied: its start or the last reload not refused (Unix time)."),
+		configOK:      d("config_last_reload_successful", "0 while the last reload of the configuration file was refused and none applied since (the daemon runs an older file than the one on disk), else 1."),
+		configPending: d("config_pending_groups", "Groups still running their previous configuration after a reload: their rebuild waits for a failover or switchover in flight to end."),
 
 		groupInfo:     d("group_info", "Always 1; the labels give the group's engine and fencing mode.", "group", "engine", "fencing"),
 		epoch:         d("group_epoch", "The group's epoch (only grows; a failover adds two).", gs...),
@@ -94,6 +100,7 @@ func newSnapshotCollector(o Options, m *Metrics) *snapshotCollector {
 func (c *snapshotCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
 		c.build.Desc(), c.leader, c.ready, c.termStart, c.storeInfo, c.session,
+		c.configLoaded, c.configOK, c.configPending,
 		c.groupInfo, c.epoch, c.writableSites, c.decision, c.splitBrain, c.noPrimary,
 		c.awaitingHuman, c.blocked, c.halted, c.cooldown, c.inFlight, c.lastFailover,
 		c.siteState, c.siteActive, c.lag, c.ioRunning, c.sqlRunning, c.broken, c.divergent, c.recovery,
@@ -124,6 +131,12 @@ func (c *snapshotCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	if snap.Daemon.StoreType == "etcd" {
 		gauge(c.session, boolean(snap.Daemon.Session != ""))
+	}
+	// Every daemon runs its own file, standbys included.
+	if cf := snap.Daemon.Config; !cf.LoadedAt.IsZero() {
+		gauge(c.configLoaded, unix(cf.LoadedAt))
+		gauge(c.configOK, boolean(cf.LastRefusedAt.IsZero()))
+		gauge(c.configPending, float64(len(cf.Pending)))
 	}
 	for _, g := range snap.Groups {
 		c.m.zeroGroup(g)

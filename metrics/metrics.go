@@ -50,6 +50,7 @@ type Metrics struct {
 	cachePromotions    *prometheus.CounterVec
 	hookRuns           *prometheus.CounterVec
 	routingRepairs     *prometheus.CounterVec
+	configReloads      *prometheus.CounterVec
 }
 
 // Bucket layouts, in seconds.
@@ -128,13 +129,21 @@ func New(o Options) *Metrics {
 			Name: "failoverd_hook_runs_total",
 			Help: "Runs of an event hook (hooks in the group's configuration) by event and result (ok, failed).",
 		}, []string{"group", "hook", "event", "result"}),
+		configReloads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "failoverd_config_reloads_total",
+			Help: "Reloads of the configuration file (SIGHUP or POST /v1/reload) by result (applied, refused).",
+		}, []string{"result"}),
+	}
+	// Both series exist from the start: an alert takes increase() of them.
+	for _, r := range reloadResults {
+		m.configReloads.WithLabelValues(r)
 	}
 	m.reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.probeDuration, m.probeFailures, m.failovers, m.failoverDuration,
 		m.phaseDuration, m.writesUnavailable, m.fences, m.fenceProofs,
-		m.routingOperations, m.splitBrainResolved, m.cachePromotions, m.hookRuns, m.routingRepairs,
+		m.routingOperations, m.splitBrainResolved, m.cachePromotions, m.hookRuns, m.routingRepairs, m.configReloads,
 		newSnapshotCollector(o, m),
 	)
 	return m
@@ -224,6 +233,11 @@ func (m *Metrics) HookDone(group, hook, event string, ok bool) {
 		result = "failed"
 	}
 	m.hookRuns.WithLabelValues(group, hook, event, result).Inc()
+}
+
+// ConfigReloaded records a reload of the configuration file.
+func (m *Metrics) ConfigReloaded(result string) {
+	m.configReloads.WithLabelValues(oneOf(result, reloadResults)).Inc()
 }
 
 // zeroGroup creates the zero series of a group's counters that alerts take

@@ -37,6 +37,7 @@ type daemonEvents interface {
 	CachePromoted(group, site string)
 	HookDone(group, hook, event string, ok bool)
 	RoutingRepaired(group, follower string)
+	ConfigReloaded(result string)
 }
 
 var _ daemonEvents = (*metrics.Metrics)(nil)
@@ -114,6 +115,9 @@ func fixture() status.Snapshot {
 			Identity: "d0", Version: "v1.2.3", Commit: "abc123", StartedAt: since,
 			LeaderElection: true, Leader: true, LeaderSince: since, Ready: true,
 			StoreType: "etcd", Session: "etcd session 694d8a1b2c3d4e5f, ttl 5s",
+			Config: status.Config{File: "/etc/failoverd/failoverd.yaml", Digest: "0123abcd", LoadedAt: since,
+				LastRefusedAt: at, LastRefused: "reload refused: 1 configuration problem(s)",
+				Pending: []status.PendingGroup{{Group: "billing", Reason: "a switchover from a to b is in flight"}}},
 		},
 		Groups: []status.Group{{
 			Name: "orders", Engine: "mariadb", Fencing: "sidecar", Epoch: 7, ActiveSite: "east",
@@ -648,6 +652,7 @@ func populated(t *testing.T) *metrics.Metrics {
 	m.CachePromoted("orders", "east")
 	m.RoutingRepaired("orders", "dns")
 	m.HookDone("orders", "proxysql", "after-promote", true)
+	m.ConfigReloaded("refused")
 	if _, err := m.Gatherer().Gather(); err != nil {
 		t.Fatal(err)
 	}
@@ -745,5 +750,41 @@ func TestSiteRecovery(t *testing.T) {
 		if labelMap(mt)["site"] == "east" {
 			t.Error("the healthy primary has a recovery series")
 		}
+	}
+}
+
+// Reloads of the configuration file: counted by result from the start
+// (both series at 0, for increase()), and every daemon, standbys included
+// (each runs its own file), exports when its file was applied, whether the
+// last reload was refused and how many groups wait for their rebuild.
+func TestConfigReloadMetrics(t *testing.T) {
+	snap := fixture()
+	snap.Daemon.Leader = false
+	m := metrics.New(metrics.Options{Snapshot: func() status.Snapshot { return snap }})
+	gatherAndCompare(t, m.Gatherer(), `
+# HELP failoverd_config_reloads_total Reloads of the configuration file (SIGHUP or POST /v1/reload) by result (applied, refused).
+# TYPE failoverd_config_reloads_total counter
+failoverd_config_reloads_total{result="applied"} 0
+failoverd_config_reloads_total{result="refused"} 0
+`)
+	m.ConfigReloaded("applied")
+	m.ConfigReloaded("refused")
+	m.ConfigReloaded("refused")
+	if c := find(t, m.Gatherer(), "failoverd_config_reloads_total", map[string]string{"result": "refused"}); c.GetCounter().GetValue() != 2 {
+		v := c.GetCounter().GetValue()
+		t.Errorf("refused reloads = %v, want 2", v)
+	}
+	if v := gaugeValue(t, m.Gatherer(), "failoverd_config_last_reload_success_timestamp_seconds", nil); v != float64(since.Unix()) {
+		t.Errorf("last reload success = %v, want %v", v, since.Unix())
+	}
+	if v := gaugeValue(t, m.Gatherer(), "failoverd_config_last_reload_successful", nil); v != 0 {
+		t.Errorf("last reload successful = %v after a refusal", v)
+	}
+	if v := gaugeValue(t, m.Gatherer(), "failoverd_config_pending_groups", nil); v != 1 {
+		t.Errorf("pending groups = %v, want 1", v)
+	}
+	snap.Daemon.Config.LastRefusedAt, snap.Daemon.Config.Pending = time.Time{}, nil
+	if v := gaugeValue(t, m.Gatherer(), "failoverd_config_last_reload_successful", nil); v != 1 {
+		t.Errorf("last reload successful = %v after an applied one", v)
 	}
 }

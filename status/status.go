@@ -58,6 +58,34 @@ type Daemon struct {
 	// every site done. NotReady says what is missing when it is false.
 	Ready    bool   `json:"ready"`
 	NotReady string `json:"notReady,omitempty"`
+	// Config is the configuration file the daemon runs.
+	Config Config `json:"config"`
+}
+
+// Config is the configuration file a daemon runs: loaded at its start and
+// by every reload it applied (SIGHUP, failoverd reload).
+type Config struct {
+	// File is the file's path ("" when the daemon was not started from one).
+	File string `json:"file,omitempty"`
+	// Digest is the SHA-256 (hex) of the file as last applied.
+	Digest string `json:"digest,omitempty"`
+	// LoadedAt is when it was applied: the start, or the last reload that
+	// was not refused.
+	LoadedAt time.Time `json:"loadedAt,omitzero"`
+	// LastRefusedAt and LastRefused tell when and why the last reload was
+	// refused, while no reload was applied since (the daemon runs an older
+	// file than the one on disk).
+	LastRefusedAt time.Time `json:"lastRefusedAt,omitzero"`
+	LastRefused   string    `json:"lastRefused,omitempty"`
+	// Pending are the groups still running their previous configuration:
+	// a failover in flight defers their rebuild until it ends.
+	Pending []PendingGroup `json:"pending,omitempty"`
+}
+
+// PendingGroup is a group whose new configuration waits, and why.
+type PendingGroup struct {
+	Group  string `json:"group"`
+	Reason string `json:"reason"`
 }
 
 // Decision classes (Group.Class): what a decision means for an operator.

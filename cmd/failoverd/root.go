@@ -93,7 +93,7 @@ flag name in upper case with dashes as underscores (FAILOVERD_LOG_LEVEL=debug).`
 
 	root.AddCommand(newValidateCmd(c), newVersionCmd(c), newRunCmd(c), newSidecarCmd(c),
 		newStatusCmd(c), newSwitchoverCmd(c), newAcknowledgeCmd(c), newConfirmFenceCmd(c), newRecloneCmd(c),
-		newPauseCmd(c), newResumeCmd(c), newHoldCmd(c), newReleaseCmd(c))
+		newPauseCmd(c), newResumeCmd(c), newHoldCmd(c), newReleaseCmd(c), newReloadCmd(c))
 	root.AddCommand(newHistoryCmd(c))
 	root.Version = version
 	root.SetVersionTemplate(versionLine() + "\n")

@@ -25,13 +25,20 @@ func newRunCmd(c *cli) *cobra.Command {
 the persisted state (refusing to start on a corrupt one), then observes every
 site, decides and acts for each group, and serves the HTTP API, /active-site
 the API (/v1/groups, /metrics, /healthz, /readyz) on daemon.listen until
-SIGINT or SIGTERM.`,
+SIGINT or SIGTERM. SIGHUP re-reads the configuration file, as failoverd reload
+does: a file with any problem is refused (logged as config.reload_refused with
+every problem) and the daemon runs on unchanged.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			log, err := c.logger()
 			if err != nil {
 				return &exitError{code: 2, err: err}
 			}
+			// Caught from the start: SIGHUP's default action would end the
+			// process. One pending reload is kept until the daemon runs.
+			hup := make(chan os.Signal, 1)
+			signal.Notify(hup, syscall.SIGHUP)
+			defer signal.Stop(hup)
 			cfg, err := c.loadConfig()
 			if err != nil {
 				log.Error("config.invalid", "path", c.configPath(), "err", err)
@@ -48,7 +55,7 @@ SIGINT or SIGTERM.`,
 			var d *daemon.Daemon
 			m := metrics.New(metrics.Options{Snapshot: func() status.Snapshot { return d.Snapshot() }, Version: version, Commit: commit})
 			d, err = daemon.New(ctx, cfg, daemon.Options{Logger: log, Failpoint: failpointFromEnv(log),
-				Events: m, Metrics: m.Handler(), Version: version, Commit: commit})
+				Events: m, Metrics: m.Handler(), Version: version, Commit: commit, ConfigFile: c.configPath(), Reloads: hup})
 			if err != nil {
 				log.Error("daemon.start_failed", "err", err)
 				return &exitError{code: 1, err: err}

@@ -23,7 +23,17 @@ func writeTable(w io.Writer, d status.Daemon, groups []status.Group, now time.Ti
 		if !d.Ready {
 			ready = "not ready: " + d.NotReady
 		}
-		fmt.Fprintf(tw, "DAEMON %s (%s, %s), store %s, %s\n\n", d.Identity, role, orDash(d.Version), d.Store, ready)
+		fmt.Fprintf(tw, "DAEMON %s (%s, %s), store %s, %s\n", d.Identity, role, orDash(d.Version), d.Store, ready)
+		if c := d.Config; c.Digest != "" {
+			fmt.Fprintf(tw, "  config %s sha256:%s, loaded %s ago\n", orDash(c.File), c.Digest[:min(12, len(c.Digest))], age(now.Sub(c.LoadedAt)))
+			if c.LastRefused != "" {
+				fmt.Fprintf(tw, "  RELOAD REFUSED %s ago: %s\n", age(now.Sub(c.LastRefusedAt)), truncate(c.LastRefused, 160))
+			}
+			for _, p := range c.Pending {
+				fmt.Fprintf(tw, "  %s keeps its previous configuration: %s\n", p.Group, p.Reason)
+			}
+		}
+		fmt.Fprintln(tw)
 	}
 	for i, g := range groups {
 		if i > 0 {

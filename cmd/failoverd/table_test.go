@@ -51,3 +51,25 @@ func TestStatusTableShowsPauseHoldsAndReadiness(t *testing.T) {
 		}
 	}
 }
+
+// `failoverd status` names the configuration file the daemon runs (its
+// digest and age), a refused reload (the file on disk is not the one
+// running) and the groups whose new configuration waits for a failover.
+func TestStatusTableShowsConfigRefusalAndPendingGroups(t *testing.T) {
+	now := time.Now()
+	d := status.Daemon{Identity: "d1", Leader: true, Ready: true, Store: "file state.json", Config: status.Config{
+		File: "/etc/failoverd/failoverd.yaml", Digest: "3b1f09c2d4e7aa55", LoadedAt: now.Add(-3 * time.Hour),
+		LastRefusedAt: now.Add(-time.Minute), LastRefused: "reload refused: /etc/failoverd/failoverd.yaml: 1 configuration problem(s)",
+		Pending: []status.PendingGroup{{Group: "orders", Reason: "a failover from a to b is in flight; applied once it ends"}},
+	}}
+	var b strings.Builder
+	writeTable(&b, d, nil, now)
+	out := b.String()
+	for _, want := range []string{"config /etc/failoverd/failoverd.yaml sha256:3b1f09c2d4e7, loaded 3h ago",
+		"RELOAD REFUSED 60s ago: reload refused: /etc/failoverd/failoverd.yaml: 1 configuration problem(s)",
+		"orders keeps its previous configuration: a failover from a to b is in flight"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("status table lacks %q:\n%s", want, out)
+		}
+	}
+}
