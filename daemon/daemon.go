@@ -198,7 +198,8 @@ func (d *Daemon) newGroup(gc configs.Group) (*group, error) {
 	if err != nil {
 		return nil, fmt.Errorf("group %s: %w", gc.Name, err)
 	}
-	g.follow = newHandoff(fs, log)
+	// Prevents an observing group from moving routing or the cache.
+	g.follow = newHandoff(followersOf(gc, fs), log)
 	g.follow.interval = gc.RoutingReconcileInterval
 	g.follow.onRepair = func(follower string, _ view.View, _ []string) { d.opts.Events.RoutingRepaired(gc.Name, follower) }
 	g.follow.onDone = func(follower string, v view.View, err error) {
@@ -236,7 +237,12 @@ func newGroupCore(gc configs.Group, st store.Store, pub *publisher, dial Dialer,
 		reclones:      map[string]bool{},
 		recloned:      make(chan recloneResult),
 	}
+	// Prevents any MySQL write by an observing group, whichever path asks.
+	dial = observeOnlyDial(gc, dial)
 	g.servers = &servers{group: gc, conns: newConnections(dial, gc.Sites), log: log, secret: gc.Credentials.Replication.Password}
+	if gc.Observing() {
+		log.Warn("group.observe_mode", "note", "decides and logs what it would do (decision.would); changes nothing on MySQL, routing, the cache, hooks or the epoch")
+	}
 	return g, nil
 }
 

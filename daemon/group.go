@@ -71,6 +71,10 @@ type group struct {
 	// restarts are the replicas a re-assert may still have to start again
 	// once they are seen back (restartPendingReplicas).
 	restarts pendingRestarts
+	// shadow is an observing group's record with the record-only decisions
+	// it would have made applied (mode.go); in memory only, never persisted
+	// or published. Nil for an active group.
+	shadow *sitepair.Persisted
 }
 
 // pendingRestarts are the replicas a re-assert of primary at epoch has not
@@ -151,8 +155,9 @@ type Round struct {
 // decide is a round's decision, not yet carried out; ok is false while the
 // observations are not settled since the last action.
 func (g *group) decide(ctx context.Context, servingSince time.Time) (r Round, ok bool) {
+	st := g.decisionState()
 	g.mu.Lock()
-	st, barrier := g.rec.Persisted, g.barrier
+	barrier := g.barrier
 	g.mu.Unlock()
 	// Deciding on probes taken before our last action would, for instance,
 	// see a just-promoted primary as still read-only and act again.
@@ -160,7 +165,9 @@ func (g *group) decide(ctx context.Context, servingSince time.Time) (r Round, ok
 		return Round{}, false
 	}
 	// A reclone no daemon runs any more must not look like one running.
-	if len(st.Recloning) > 0 {
+	// (Not recorded by an observing group: it writes nothing to the store,
+	// and its decisions leave a recloning site out all the same.)
+	if len(st.Recloning) > 0 && !g.observing() {
 		g.interruptedReclones(ctx)
 		g.mu.Lock()
 		st = g.rec.Persisted
@@ -190,13 +197,13 @@ func (g *group) carryOut(ctx context.Context, d sitepair.Decision) {
 	changed := d.Reason != g.last.Reason || d.Action != g.last.Action || d.Target != g.last.Target
 	g.last, g.decidedAt = d, g.now()
 	g.mu.Unlock()
+	// Prevents an observing group from changing anything: no action, store
+	// write, hook or failover step (it logs what it would do instead).
+	if g.observeOnly(ctx, d, changed) {
+		return
+	}
 	if changed {
-		level := slog.LevelInfo
-		if d.Action == sitepair.Alert {
-			level = slog.LevelWarn
-		}
-		g.log.Log(ctx, level, "decision", "action", string(d.Action), "reason", string(d.Reason),
-			"target", d.Target, "fence", d.Fence, "proof", string(d.FenceProof), "epoch", d.Epoch, "message", d.Message)
+		g.logDecision(ctx, d)
 	}
 	if d.Action == sitepair.None || d.Action == sitepair.Alert {
 		if changed {
@@ -233,6 +240,16 @@ func (g *group) carryOut(ctx context.Context, d sitepair.Decision) {
 			g.log.Error("state.reload_failed", "err", lerr)
 		}
 	}
+}
+
+// logDecision logs d, a decision that differs from the previous one.
+func (g *group) logDecision(ctx context.Context, d sitepair.Decision) {
+	level := slog.LevelInfo
+	if d.Action == sitepair.Alert {
+		level = slog.LevelWarn
+	}
+	g.log.Log(ctx, level, "decision", "action", string(d.Action), "reason", string(d.Reason),
+		"target", d.Target, "fence", d.Fence, "proof", string(d.FenceProof), "epoch", d.Epoch, "message", d.Message)
 }
 
 // act carries out one decision within ctx; term is the leadership term's
