@@ -165,6 +165,16 @@ type Cluster struct {
 	InCluster bool `yaml:"inCluster"`
 }
 
+// Group modes (Group.Mode).
+const (
+	// ModeActive groups act on their decisions (the default).
+	ModeActive = "active"
+	// ModeObserve groups decide as an active group would and log every
+	// decision that would act ("decision.would"), but change nothing: no
+	// MySQL statement that writes, no routing, cache or hook, no new epoch.
+	ModeObserve = "observe"
+)
+
 // Rejoin policies (Group.Rejoin).
 const (
 	RejoinManual                = "manual"
@@ -219,6 +229,13 @@ type Group struct {
 	// Engine is the database flavor: "mysql" (8.0.23+, 8.4, 9.x, Percona
 	// Server) or "mariadb" (10.11+).
 	Engine string `yaml:"engine" default:"mysql"`
+	// Mode is "active" (default: the daemon acts on its decisions) or
+	// "observe": it polls and decides exactly as an active group would and
+	// logs each decision that would act as "decision.would", but changes
+	// nothing on MySQL, routing, the cache or hooks, and never moves the
+	// group's epoch or active site (how to trial failoverd against
+	// production; docs/design.md, "Observe-only groups").
+	Mode string `yaml:"mode" default:"active"`
 	// PollInterval is how often each site is probed. Short by default so a
 	// dead primary is detected in about a second.
 	PollInterval time.Duration `yaml:"pollInterval" default:"500ms"`

@@ -158,6 +158,7 @@ func TestInvalidConfigsNameTheField(t *testing.T) {
 			delete(siteN(m, 0), "sidecar")
 		}, "groups[0].sites[0].sidecar.address", "fencing: sidecar"},
 		{"unknown rejoin policy", func(m map[string]any) { group(m)["rejoin"] = "always" }, "groups[0].rejoin", "manual, reclone-unacknowledged"},
+		{"unknown mode", func(m map[string]any) { group(m)["mode"] = "dry-run" }, "groups[0].mode", `"dry-run" is not allowed; write one of active, observe`},
 		{"rejoin by reclone without semi-sync fencing", func(m map[string]any) {
 			group(m)["rejoin"] = "reclone-unacknowledged"
 			group(m)["fencing"] = "sidecar"
@@ -400,6 +401,34 @@ func TestRejoinByRecloneWithSemiSync(t *testing.T) {
 	}
 	if cfg, err := parseMap(t, base(), secrets(t)); err != nil || cfg.Groups[0].Rejoin != RejoinManual {
 		t.Fatalf("default rejoin: %v %v", cfg, err)
+	}
+}
+
+// The mode defaults to active (a group acts unless told otherwise), decodes
+// "observe", and a wrong value is refused naming the field and the allowed
+// values (TestInvalidConfigsNameTheField "unknown mode").
+func TestGroupModeDefaultsToActiveAndDecodesObserve(t *testing.T) {
+	cfg, err := parseMap(t, base(), secrets(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g := cfg.Groups[0]; g.Mode != ModeActive || g.Observing() {
+		t.Fatalf("default mode %q (observing %v), want active", g.Mode, g.Observing())
+	}
+	m := base()
+	group(m)["mode"] = "observe"
+	cfg, err = parseMap(t, m, secrets(t))
+	if err != nil {
+		t.Fatalf("mode observe: %v", err)
+	}
+	if g := cfg.Groups[0]; g.Mode != ModeObserve || !g.Observing() || !strings.Contains(g.Summary(), "mode observe") {
+		t.Fatalf("mode %q, observing %v, summary %q", g.Mode, g.Observing(), g.Summary())
+	}
+	// A key differing in case is an unknown key, not a silent default.
+	m = base()
+	group(m)["Mode"] = "observe"
+	if _, err := parseMap(t, m, secrets(t)); err == nil || !strings.Contains(err.Error(), "groups[0].Mode") {
+		t.Fatalf("key Mode: %v, want an unknown-key problem", err)
 	}
 }
 

@@ -188,6 +188,10 @@ func (g Group) FencingMode() string {
 	return FencingSidecar
 }
 
+// Observing reports whether the group is in observe mode: it decides but
+// changes nothing (ModeObserve).
+func (g Group) Observing() bool { return g.Mode == ModeObserve }
+
 // Summary is a one-line description of the group for `failoverd validate`.
 func (g Group) Summary() string {
 	sites := make([]string, 0, len(g.Sites))
@@ -200,6 +204,9 @@ func (g Group) Summary() string {
 	}
 	if g.Cache != nil {
 		extras += ", cache " + g.Cache.Engine
+	}
+	if g.Observing() {
+		extras += ", mode observe (decides and logs, changes nothing)"
 	}
 	return fmt.Sprintf("group %s: %s, %d sites [%s], poll %s, detection %s, fencing %s%s",
 		g.Name, g.Engine, len(g.Sites), strings.Join(sites, " "), g.PollInterval, g.Detection, g.FencingMode(), extras)
@@ -432,6 +439,7 @@ func (v *validator) group(path string, g Group) {
 	default:
 		v.add(path+".engine", "%q is not supported; write mysql or mariadb", g.Engine)
 	}
+	v.oneOf(path+".mode", g.Mode, ModeActive, ModeObserve)
 	v.positive(path+".pollInterval", g.PollInterval)
 	v.positive(path+".probeTimeout", g.ProbeTimeout)
 	if g.ProbeTimeout >= g.PollInterval && g.PollInterval > 0 && v.intact(path+".pollInterval", path+".probeTimeout") {

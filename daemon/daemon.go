@@ -220,7 +220,8 @@ func (d *Daemon) newGroup(gc configs.Group) (*group, error) {
 	if err != nil {
 		return nil, fmt.Errorf("group %s: %w", gc.Name, err)
 	}
-	g.follow = newHandoff(fs, log)
+	// Prevents an observing group from moving routing or the cache.
+	g.follow = newHandoff(followersOf(gc, fs), log)
 	g.follow.interval = gc.RoutingReconcileInterval
 	g.follow.now = d.opts.Clock // routing times (the history's routed step) on the daemon's clock
 	g.follow.onRepair = func(follower string, _ view.View, _ []string) { d.opts.Events.RoutingRepaired(gc.Name, follower) }
@@ -261,7 +262,12 @@ func newGroupCore(gc configs.Group, st store.Store, pub *publisher, dial Dialer,
 		retire:        make(chan chan string),
 		gone:          make(chan struct{}),
 	}
+	// Prevents any MySQL write by an observing group, whichever path asks.
+	dial = observeOnlyDial(gc, dial)
 	g.servers = &servers{group: gc, conns: newConnections(dial, gc.Sites), log: log, secret: gc.Credentials.Replication.Password}
+	if gc.Observing() {
+		log.Warn("group.observe_mode", "note", "decides and logs what it would do (decision.would); changes nothing on MySQL, routing, the cache, hooks or the epoch")
+	}
 	return g, nil
 }
 

@@ -92,6 +92,10 @@ type group struct {
 	loopDone   chan struct{}
 	followDone chan struct{}
 	gone       chan struct{}
+	// shadow is an observing group's record with the record-only decisions
+	// it would have made applied (mode.go); in memory only, never persisted
+	// or published. Nil for an active group.
+	shadow *sitepair.Persisted
 }
 
 // pendingRestarts are the replicas a re-assert of primary at epoch has not
@@ -185,8 +189,9 @@ type Round struct {
 // decide is a round's decision, not yet carried out; ok is false while the
 // observations are not settled since the last action.
 func (g *group) decide(ctx context.Context, servingSince time.Time) (r Round, ok bool) {
+	st := g.decisionState()
 	g.mu.Lock()
-	st, barrier := g.rec.Persisted, g.barrier
+	barrier := g.barrier
 	g.mu.Unlock()
 	// Deciding on probes taken before our last action would, for instance,
 	// see a just-promoted primary as still read-only and act again.
@@ -194,7 +199,9 @@ func (g *group) decide(ctx context.Context, servingSince time.Time) (r Round, ok
 		return Round{}, false
 	}
 	// A reclone no daemon runs any more must not look like one running.
-	if len(st.Recloning) > 0 {
+	// (Not recorded by an observing group: it writes nothing to the store,
+	// and its decisions leave a recloning site out all the same.)
+	if len(st.Recloning) > 0 && !g.observing() {
 		g.interruptedReclones(ctx)
 		g.mu.Lock()
 		st = g.rec.Persisted
@@ -227,18 +234,13 @@ func (g *group) carryOut(ctx context.Context, d sitepair.Decision) {
 	changed := d.Reason != g.last.Reason || d.Action != g.last.Action || d.Target != g.last.Target
 	g.last, g.decidedAt = d, g.now()
 	g.mu.Unlock()
+	// Prevents an observing group from changing anything: no action, store
+	// write, hook or failover step (it logs what it would do instead).
+	if g.observeOnly(ctx, d, changed) {
+		return
+	}
 	if changed {
-		level := slog.LevelInfo
-		if d.Action == sitepair.Alert {
-			level = slog.LevelWarn
-		}
-		g.log.Log(ctx, level, "decision", "action", string(d.Action), "reason", string(d.Reason),
-			"target", d.Target, "fence", d.Fence, "proof", string(d.FenceProof), "epoch", d.Epoch, "message", d.Message)
-		if w := d.Withheld; w != nil {
-			// What a paused group would have done: the operator's to judge.
-			g.log.Warn("pause.withheld", "action", string(w.Action), "reason", string(w.Reason), "target", w.Target,
-				"fence", w.Fence, "epoch", w.Epoch, "message", w.Message)
-		}
+		g.logDecision(ctx, d)
 	}
 	if d.Action == sitepair.None || d.Action == sitepair.Alert {
 		if changed {
@@ -274,6 +276,21 @@ func (g *group) carryOut(ctx context.Context, d sitepair.Decision) {
 		if lerr := g.load(ctx); lerr != nil {
 			g.log.Error("state.reload_failed", "err", lerr)
 		}
+	}
+}
+
+// logDecision logs d, a decision that differs from the previous one.
+func (g *group) logDecision(ctx context.Context, d sitepair.Decision) {
+	level := slog.LevelInfo
+	if d.Action == sitepair.Alert {
+		level = slog.LevelWarn
+	}
+	g.log.Log(ctx, level, "decision", "action", string(d.Action), "reason", string(d.Reason),
+		"target", d.Target, "fence", d.Fence, "proof", string(d.FenceProof), "epoch", d.Epoch, "message", d.Message)
+	if w := d.Withheld; w != nil {
+		// What a paused group would have done: the operator's to judge.
+		g.log.Warn("pause.withheld", "action", string(w.Action), "reason", string(w.Reason), "target", w.Target,
+			"fence", w.Fence, "epoch", w.Epoch, "message", w.Message)
 	}
 }
 

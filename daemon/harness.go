@@ -71,8 +71,9 @@ func NewHarness(gc configs.Group, o HarnessOptions) (*Harness, error) {
 		pause = func() {}
 	}
 	g.obs, g.identity, g.pace = o.Observations, o.Identity, serialPacer{pause: pause}
-	if len(o.Followers) > 0 {
-		g.follow = newHandoff(o.Followers, g.log)
+	// Prevents an observing group from moving routing or the cache.
+	if fs := followersOf(gc, o.Followers); len(fs) > 0 {
+		g.follow = newHandoff(fs, g.log)
 		g.follow.now = o.Clock
 	}
 	return &Harness{g: g}, nil

@@ -38,6 +38,10 @@ func (g *group) load(ctx context.Context) error {
 	g.publish()
 	g.log.Info("state.loaded", "store", g.store.Describe(), "exists", st.Exists,
 		"epoch", st.Epoch, "active_site", st.ActiveSite, "in_flight", st.InFlight != nil)
+	if g.observing() && st.InFlight != nil {
+		g.log.Warn("group.observe_in_flight", "epoch", st.Epoch, "from", st.InFlight.From, "to", st.InFlight.To,
+			"note", "a failover is in flight and an observing group does not finish it: set mode: active to let it")
+	}
 	return nil
 }
 
@@ -56,6 +60,11 @@ func (g *group) commit(ctx context.Context, d sitepair.Decision, step, promotion
 // store refuses it (compare-and-swap) when it would lower the epoch or
 // replace another failover in flight.
 func (g *group) persist(ctx context.Context, next record) error {
+	// Prevents an observing group from moving the persisted epoch, active
+	// site or view, which an active daemon would later take for real.
+	if g.observing() {
+		return fmt.Errorf("persist group %s: %w", g.cfg.Name, ErrObserveOnly)
+	}
 	st := toStore(g.cfg.Name, next)
 	st.UpdatedBy = g.identity
 	if err := g.store.Save(ctx, st); err != nil {

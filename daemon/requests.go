@@ -100,6 +100,10 @@ func (d *Daemon) commandGroup(name string) (*group, error) {
 	if !d.isLeader() {
 		return nil, fmt.Errorf("%w: send commands to the leading daemon", api.ErrNotLeader)
 	}
+	// Prevents an operator command from moving an observing group.
+	if err := g.refuseObserving(); err != nil {
+		return nil, err
+	}
 	return g, nil
 }
 

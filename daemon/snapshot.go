@@ -66,7 +66,7 @@ func (g *group) snapshot(now time.Time) status.Group {
 	g.mu.Unlock()
 	st, stored := rec.Persisted, toStore(g.cfg.Name, rec)
 	out := status.Group{
-		Name: g.cfg.Name, Engine: g.cfg.Engine, Fencing: g.cfg.FencingMode(),
+		Name: g.cfg.Name, Engine: g.cfg.Engine, Fencing: g.cfg.FencingMode(), Mode: modeOf(g.cfg),
 		Epoch: st.Epoch, ActiveSite: st.ActiveSite,
 		Action: string(last.Action), Reason: string(last.Reason), Class: classOf(last.Reason),
 		Message: last.Message, Detection: string(last.Detection.Code), DecidedAt: decidedAt,

@@ -21,7 +21,7 @@ type snapshotCollector struct {
 	configLoaded, configOK, configPending *prometheus.Desc
 
 	groupInfo, epoch, writableSites, decision, splitBrain, noPrimary,
-	awaitingHuman, blocked, halted, cooldown, inFlight, lastFailover *prometheus.Desc
+	awaitingHuman, blocked, halted, cooldown, inFlight, lastFailover, observeOnly *prometheus.Desc
 
 	siteState, siteActive, lag, ioRunning, sqlRunning, broken, divergent, recovery,
 	leaseAge, lastProbe, cacheRole *prometheus.Desc
@@ -69,6 +69,7 @@ func newSnapshotCollector(o Options, m *Metrics) *snapshotCollector {
 		cooldown:      d("group_cooldown_remaining_seconds", "How long automatic failover stays refused after the last one (0 when none).", gs...),
 		inFlight:      d("group_failover_in_flight", "1 while a failover or switchover is under way.", gs...),
 		lastFailover:  d("group_last_failover_timestamp_seconds", "When the latest completed failover or switchover (kind) promoted its site (Unix time); absent before the first.", "group", "kind"),
+		observeOnly:   d("group_observe_only", "1 while the group is in observe mode (mode: observe): it decides and logs what it would do but changes nothing; 0 when it acts.", gs...),
 
 		siteState:      d("site_state", "1 for the site's current debounced state, 0 for the three others.", "group", "site", "state"),
 		siteActive:     d("site_active", "1 for the group's recorded primary (active site), else 0.", ss...),
@@ -102,7 +103,7 @@ func (c *snapshotCollector) Describe(ch chan<- *prometheus.Desc) {
 		c.build.Desc(), c.leader, c.ready, c.termStart, c.storeInfo, c.session,
 		c.configLoaded, c.configOK, c.configPending,
 		c.groupInfo, c.epoch, c.writableSites, c.decision, c.splitBrain, c.noPrimary,
-		c.awaitingHuman, c.blocked, c.halted, c.cooldown, c.inFlight, c.lastFailover,
+		c.awaitingHuman, c.blocked, c.halted, c.cooldown, c.inFlight, c.lastFailover, c.observeOnly,
 		c.siteState, c.siteActive, c.lag, c.ioRunning, c.sqlRunning, c.broken, c.divergent, c.recovery,
 		c.leaseAge, c.lastProbe, c.cacheRole, c.routingInSync,
 		c.gtidLag, c.applierBlocked, c.writesStalled, c.ackWaiting,
@@ -173,6 +174,7 @@ func (c *snapshotCollector) collectGroup(g status.Group, now time.Time, gauge fu
 	gauge(c.halted, boolean(g.EscalationHalted), n)
 	gauge(c.cooldown, max(g.CooldownRemainingSeconds, 0), n)
 	gauge(c.inFlight, boolean(g.InFlight != nil), n)
+	gauge(c.observeOnly, boolean(g.Mode == status.ModeObserve), n)
 	if f := g.LastFailover; f != nil && !f.At.IsZero() {
 		gauge(c.lastFailover, unix(f.At), n, oneOf(f.Kind, kinds))
 	}

@@ -152,7 +152,7 @@ func fixture() status.Snapshot {
 				{Fault: "lost", Reason: "await-fence-confirmation", Message: "free text"},
 			},
 		}, {
-			Name: "billing", Engine: "mysql", Fencing: "semisync", Epoch: 12,
+			Name: "billing", Engine: "mysql", Fencing: "semisync", Mode: status.ModeObserve, Epoch: 12,
 			Action: "fence-sites", Reason: "split-brain-keep-promoted", Class: status.ClassSplitBrain,
 			EscalationHalted: true,
 			InFlight:         &status.InFlight{ID: "f-1", Kind: "switchover", From: "a", To: "b", Step: "drain", StartedAt: at},
@@ -229,6 +229,10 @@ failoverd_group_failover_in_flight{group="orders"} 0
 # HELP failoverd_group_last_failover_timestamp_seconds When the latest completed failover or switchover (kind) promoted its site (Unix time); absent before the first.
 # TYPE failoverd_group_last_failover_timestamp_seconds gauge
 failoverd_group_last_failover_timestamp_seconds{group="orders",kind="failover"} ` + ts(failedAt) + `
+# HELP failoverd_group_observe_only 1 while the group is in observe mode (mode: observe): it decides and logs what it would do but changes nothing; 0 when it acts.
+# TYPE failoverd_group_observe_only gauge
+failoverd_group_observe_only{group="billing"} 1
+failoverd_group_observe_only{group="orders"} 0
 # HELP failoverd_site_state 1 for the site's current debounced state, 0 for the three others.
 # TYPE failoverd_site_state gauge
 failoverd_site_state{group="billing",site="a",state="read-only"} 0

@@ -103,11 +103,21 @@ const (
 	ClassInvalid       = string(sitepair.ClassInvalid)       // configuration or state inconsistent
 )
 
+// Group modes (Group.Mode), as configs.Group.Mode spells them.
+const (
+	ModeActive  = "active"
+	ModeObserve = "observe"
+)
+
 // Group is one failover group.
 type Group struct {
 	Name    string `json:"name"`
 	Engine  string `json:"engine"`
 	Fencing string `json:"fencing"`
+	// Mode is ModeActive or ModeObserve (configs.Group.Mode): an observing
+	// group's decision below is what it would do; it changes nothing and
+	// its epoch and active site stay as they were persisted.
+	Mode string `json:"mode"`
 	// Epoch only grows; ActiveSite is the site allowed to accept writes
 	// ("" while a failover is in flight or before one was adopted).
 	Epoch      uint64 `json:"epoch"`

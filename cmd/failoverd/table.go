@@ -42,6 +42,9 @@ func writeTable(w io.Writer, d status.Daemon, groups []status.Group, now time.Ti
 		fmt.Fprintln(tw, "GROUP\tEPOCH\tPRIMARY\tSTATUS\tREASON\tLAST FAILOVER\tCOOLDOWN")
 		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\n", g.Name, g.Epoch, orDash(g.ActiveSite), orDash(g.Class), orDash(g.Reason),
 			lastFailover(g.LastFailover, now), cooldown(g.CooldownRemainingSeconds))
+		if g.Mode == status.ModeObserve {
+			fmt.Fprintf(tw, "  OBSERVE MODE: the reason above is what it would do (logged as decision.would); it changes nothing (set mode: active to let it act)\n")
+		}
 		if g.InFlight != nil {
 			f := g.InFlight
 			fmt.Fprintf(tw, "  in flight: %s %s → %s, step %s, started %s ago\n", f.Kind, orDash(f.From), f.To, f.Step, age(now.Sub(f.StartedAt)))

@@ -73,3 +73,20 @@ func TestStatusTableShowsConfigRefusalAndPendingGroups(t *testing.T) {
 		}
 	}
 }
+
+// `failoverd status` says a group is in observe mode, so a reader never takes
+// its decision for something that happened.
+func TestStatusTableSaysObserveMode(t *testing.T) {
+	g := status.Group{Name: "orders", Mode: status.ModeObserve, Epoch: 1, ActiveSite: "a", Class: status.ClassActing, Reason: "failover-revoke"}
+	var b strings.Builder
+	writeTable(&b, status.Daemon{}, []status.Group{g}, time.Now())
+	if !strings.Contains(b.String(), "OBSERVE MODE") {
+		t.Errorf("status table of an observing group:\n%s", b.String())
+	}
+	g.Mode = status.ModeActive
+	b.Reset()
+	writeTable(&b, status.Daemon{}, []status.Group{g}, time.Now())
+	if strings.Contains(b.String(), "OBSERVE") {
+		t.Errorf("status table of an active group:\n%s", b.String())
+	}
+}
