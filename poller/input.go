@@ -83,8 +83,11 @@ func siteObservation(index int, s configs.Site, v SiteView) sitepair.SiteObserva
 		// The last KNOWN lag: Seconds_Behind_Master turns NULL once the
 		// source is gone, which is not "no lag".
 		o.Lag, o.LagKnown = v.Lag, v.LagKnown
-		if !o.LagKnown && rep.SQLThread.Running() && st.Executed.Covers(rep.Retrieved) {
-			// NULL while the source is gone, but nothing is left to apply.
+		if !rep.LagKnown && rep.SQLThread.Running() && st.Executed.Covers(rep.Retrieved) {
+			// NULL while the source is gone, but nothing is left to apply:
+			// no lag now, whatever was last measured (a replica that
+			// caught up after its primary died must not stay "lagging"
+			// and out of every failover).
 			o.Lag, o.LagKnown = 0, true
 		}
 	}

@@ -116,6 +116,10 @@ func TestSiteObservationLagRules(t *testing.T) {
 		{"last known lag stands", appliedStatus(mysqlctl.ThreadConnecting, "0-1-30", "0-1-20"), 7 * time.Second, true, 7 * time.Second, true, false},
 		{"NULL with a backlog: unknown", appliedStatus(mysqlctl.ThreadConnecting, "0-1-30", "0-1-20"), 0, false, 0, false, false},
 		{"NULL with nothing left to apply: 0", appliedStatus(mysqlctl.ThreadConnecting, "0-1-30", "0-1-30"), 0, false, 0, true, false},
+		// Found by the readiness e2e test: replicas whose appliers were held
+		// behind (lag 2s over maxCandidateLag 1s) caught up after the
+		// primary died, and stayed out of the failover for ever.
+		{"NULL, caught up since the last known lag: 0", appliedStatus(mysqlctl.ThreadConnecting, "0-1-30", "0-1-30"), 2 * time.Second, true, 0, true, false},
 		{"NULL, applier stopped: unknown", func() mysqlctl.Status {
 			st := appliedStatus(mysqlctl.ThreadNo, "0-1-30", "0-1-30")
 			st.Replica.SQLThread = mysqlctl.ThreadNo

@@ -127,8 +127,11 @@ func TestMaintenanceOfThePrimaryRestartsItWithoutFailover(t *testing.T) {
 				if err != nil {
 					continue
 				}
-				if s.Epoch != epoch || s.ActiveSite != st.ActiveSite || s.Class != "healthy" {
-					t.Fatalf("%s: %s (%s, class %s, epoch %d), want the group healthy at epoch %d", what, s.Reason, s.Message, s.Class, s.Epoch, epoch)
+				// No failover, and nothing an alert is raised for (the daemon
+				// may still repair the restarted site, e.g. switch its
+				// semi-sync source side off: class acting).
+				if s.Epoch != epoch || s.ActiveSite != st.ActiveSite || (s.Class != "healthy" && s.Class != "acting") {
+					t.Fatalf("%s: %s (%s, class %s, epoch %d), want no alert and no failover at epoch %d", what, s.Reason, s.Message, s.Class, s.Epoch, epoch)
 				}
 			}
 		}
@@ -172,13 +175,17 @@ func TestNoPromoteSiteIsNeverChosen(t *testing.T) {
 		t.Run("the only usable candidate is held", func(t *testing.T) {
 			g, load := startUnderLoad(t, groupOptions{engine: e}, true)
 			g.op("hold", "orders", "site1", "no-promote", "--for", "10m", "--reason", "undersized host")
-			// site2 stops receiving: its lag is unknown, it is no candidate.
+			// site2 stops receiving: it falls behind site1, the only site
+			// holding every acknowledged write.
 			g.topo.Sites[2].Exec(t, stopIOThread(e))
 			load.WaitForAcks(t, len(load.Acked())+20, 30*time.Second)
 			g.kill(0)
 			g.waitFor("the group waits, naming the hold", failoverTimeout, func() bool {
 				st, err := g.status()
-				return err == nil && st.Reason == "no-eligible-candidate" && strings.Contains(st.Message, "no-promote hold")
+				// Either site2 lacks what site1 has, or it is no candidate at
+				// all (lag unknown): the message names site1's hold.
+				return err == nil && (st.Reason == "candidate-lacks-transactions" || st.Reason == "no-eligible-candidate") &&
+					strings.Contains(st.Message, "no-promote hold")
 			})
 			time.Sleep(2 * time.Second)
 			if w := g.writable(); len(w) != 0 {
