@@ -23,6 +23,12 @@ func TestHistoryShowsARealFailover(t *testing.T) {
 		g := newGroup(t, groupOptions{engine: e, sites: 3, cache: true})
 		g.startDaemon()
 		first := g.waitActive("site0", 30*time.Second)
+		// One transaction, replicated before the kill: the promotion GTID
+		// the history records is then not empty.
+		g.topo.Sites[0].Exec(t, "CREATE TABLE "+testenv.AppDatabase+".history_probe (id INT PRIMARY KEY)")
+		g.waitFor("the transaction replicated", 30*time.Second, func() bool {
+			return g.received(g.topo.Sites[1], g.topo.Sites[0]) && g.received(g.topo.Sites[2], g.topo.Sites[0])
+		})
 		g.kill(0)
 		to := fmt.Sprintf("site%d", g.promotedFrom("site0"))
 
