@@ -224,6 +224,10 @@ func sourceLiterals(src Source) (host, user, password string, port int, err erro
 	return host, user, password, port, nil
 }
 
+// sourceRetryCount is SOURCE_RETRY_COUNT of every MySQL replication channel
+// the daemon configures (see changeSource).
+const sourceRetryCount = 86400
+
 // mysqlDialect: MySQL 8.0.23+ / 8.4 / 9.x and Percona Server, REPLICA/SOURCE syntax.
 func mysqlDialect(f Flavor) dialect {
 	primaryVars := []string{"rpl_semi_sync_master_enabled"}
@@ -310,6 +314,12 @@ func mysqlDialect(f Flavor) dialect {
 			if src.ConnectRetry > 0 {
 				s += fmt.Sprintf(", SOURCE_CONNECT_RETRY = %d", wholeSeconds(src.ConnectRetry))
 			}
+			// MySQL 8.4+ gives up reconnecting after 10 attempts: a replica
+			// whose source stays down longer stops its IO thread on an
+			// error and is no witness any more, so a failover decided
+			// later (after a pause, a cooldown, a daemon restart) would be
+			// uncorroborated. 86400 is 8.0's default (MariaDB's is 100000).
+			s += fmt.Sprintf(", SOURCE_RETRY_COUNT = %d", sourceRetryCount)
 			return s, nil
 		},
 		// An idle worker waits "for an event from Coordinator"; any other

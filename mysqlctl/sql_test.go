@@ -298,7 +298,7 @@ func TestReplicateFromSQL(t *testing.T) {
 			want: []string{
 				"SET GLOBAL super_read_only = ON", mysqlReadOnly, "STOP REPLICA",
 				`CHANGE REPLICATION SOURCE TO SOURCE_HOST = '10.0.0.2', SOURCE_PORT = 3307, SOURCE_USER = 'repl', SOURCE_PASSWORD = 'p''w\d', ` +
-					"SOURCE_AUTO_POSITION = 1, SOURCE_SSL = 0, GET_SOURCE_PUBLIC_KEY = 1, SOURCE_HEARTBEAT_PERIOD = 0.500, SOURCE_CONNECT_RETRY = 2",
+					"SOURCE_AUTO_POSITION = 1, SOURCE_SSL = 0, GET_SOURCE_PUBLIC_KEY = 1, SOURCE_HEARTBEAT_PERIOD = 0.500, SOURCE_CONNECT_RETRY = 2, SOURCE_RETRY_COUNT = 86400",
 				"START REPLICA",
 			}},
 		{name: "mysql tls default port", flavor: mysql84, run: replicate(tlsSrc),
@@ -306,7 +306,7 @@ func TestReplicateFromSQL(t *testing.T) {
 			want: []string{
 				"SET GLOBAL super_read_only = ON", mysqlReadOnly, "STOP REPLICA",
 				"CHANGE REPLICATION SOURCE TO SOURCE_HOST = 'db-1.example', SOURCE_PORT = 3306, SOURCE_USER = 'repl', SOURCE_PASSWORD = 'pw', " +
-					"SOURCE_AUTO_POSITION = 1, SOURCE_SSL = 1, GET_SOURCE_PUBLIC_KEY = 0",
+					"SOURCE_AUTO_POSITION = 1, SOURCE_SSL = 1, GET_SOURCE_PUBLIC_KEY = 0, SOURCE_RETRY_COUNT = 86400",
 				"START REPLICA",
 			}},
 		{name: "mysql never replicated", flavor: mysql80, run: replicate(tlsSrc),
@@ -316,7 +316,7 @@ func TestReplicateFromSQL(t *testing.T) {
 			want: []string{
 				"SET GLOBAL super_read_only = ON", mysqlReadOnly, "STOP REPLICA",
 				"CHANGE REPLICATION SOURCE TO SOURCE_HOST = 'db-1.example', SOURCE_PORT = 3306, SOURCE_USER = 'repl', SOURCE_PASSWORD = 'pw', " +
-					"SOURCE_AUTO_POSITION = 1, SOURCE_SSL = 1, GET_SOURCE_PUBLIC_KEY = 0",
+					"SOURCE_AUTO_POSITION = 1, SOURCE_SSL = 1, GET_SOURCE_PUBLIC_KEY = 0, SOURCE_RETRY_COUNT = 86400",
 				"START REPLICA",
 			}},
 		{name: "mariadb", flavor: mariadb, run: replicate(src),
