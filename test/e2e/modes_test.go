@@ -7,6 +7,7 @@ package e2e
 import (
 	"context"
 	"database/sql/driver"
+	"fmt"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -347,4 +348,59 @@ func lockAppTable(t *testing.T, srv *testenv.Server) func() {
 	}
 	t.Cleanup(release)
 	return release
+}
+
+// The cooldown fits planned work: a crash right after a planned switchover
+// still fails over (only automatic failovers arm the cooldown), and an
+// operator's acknowledge clears the cooldown that failover armed, so the
+// next crash fails over too. No acknowledged write lost.
+func TestCooldownIsArmedByFailoversOnlyAndClearedByAcknowledge(t *testing.T) {
+	testenv.ForEachEngine(t, func(t *testing.T, e testenv.Engine) {
+		g, load := startUnderLoad(t, groupOptions{engine: e}, true)
+		g.op("switchover", "orders", "site1", "--wait")
+		g.waitFor("site0 replicates from site1", 30*time.Second, func() bool { return g.follows(g.topo.Sites[0], g.topo.Sites[1]) })
+		load.WaitForAcks(t, len(load.Acked())+20, 30*time.Second)
+		g.kill(1)
+		st := g.waitFor2ActiveFrom("site1", failoverTimeout)
+		if st.CooldownRemainingSeconds <= 0 {
+			t.Fatalf("the automatic failover armed no cooldown: %+v", st)
+		}
+		next := activeIndex(st)
+		other := 2 - next // site0 or site2, whichever was not promoted
+		g.waitFor("the other replica follows the new primary", 30*time.Second, func() bool {
+			return g.follows(g.topo.Sites[other], g.topo.Sites[next])
+		})
+		load.WaitForAcks(t, len(load.Acked())+20, 30*time.Second)
+		g.op("acknowledge", "orders")
+		if s, _ := g.status(); s.CooldownRemainingSeconds > 0 {
+			t.Fatalf("acknowledge left the cooldown: %v s", s.CooldownRemainingSeconds)
+		}
+		g.kill(next)
+		// The failover starts (no cooldown). site1, the first failover's old
+		// primary, is still dead and may hold the only copy of a write the
+		// new primary acknowledged (two sites lost): the operator, who knows
+		// it is gone, gives it up.
+		g.waitFor("the failover waits for site1", failoverTimeout, func() bool {
+			s, err := g.status()
+			return err == nil && s.Reason == "ack-holder-unreachable" && strings.Contains(s.Message, "site1")
+		})
+		g.op("confirm-fence", "orders", "site1")
+		final := g.waitActive(fmt.Sprintf("site%d", other), failoverTimeout)
+		load.WaitForAcks(t, len(load.Acked())+20, 30*time.Second)
+		load.Stop()
+		checkNoOverlap(t, g, load, next, activeIndex(final))
+	})
+}
+
+// waitFor2ActiveFrom waits until a site other than from is the settled
+// primary.
+func (g *group) waitFor2ActiveFrom(from string, timeout time.Duration) groupStatus {
+	g.t.Helper()
+	var st groupStatus
+	g.waitFor("a replica promoted", timeout, func() bool {
+		s, err := g.status()
+		st = s
+		return err == nil && s.ActiveSite != "" && s.ActiveSite != from && s.InFlight == nil
+	})
+	return st
 }
