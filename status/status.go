@@ -316,6 +316,9 @@ type Site struct {
 	Name string `json:"name"`
 	// Hold is the operator's hold on the site in effect (nil when none).
 	Hold *Pause `json:"hold,omitempty"`
+	// Reader is whether the site serves reads (read routing), and why; nil
+	// when the group routes no readers or before the first round.
+	Reader *Reader `json:"reader,omitempty"`
 	// Role is "primary-candidate" or "dr-only".
 	Role string `json:"role"`
 	// State is one of the State* constants.
@@ -468,4 +471,19 @@ type CacheSwitchover struct {
 	AlreadyThere    bool    `json:"alreadyThere,omitempty"`
 	SyncWaitSeconds float64 `json:"syncWaitSeconds"`
 	PromoteSeconds  float64 `json:"promoteSeconds"`
+}
+
+// Reader is a site's read-routing eligibility, with hysteresis: Eligible
+// changes only after readers.upAfter good or readers.downAfter bad rounds.
+type Reader struct {
+	// Eligible: the site is in the reader set now.
+	Eligible bool `json:"eligible"`
+	// Why says why it is in or out, in words (e.g. "lag 12s over maxLag
+	// 5s", "diverged", "replicating from site0, lag 0s").
+	Why string `json:"why"`
+	// Since is when Eligible last changed (daemon clock).
+	Since time.Time `json:"since,omitzero"`
+	// LagSeconds is the lag the decision used (the larger of
+	// Seconds_Behind and the GTID-measured backlog); -1 when unknown.
+	LagSeconds float64 `json:"lagSeconds"`
 }
