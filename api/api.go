@@ -12,6 +12,7 @@
 //	GET  /v1/groups                          the daemon and every group
 //	GET  /v1/groups/{g}                      one group
 //	GET  /v1/groups/{g}/history              its failovers, switchovers and operator requests
+//	GET  /v1/groups/{g}/sites/{s}/health     ?role=primary|replica|any&maxLag=5s: 200 or 503 (load balancers; no token)
 //	POST /v1/groups/{g}/switchover           {"target": "SITE", "force": false} (bearer token)
 //	POST /v1/groups/{g}/acknowledge          {}                         (bearer token)
 //	POST /v1/groups/{g}/confirm-fence        {"site": "OLD-PRIMARY" or a lost replica} (bearer token)

@@ -72,6 +72,7 @@ func Handler(o Options) http.Handler {
 	})
 	mux.HandleFunc("GET /v1/groups/{group}", s.group)
 	mux.HandleFunc("GET /v1/groups/{group}/history", s.history)
+	mux.HandleFunc("GET /v1/groups/{group}/sites/{site}/health", s.health)
 	mux.HandleFunc("POST /v1/groups/{group}/switchover", s.command(s.switchover))
 	mux.HandleFunc("POST /v1/groups/{group}/acknowledge", s.command(s.acknowledge))
 	mux.HandleFunc("POST /v1/groups/{group}/confirm-fence", s.command(s.confirmFence))

@@ -56,7 +56,11 @@ type siteViewer interface {
 }
 
 // snapshot is the group's status as of now.
-func (g *group) snapshot(now time.Time) status.Group {
+func (g *group) snapshot(now time.Time) status.Group { return g.snapshotOf(now, true) }
+
+// snapshotOf is snapshot, with its readiness (the decision rules run once
+// per supposed fault, the costly part) only when withReadiness.
+func (g *group) snapshotOf(now time.Time, withReadiness bool) status.Group {
 	var o sitepair.Observed
 	if g.obs != nil {
 		o = g.observed(time.Time{})
@@ -90,7 +94,7 @@ func (g *group) snapshot(now time.Time) status.Group {
 	if w := last.Withheld; w != nil {
 		out.Withheld = &status.Withheld{Action: string(w.Action), Reason: string(w.Reason), Target: w.Target, Message: w.Message}
 	}
-	if !decidedAt.IsZero() && len(o.Sites) > 0 {
+	if withReadiness && !decidedAt.IsZero() && len(o.Sites) > 0 {
 		out.Readiness = g.readiness(o, st, now)
 	}
 	if f := stored.LastFailover; f != nil {
