@@ -112,6 +112,15 @@
 // # HTTP (sites[S].sidecar.address, or --listen)
 //
 //	GET /healthz           200 "ok"
+//	GET /health            ?role=primary|replica|any&maxLag=5s: 200 or 503
+//	                       with {"status","role","reason"} for this site,
+//	                       from the last local read and the view held (no
+//	                       SQL per request): primary needs the view to name
+//	                       this site, the lease running and mysqld writable;
+//	                       replica needs mysqld read-only, both threads
+//	                       running and the lag known (within maxLag); a
+//	                       local read older than max(leaseTimeout,
+//	                       3 x checkInterval) counts as none
 //	GET /peer/ping         {"site":S,"epoch":E}
 //	GET /peer/active-site  the newest signed view (404 without one); records
 //	                       when and which epoch was served to ?from=PEER,

@@ -117,9 +117,11 @@ type fakeMySQL struct {
 	engine     gtid.Flavor
 	readOnly   bool
 	replicaRun bool
-	hang       bool   // every call blocks until its context ends (SIGSTOPped mysqld)
-	statusErr  error  // returned by Status (and Fence) when set
-	onStatus   func() // called (unlocked) by each Status
+	sqlStopped bool          // with replicaRun: the SQL thread is stopped (lag NULL)
+	lag        time.Duration // with replicaRun: Seconds_Behind
+	hang       bool          // every call blocks until its context ends (SIGSTOPped mysqld)
+	statusErr  error         // returned by Status (and Fence) when set
+	onStatus   func()        // called (unlocked) by each Status
 	fenceErr   error
 	fences     int
 	kills      int
@@ -159,7 +161,10 @@ func (f *fakeMySQL) Status(ctx context.Context) (mysqlctl.Status, error) {
 	}
 	st := mysqlctl.Status{Flavor: mysqlctl.Flavor{Engine: f.engine}, ReadOnly: f.readOnly, ExecutedRaw: "0-1-42"}
 	if f.replicaRun {
-		st.Replica = &mysqlctl.ReplicaStatus{IOThread: mysqlctl.ThreadYes, SQLThread: mysqlctl.ThreadYes}
+		st.Replica = &mysqlctl.ReplicaStatus{IOThread: mysqlctl.ThreadYes, SQLThread: mysqlctl.ThreadYes, Lag: f.lag, LagKnown: !f.sqlStopped}
+		if f.sqlStopped {
+			st.Replica.SQLThread = mysqlctl.ThreadNo
+		}
 	}
 	return st, nil
 }

@@ -10,12 +10,14 @@ import (
 	"github.com/failoverd/failoverd/view"
 )
 
-// Handler serves /healthz, /peer/ping, /peer/active-site and /metrics.
+// Handler serves /healthz, /health (load balancers), /peer/ping,
+// /peer/active-site and /metrics.
 func (s *Sidecar) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = w.Write([]byte("ok")) // a failed write means the client left
 	})
+	mux.HandleFunc("GET /health", s.serveHealth)
 	mux.HandleFunc("GET /peer/ping", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]any{"site": s.cfg.Site, "epoch": s.epoch()})
 	})

@@ -102,6 +102,18 @@ type localState struct {
 	// "unknown": a hung mysqld times out the same way.
 	down     bool
 	executed string
+	// at is when the read finished; replica the replication channel it
+	// found (nil without one): /health answers from them, with no SQL of
+	// its own.
+	at      time.Time
+	replica *replicaState
+}
+
+// replicaState is the local replication channel as last read.
+type replicaState struct {
+	ioRunning, sqlRunning bool
+	lag                   time.Duration
+	lagKnown              bool
 }
 
 // served is the last view served to one peer.
@@ -441,11 +453,16 @@ func (s *Sidecar) readLocal(ctx context.Context) {
 		// A timeout, an auth error or "too many connections" is not "down":
 		// reporting it so would let the daemon promote away a hung primary
 		// that resumes writable.
-		s.local = localState{down: s.gone()}
+		s.local = localState{down: s.gone(), at: s.clock.Now()}
 		return
 	}
 	s.downLogged = false
-	s.local = localState{up: true, writable: !st.Fenced(), executed: st.ExecutedRaw}
+	s.local = localState{up: true, writable: !st.Fenced(), executed: st.ExecutedRaw, at: s.clock.Now()}
+	if rep := st.Replica; rep != nil {
+		// Yes only: a Connecting IO thread is not receiving anything.
+		s.local.replica = &replicaState{ioRunning: rep.IOThread == mysqlctl.ThreadYes, sqlRunning: rep.SQLThread == mysqlctl.ThreadYes,
+			lag: rep.Lag, lagKnown: rep.LagKnown}
+	}
 	if s.local.writable && s.fenced && start.After(s.fencedAt) {
 		s.fenced = false // the daemon promoted the site since
 	}
