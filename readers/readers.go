@@ -24,6 +24,7 @@ package readers
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/failoverd/failoverd/sitepair"
@@ -169,15 +170,7 @@ func Compute(sites []sitepair.SiteObservation, st sitepair.Persisted, cfg Config
 			events = append(events, Event{Site: so.Name, Added: s.Eligible, Why: s.Why})
 		}
 	}
-	slices.SortFunc(events, func(a, b Event) int {
-		switch {
-		case a.Site < b.Site:
-			return -1
-		case a.Site > b.Site:
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(events, func(a, b Event) int { return strings.Compare(a.Site, b.Site) })
 	return next, events
 }
 
@@ -314,4 +307,30 @@ func evaluate(so sitepair.SiteObservation, st sitepair.Persisted, cfg Config, no
 		return verdict{why: fmt.Sprintf("lag %s over maxLag %s", l, cfg.MaxLag), lag: lag}
 	}
 	return verdict{good: true, why: fmt.Sprintf("replicating from %s, lag %s", st.ActiveSite, l), lag: lag}
+}
+
+// Stale reports whether prev's last counted round is older than after, so
+// its hysteresis no longer describes the sites (the daemon lost and regained
+// leadership, or its rounds stalled).
+func (s State) Stale(now time.Time, after time.Duration) bool {
+	return !s.At.IsZero() && now.Sub(s.At) > after
+}
+
+// Reset takes every site out at now with why and restarts its hysteresis as
+// for a site never seen (UpAfter good rounds to join), returning the
+// removals. For a stale State: rounds nobody counted must not count.
+func Reset(prev State, cfg Config, now time.Time, why string) (State, []Event) {
+	cfg = cfg.normal()
+	next := State{Sites: make(map[string]Site, len(prev.Sites))}
+	var events []Event
+	for name, s := range prev.Sites {
+		n := Site{Since: s.Since, Why: why, LagSeconds: -1, quiet: cfg.UpAfter + cfg.DownAfter}
+		if s.Eligible {
+			n.Since = now
+			events = append(events, Event{Site: name, Why: why})
+		}
+		next.Sites[name] = n
+	}
+	slices.SortFunc(events, func(a, b Event) int { return strings.Compare(a.Site, b.Site) })
+	return next, events
 }

@@ -330,3 +330,27 @@ func TestRestartStartsWithNoReaders(t *testing.T) {
 		t.Fatalf("after upAfter rounds readers %v events %v, want b c added", st.Readers(), ev)
 	}
 }
+
+// TestResetRemovesEveryReaderAndRestartsHysteresis guards a stale state
+// (leadership regained, rounds stalled): every reader leaves at once with
+// an event, and a site rejoins only after upAfter fresh rounds.
+func TestResetRemovesEveryReaderAndRestartsHysteresis(t *testing.T) {
+	sites := []sitepair.SiteObservation{primary("a"), replica("b", "a", 0), replica("c", "a", time.Hour)}
+	st, _ := run(t, cfg, State{}, sites, recorded(), 5)
+	if !st.Stale(st.At.Add(time.Minute), 10*time.Second) || st.Stale(st.At.Add(time.Second), 10*time.Second) || (State{}).Stale(t0, time.Second) {
+		t.Fatal("Stale wrong")
+	}
+	later := st.At.Add(time.Minute)
+	reset, ev := Reset(st, cfg, later, "stale")
+	if len(reset.Readers()) != 0 || len(ev) != 1 || ev[0] != (Event{Site: "b", Why: "stale"}) || !reset.Sites["b"].Since.Equal(later) {
+		t.Fatalf("reset %+v events %+v; want b removed at %v", reset, ev, later)
+	}
+	next, ev := Compute(sites, recorded(), cfg, reset, later)
+	if len(next.Readers()) != 0 || len(ev) != 0 {
+		t.Fatalf("first round after reset readers %v events %v, want none", next.Readers(), ev)
+	}
+	next, _ = run(t, cfg, next, sites, recorded(), cfg.UpAfter-1)
+	if !slices.Equal(next.Readers(), []string{"b"}) {
+		t.Fatalf("after upAfter rounds readers %v, want b", next.Readers())
+	}
+}
