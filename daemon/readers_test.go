@@ -198,3 +198,20 @@ func TestReadersOffLeavesStatusEmpty(t *testing.T) {
 		t.Fatalf("events %v with read routing off", ev)
 	}
 }
+
+// TestObservingGroupComputesReadersButFiresNoHooks guards mode: observe:
+// the reader set shows in status and logs, but no hook runs.
+func TestObservingGroupComputesReadersButFiresNoHooks(t *testing.T) {
+	g, _, rec, logs, advance := readerGroup(t)
+	g.cfg.Mode = configs.ModeObserve
+	rounds(g, advance, 4)
+	if ev := readerEvents(rec); len(ev) != 0 {
+		t.Fatalf("observing group fired %v", ev)
+	}
+	if r := g.snapshot(g.now()).Sites[1].Reader; r == nil || !r.Eligible {
+		t.Fatalf("b reader %+v, want eligible", r)
+	}
+	if n := strings.Count(logs.String(), `"msg":"reader.added"`); n != 2 {
+		t.Fatalf("%d reader.added records, want 2", n)
+	}
+}

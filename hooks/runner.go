@@ -1,8 +1,8 @@
 // Package hooks runs a group's event hooks (configs.Hook): a command or a
 // webhook per event (before-promote, after-promote, failover-failed,
-// split-brain, recovery-blocked, reader-added, reader-removed) with the event as a JSON payload, so that
-// routing outside Kubernetes (ProxySQL, HAProxy, a service registry) can
-// follow the primary.
+// split-brain, recovery-blocked, reader-added, reader-removed) with the
+// event as a JSON payload, so that routing outside Kubernetes (ProxySQL,
+// HAProxy, a service registry) can follow the primary and the readers.
 //
 // A hook never blocks or undoes a MySQL promotion: Fire only queues the event
 // and returns; every hook runs in its own goroutine, bounded by its Timeout,
