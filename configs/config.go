@@ -310,6 +310,42 @@ type Group struct {
 	// outside Kubernetes: ProxySQL, HAProxy, ...). They never block or undo
 	// a MySQL promotion.
 	Hooks []Hook `yaml:"hooks"`
+	// Readers computes, every poll round, which sites may serve reads
+	// (status, metrics, logs, hook events); off by default.
+	Readers Readers `yaml:"readers"`
+}
+
+// Read routing's includePrimary values (Readers.IncludePrimary).
+const (
+	// IncludePrimaryWhenNoReplica: the primary serves reads only while no
+	// replica does.
+	IncludePrimaryWhenNoReplica = "whenNoReplica"
+	// IncludePrimaryAlways: the primary serves reads whenever healthy.
+	IncludePrimaryAlways = "always"
+	// IncludePrimaryNever: the primary never serves reads.
+	IncludePrimaryNever = "never"
+)
+
+// Readers is a group's read-routing policy: a site is a reader while it
+// replicates from the current primary with both threads running, lag known
+// and at most MaxLag, and is not diverged, recloning, fenced by the operator
+// or held for maintenance (docs/routing.md, "Readers").
+type Readers struct {
+	// Enabled turns reader eligibility on (status site.reader, the
+	// failoverd_site_reader metric, reader.added/removed logs and the
+	// reader-added/reader-removed hook events).
+	Enabled bool `yaml:"enabled" default:"false"`
+	// MaxLag is the most replication lag a reader may have (the larger of
+	// Seconds_Behind and the GTID-measured backlog).
+	MaxLag time.Duration `yaml:"maxLag" default:"5s"`
+	// UpAfter is how many consecutive good poll rounds make a site a
+	// reader; DownAfter how many consecutive bad ones end it. Safety reasons
+	// (diverged, fenced, recloning, maintenance, wrong source) end it at once.
+	UpAfter   int `yaml:"upAfter" default:"3"`
+	DownAfter int `yaml:"downAfter" default:"2"`
+	// IncludePrimary is when the primary serves reads too: "whenNoReplica"
+	// (default), "always" or "never".
+	IncludePrimary string `yaml:"includePrimary" default:"whenNoReplica"`
 }
 
 // Hook events (Hook.Events).
@@ -325,11 +361,17 @@ const (
 	HookSplitBrain = "split-brain"
 	// HookRecoveryBlocked: a site was found diverged and stays fenced.
 	HookRecoveryBlocked = "recovery-blocked"
+	// HookReaderAdded: a site joined the reader set (readers.enabled); the
+	// event carries the full set.
+	HookReaderAdded = "reader-added"
+	// HookReaderRemoved: a site left the reader set; the event carries the
+	// full set.
+	HookReaderRemoved = "reader-removed"
 )
 
 // HookEvents lists every hook event.
 func HookEvents() []string {
-	return []string{HookBeforePromote, HookAfterPromote, HookFailoverFailed, HookSplitBrain, HookRecoveryBlocked}
+	return []string{HookBeforePromote, HookAfterPromote, HookFailoverFailed, HookSplitBrain, HookRecoveryBlocked, HookReaderAdded, HookReaderRemoved}
 }
 
 // Hook is a command or webhook run on some of a group's events, with a JSON

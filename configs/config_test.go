@@ -614,3 +614,47 @@ func TestTwoSiteSemiSyncWarnsRPOAfterAFailover(t *testing.T) {
 		}
 	}
 }
+
+// TestReadersDefaultsAndDecoding guards the read-routing policy: off by
+// default with maxLag 5s, upAfter 3, downAfter 2, includePrimary
+// whenNoReplica, and every field decodes.
+func TestReadersDefaultsAndDecoding(t *testing.T) {
+	cfg, err := parseMap(t, base(), secrets(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Readers{Enabled: false, MaxLag: 5 * time.Second, UpAfter: 3, DownAfter: 2, IncludePrimary: IncludePrimaryWhenNoReplica}
+	if got := cfg.Groups[0].Readers; got != want {
+		t.Fatalf("default readers %+v, want %+v", got, want)
+	}
+	m := base()
+	group(m)["readers"] = map[string]any{"enabled": true, "maxLag": "2s", "upAfter": 5, "downAfter": 1, "includePrimary": "never"}
+	cfg, err = parseMap(t, m, secrets(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = Readers{Enabled: true, MaxLag: 2 * time.Second, UpAfter: 5, DownAfter: 1, IncludePrimary: IncludePrimaryNever}
+	if got := cfg.Groups[0].Readers; got != want {
+		t.Fatalf("readers %+v, want %+v", got, want)
+	}
+}
+
+// TestReadersValidationNamesEveryFieldAtOnce guards that a bad read-routing
+// policy is refused with every problem, each naming its field and the fix.
+func TestReadersValidationNamesEveryFieldAtOnce(t *testing.T) {
+	m := base()
+	group(m)["readers"] = map[string]any{"enabled": true, "maxLag": "0s", "upAfter": 0, "downAfter": -1, "includePrimary": "sometimes"}
+	_, err := parseMap(t, m, secrets(t))
+	if err == nil {
+		t.Fatal("accepted")
+	}
+	for _, want := range []string{
+		"groups[0].readers.maxLag", "not positive",
+		"groups[0].readers.upAfter", "groups[0].readers.downAfter", "at least 1",
+		"groups[0].readers.includePrimary", `"sometimes" is not allowed; write one of whenNoReplica, always, never`,
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %q:\n%v", want, err)
+		}
+	}
+}

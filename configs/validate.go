@@ -462,6 +462,7 @@ func (v *validator) group(path string, g Group) {
 	v.positive(path+".reclone.timeout", g.Reclone.Timeout)
 	v.positive(path+".routingReconcileInterval", g.RoutingReconcileInterval)
 	v.hooks(path+".hooks", g.Hooks)
+	v.readers(path+".readers", g.Readers)
 	if len(g.Reclone.Command) > 0 && strings.TrimSpace(g.Reclone.Command[0]) == "" {
 		v.add(path+".reclone.command", "the first element must be the program to run (absolute path or a name on PATH)")
 	}
@@ -739,4 +740,13 @@ func (v *validator) hooks(path string, hooks []Hook) {
 			v.add(p+".retries", "must not be negative")
 		}
 	}
+}
+
+// readers checks the read-routing policy (checked even while disabled, so
+// turning it on never meets a surprise).
+func (v *validator) readers(path string, r Readers) {
+	v.positive(path+".maxLag", r.MaxLag)
+	v.atLeastOne(path+".upAfter", r.UpAfter)
+	v.atLeastOne(path+".downAfter", r.DownAfter)
+	v.oneOf(path+".includePrimary", r.IncludePrimary, IncludePrimaryWhenNoReplica, IncludePrimaryAlways, IncludePrimaryNever)
 }

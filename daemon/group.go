@@ -10,6 +10,7 @@ import (
 
 	"github.com/failoverd/failoverd/configs"
 	"github.com/failoverd/failoverd/gtid"
+	"github.com/failoverd/failoverd/readers"
 	"github.com/failoverd/failoverd/sitepair"
 	"github.com/failoverd/failoverd/status"
 	"github.com/failoverd/failoverd/store"
@@ -80,6 +81,8 @@ type group struct {
 	// routing is the action this daemon promoted whose routing the history
 	// awaits ("" for none; noteRouted).
 	routing string
+	// readers is the read-routing state (readers.enabled), in memory only.
+	readers readers.State
 
 	// The group's life in the daemon (lifecycle.go): ctx ends its
 	// observations, loop and routing; retire asks the loop to return
@@ -174,6 +177,7 @@ func (g *group) round(ctx context.Context, servingSince time.Time) {
 	g.expireModes(ctx)
 	if r, ok := g.decide(ctx, servingSince); ok {
 		g.carryOut(ctx, r.Decision)
+		g.updateReaders(r.Observed)
 	}
 	g.restartPendingReplicas(ctx)
 	g.noteRouted(ctx)

@@ -129,6 +129,7 @@ func (g *group) snapshotOf(now time.Time, withReadiness bool) status.Group {
 	}
 	for i, so := range o.Sites {
 		site := g.siteStatus(so, st, viewer, now)
+		site.Reader = g.readerStatus(so.Name, now)
 		if h, ok := st.HoldAt(so.Name, now); ok {
 			site.Hold = &status.Pause{Kind: string(h.Kind), By: h.By, Reason: h.Reason, Since: h.Since, Until: h.Until}
 		}

@@ -23,6 +23,9 @@ const (
 	EnvSite   = "FAILOVERD_SITE"
 	EnvReason = "FAILOVERD_REASON"
 	EnvGTID   = "FAILOVERD_GTID"
+	// EnvReaders is the reader set of a reader-added or reader-removed
+	// event, comma-separated ("" when none).
+	EnvReaders = "FAILOVERD_READERS"
 )
 
 const (
@@ -54,6 +57,7 @@ func (r *Runner) runCommand(ctx context.Context, h configs.Hook, ev Event, paylo
 			EnvSite + "=" + ev.Site,
 			EnvReason + "=" + ev.Reason,
 			EnvGTID + "=" + ev.GTID,
+			EnvReaders + "=" + strings.Join(ev.Readers, ","),
 		},
 		Stdin:       bytes.NewReader(payload),
 		Log:         log,

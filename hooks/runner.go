@@ -1,8 +1,8 @@
 // Package hooks runs a group's event hooks (configs.Hook): a command or a
 // webhook per event (before-promote, after-promote, failover-failed,
-// split-brain, recovery-blocked) with the event as a JSON payload, so that
-// routing outside Kubernetes (ProxySQL, HAProxy, a service registry) can
-// follow the primary.
+// split-brain, recovery-blocked, reader-added, reader-removed) with the
+// event as a JSON payload, so that routing outside Kubernetes (ProxySQL,
+// HAProxy, a service registry) can follow the primary and the readers.
 //
 // A hook never blocks or undoes a MySQL promotion: Fire only queues the event
 // and returns; every hook runs in its own goroutine, bounded by its Timeout,
@@ -30,15 +30,19 @@ import (
 
 // Event is one group event a hook may run on; its JSON is the payload.
 type Event struct {
-	Type    string    `json:"event"` // one of configs.HookEvents()
-	Group   string    `json:"group"`
-	Epoch   uint64    `json:"epoch"`
-	From    string    `json:"from,omitempty"`    // old primary
-	To      string    `json:"to,omitempty"`      // new primary / target
-	Site    string    `json:"site,omitempty"`    // split-brain/recovery-blocked: the site concerned
-	Reason  string    `json:"reason"`            // the decision's machine-readable reason
-	Message string    `json:"message,omitempty"` // the decision's human-readable text
-	GTID    string    `json:"gtid,omitempty"`    // promotion GTID set when known
+	Type    string `json:"event"` // one of configs.HookEvents()
+	Group   string `json:"group"`
+	Epoch   uint64 `json:"epoch"`
+	From    string `json:"from,omitempty"`    // old primary
+	To      string `json:"to,omitempty"`      // new primary / target
+	Site    string `json:"site,omitempty"`    // split-brain/recovery-blocked/reader-*: the site concerned
+	Reason  string `json:"reason"`            // the decision's machine-readable reason
+	Message string `json:"message,omitempty"` // the decision's human-readable text
+	GTID    string `json:"gtid,omitempty"`    // promotion GTID set when known
+	// Readers is the full reader set after a reader-added or
+	// reader-removed event (sorted site names; [] when none, absent from
+	// other events: nil is omitted, an empty set is not).
+	Readers []string  `json:"readers,omitzero"`
 	At      time.Time `json:"at"`
 }
 

@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -72,7 +73,7 @@ func TestCommandGetsPayloadOnStdinAndEnv(t *testing.T) {
 		t.Errorf("payload at %v, want %v", got.At, promoted.At)
 	}
 	got.At = promoted.At
-	if got != promoted {
+	if !reflect.DeepEqual(got, promoted) {
 		t.Errorf("payload %+v, want %+v", got, promoted)
 	}
 	for _, key := range []string{`"event":"after-promote"`, `"group":"orders"`, `"epoch":7`, `"from":"site0"`, `"to":"site1"`, `"reason":"failover-primary-unreachable"`, `"gtid":"0-1-37,0-2-392"`} {
@@ -85,7 +86,7 @@ func TestCommandGetsPayloadOnStdinAndEnv(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantEnv := "FAILOVERD_EPOCH=7\nFAILOVERD_EVENT=after-promote\nFAILOVERD_FROM=site0\nFAILOVERD_GROUP=orders\n" +
-		"FAILOVERD_GTID=0-1-37,0-2-392\nFAILOVERD_REASON=failover-primary-unreachable\nFAILOVERD_SITE=\nFAILOVERD_TO=site1\n"
+		"FAILOVERD_GTID=0-1-37,0-2-392\nFAILOVERD_READERS=\nFAILOVERD_REASON=failover-primary-unreachable\nFAILOVERD_SITE=\nFAILOVERD_TO=site1\n"
 	if string(env) != wantEnv {
 		t.Errorf("env:\n%s\nwant:\n%s", env, wantEnv)
 	}
@@ -460,5 +461,35 @@ func TestCloseCancelsRunningHooksAndDropsQueued(t *testing.T) {
 	}
 	if n := len(c.Find("hook.dropped")); n != 2 {
 		t.Errorf("%d hook.dropped records, want 2 (queued at Close, fired after)", n)
+	}
+}
+
+// TestReaderEventCarriesTheFullReaderSet guards the reader-added and
+// reader-removed payloads: the whole set in JSON (an empty set as [], not
+// absent) and in FAILOVERD_READERS, so a receiver can replace its pool.
+func TestReaderEventCarriesTheFullReaderSet(t *testing.T) {
+	dir := t.TempDir()
+	s := procgrouptest.Script(t, fmt.Sprintf(`cat >%q/stdin; printf '%%s' "$FAILOVERD_READERS" >%q/readers`, dir, dir))
+	r, _, results := testRunner(t, configs.Hook{Name: "pool", Events: []string{configs.HookReaderAdded, configs.HookReaderRemoved}, Command: []string{s}})
+	for _, tc := range []struct {
+		ev        Event
+		json, env string
+	}{
+		{Event{Type: configs.HookReaderAdded, Group: "orders", Epoch: 3, Site: "site2", Readers: []string{"site1", "site2"}}, `"readers":["site1","site2"]`, "site1,site2"},
+		{Event{Type: configs.HookReaderRemoved, Group: "orders", Epoch: 3, Site: "site2", Readers: []string{}}, `"readers":[]`, ""},
+	} {
+		r.Fire(tc.ev)
+		if res := next(t, results); !res.OK {
+			t.Fatalf("%s: %+v", tc.ev.Type, res)
+		}
+		stdin, _ := os.ReadFile(filepath.Join(dir, "stdin"))
+		env, _ := os.ReadFile(filepath.Join(dir, "readers"))
+		if !strings.Contains(string(stdin), tc.json) || string(env) != tc.env {
+			t.Errorf("%s: payload %s env %q; want %s and %q", tc.ev.Type, stdin, env, tc.json, tc.env)
+		}
+	}
+	// Other events carry no readers key.
+	if b, _ := json.Marshal(promoted); strings.Contains(string(b), "readers") {
+		t.Errorf("after-promote payload %s has a readers key", b)
 	}
 }

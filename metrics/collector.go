@@ -30,7 +30,7 @@ type snapshotCollector struct {
 
 	routingInSync *prometheus.Desc
 
-	paused, pauseRemaining, withheld, siteHold, failoverReady, expectedWritable *prometheus.Desc
+	paused, pauseRemaining, withheld, siteHold, failoverReady, expectedWritable, siteReader *prometheus.Desc
 }
 
 func newSnapshotCollector(o Options, m *Metrics) *snapshotCollector {
@@ -94,6 +94,7 @@ func newSnapshotCollector(o Options, m *Metrics) *snapshotCollector {
 		withheld:         d("group_failover_withheld", "1 while the latest decision withheld a failover (revoke-epoch or promote) because the group is paused, else 0.", gs...),
 		siteHold:         d("site_hold", "1 for an operator's hold in effect on the site, by kind (no-promote, maintenance); absent without one.", "group", "site", "kind"),
 		failoverReady:    d("failover_ready", "1 when the group would fail over on its own if its primary were lost now by fault (crash: mysqld exits; lost: it answers nothing), else 0; absent before the first decision.", "group", "fault"),
+		siteReader:       d("site_reader", "1 while the site is in the group's reader set (read routing: readers.enabled), else 0; absent while read routing is off.", ss...),
 		expectedWritable: d("failover_expected_writable_seconds", "Expected time from the fault to the candidate writable (detection plus the wait for the proof); only while failover_ready is 1.", "group", "fault"),
 	}
 }
@@ -107,7 +108,7 @@ func (c *snapshotCollector) Describe(ch chan<- *prometheus.Desc) {
 		c.siteState, c.siteActive, c.lag, c.ioRunning, c.sqlRunning, c.broken, c.divergent, c.recovery,
 		c.leaseAge, c.lastProbe, c.cacheRole, c.routingInSync,
 		c.gtidLag, c.applierBlocked, c.writesStalled, c.ackWaiting,
-		c.paused, c.pauseRemaining, c.withheld, c.siteHold, c.failoverReady, c.expectedWritable,
+		c.paused, c.pauseRemaining, c.withheld, c.siteHold, c.failoverReady, c.expectedWritable, c.siteReader,
 	} {
 		ch <- d
 	}
@@ -222,6 +223,9 @@ func (c *snapshotCollector) collectGroup(g status.Group, now time.Time, gauge fu
 		}
 		if h := s.Hold; h != nil {
 			gauge(c.siteHold, 1, n, s.Name, oneOf(h.Kind, holdKinds))
+		}
+		if r := s.Reader; r != nil {
+			gauge(c.siteReader, boolean(r.Eligible), n, s.Name)
 		}
 		if !s.LastProbeAt.IsZero() {
 			gauge(c.lastProbe, unix(s.LastProbeAt), n, s.Name)

@@ -140,11 +140,13 @@ func fixture() status.Snapshot {
 				SemiSync:       &status.SemiSync{},
 				Sidecar:        &status.Sidecar{LeaseAgeSeconds: -1},
 				CacheRole:      "replica", Recovery: status.RecoveryInProgress,
+				Reader: &status.Reader{Eligible: true, Why: "replicating from east, lag 1.5s", Since: since, LagSeconds: 1.5},
 			}, {
 				Name: "dr", Role: "dr-only", State: status.StateUnreachable,
 				Replication: &status.Replication{IORunning: true, Broken: true, LastError: "Error 1062 on 0-9-3"},
 				ProbeError:  "dial tcp: i/o timeout", Diverged: "0-9-3", Recovery: status.RecoveryBlocked,
-				Hold: &status.Pause{Kind: "maintenance", By: "alice", Reason: "upgrade", Since: since, Until: at.Add(time.Hour)},
+				Hold:   &status.Pause{Kind: "maintenance", By: "alice", Reason: "upgrade", Since: since, Until: at.Add(time.Hour)},
+				Reader: &status.Reader{Why: "diverged", Since: since, LagSeconds: -1},
 			}},
 			Routing: []status.Follower{{Name: "kube-service", InSync: true, State: "ok"}, {Name: "dns", State: "error", Error: "boom"}},
 			Readiness: []status.Readiness{
@@ -332,6 +334,10 @@ failoverd_group_failover_withheld{group="orders"} 0
 # HELP failoverd_site_hold 1 for an operator's hold in effect on the site, by kind (no-promote, maintenance); absent without one.
 # TYPE failoverd_site_hold gauge
 failoverd_site_hold{group="orders",kind="maintenance",site="dr"} 1
+# HELP failoverd_site_reader 1 while the site is in the group's reader set (read routing: readers.enabled), else 0; absent while read routing is off.
+# TYPE failoverd_site_reader gauge
+failoverd_site_reader{group="orders",site="dr"} 0
+failoverd_site_reader{group="orders",site="west"} 1
 # HELP failoverd_failover_ready 1 when the group would fail over on its own if its primary were lost now by fault (crash: mysqld exits; lost: it answers nothing), else 0; absent before the first decision.
 # TYPE failoverd_failover_ready gauge
 failoverd_failover_ready{fault="crash",group="orders"} 1
@@ -790,5 +796,29 @@ failoverd_config_reloads_total{result="refused"} 0
 	snap.Daemon.Config.LastRefusedAt, snap.Daemon.Config.Pending = time.Time{}, nil
 	if v := gaugeValue(t, m.Gatherer(), "failoverd_config_last_reload_successful", nil); v != 1 {
 		t.Errorf("last reload successful = %v after an applied one", v)
+	}
+}
+
+// TestSiteReaderGauge guards failoverd_site_reader: 1 for a reader, 0 for a
+// site out of the set, and no series while read routing is off (no Reader).
+func TestSiteReaderGauge(t *testing.T) {
+	snap := fixture()
+	m := metrics.New(metrics.Options{Snapshot: func() status.Snapshot { return snap }})
+	for i := range snap.Groups[0].Sites {
+		snap.Groups[0].Sites[i].Reader = nil
+	}
+	if n := count(t, m.Gatherer(), "failoverd_site_reader"); n != 0 {
+		t.Fatalf("%d reader series with read routing off", n)
+	}
+	snap.Groups[0].Sites[1].Reader = &status.Reader{Eligible: true, Why: "replicating from east, lag 0s"}
+	snap.Groups[0].Sites[2].Reader = &status.Reader{Eligible: false, Why: "lag 12s over maxLag 5s", LagSeconds: 12}
+	if v := gaugeValue(t, m.Gatherer(), "failoverd_site_reader", map[string]string{"group": "orders", "site": "west"}); v != 1 {
+		t.Errorf("west reader = %v, want 1", v)
+	}
+	if v := gaugeValue(t, m.Gatherer(), "failoverd_site_reader", map[string]string{"group": "orders", "site": "dr"}); v != 0 {
+		t.Errorf("dr reader = %v, want 0", v)
+	}
+	if n := count(t, m.Gatherer(), "failoverd_site_reader"); n != 2 {
+		t.Errorf("%d reader series, want 2 (only sites with a reader state)", n)
 	}
 }

@@ -1,0 +1,94 @@
+package daemon
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/failoverd/failoverd/configs"
+	"github.com/failoverd/failoverd/hooks"
+	"github.com/failoverd/failoverd/readers"
+	"github.com/failoverd/failoverd/sitepair"
+	"github.com/failoverd/failoverd/status"
+)
+
+// readerPolicy is the group's read-routing policy for the readers package;
+// a round is one poll interval (the daemon decides several times per
+// interval, on the same probes).
+func readerPolicy(gc configs.Group) readers.Config {
+	r := gc.Readers
+	return readers.Config{MaxLag: r.MaxLag, UpAfter: r.UpAfter, DownAfter: r.DownAfter,
+		IncludePrimary: readers.IncludePrimary(r.IncludePrimary), Round: gc.PollInterval}
+}
+
+// updateReaders recomputes the reader set from a round's observations and
+// the record as it stands after the round's action, then logs, and fires
+// the hook events of, each change. The state lives in this group only: a
+// rebuilt group or a restarted daemon starts with no readers and fills them
+// after readers.upAfter rounds (docs/routing.md, "Readers").
+func (g *group) updateReaders(o sitepair.Observed) {
+	if !g.cfg.Readers.Enabled {
+		return
+	}
+	st := g.decisionState()
+	now := g.now()
+	pol := readerPolicy(g.cfg)
+	g.mu.Lock()
+	prev := g.readers
+	var events []readers.Event
+	// Prevents hysteresis counted before a gap (leadership lost and
+	// regained, stalled rounds) from vouching for sites nobody watched.
+	if prev.Stale(now, readerStaleAfter(g.cfg)) {
+		prev, events = readers.Reset(prev, pol, now, fmt.Sprintf("no reader round since %s: starting over", prev.At.UTC().Format(time.RFC3339)))
+	}
+	next, more := readers.Compute(o.Sites, st, pol, prev, now)
+	g.readers = next
+	g.mu.Unlock()
+	events = append(events, more...)
+	if len(events) == 0 {
+		return
+	}
+	set := next.Readers()
+	if set == nil {
+		set = []string{} // the payload says "no readers", not "not a reader event"
+	}
+	for _, e := range events {
+		key, event := "reader.removed", configs.HookReaderRemoved
+		if e.Added {
+			key, event = "reader.added", configs.HookReaderAdded
+		}
+		g.log.Info(key, "site", e.Site, "why", e.Why, "readers", set, "epoch", st.Epoch)
+		// An observing group changes nothing outside: no hook runs.
+		if g.hooks != nil && !g.observing() {
+			g.hooks.Fire(hooks.Event{Type: event, Group: g.cfg.Name, Epoch: st.Epoch, To: st.ActiveSite, Site: e.Site,
+				Reason: event, Message: e.Site + ": " + e.Why, Readers: set, At: now})
+		}
+	}
+}
+
+// readerStaleAfter is how long without a counted round the reader state is
+// no longer trusted: five poll rounds.
+func readerStaleAfter(gc configs.Group) time.Duration { return 5 * gc.PollInterval }
+
+// readerStatus is the site's reader eligibility for the status; nil while
+// read routing is off or before the site's first round; never eligible once
+// stale.
+func (g *group) readerStatus(site string, now time.Time) *status.Reader {
+	if !g.cfg.Readers.Enabled {
+		return nil
+	}
+	g.mu.Lock()
+	rs := g.readers
+	g.mu.Unlock()
+	s, ok := rs.Sites[site]
+	if !ok {
+		return nil
+	}
+	r := &status.Reader{Eligible: s.Eligible, Why: s.Why, Since: s.Since, LagSeconds: s.LagSeconds}
+	// Prevents a daemon that stopped leading (or whose rounds stalled) from
+	// publishing readers it no longer checks.
+	if rs.Stale(now, readerStaleAfter(g.cfg)) {
+		r.Eligible, r.LagSeconds = false, -1
+		r.Why = fmt.Sprintf("no reader round since %s (this daemon is not leading, or its rounds stalled)", rs.At.UTC().Format(time.RFC3339))
+	}
+	return r
+}
