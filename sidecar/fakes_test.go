@@ -431,6 +431,7 @@ func (h *harness) step(t *testing.T) {
 	t.Helper()
 	ctx := t.Context()
 	h.s.round(ctx)
+	h.s.lateContacts.Wait() // peers a round no longer waits for, applied before the checks
 	h.s.enforce(ctx)
 }
 

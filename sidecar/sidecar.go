@@ -48,6 +48,9 @@ type Options struct {
 // Sidecar is one site's self-fencing sidecar. Create it with New, start it
 // with Run.
 type Sidecar struct {
+	// lateContacts counts the peer contacts a round left to finish in the
+	// background (tests wait for them; nothing else does).
+	lateContacts sync.WaitGroup
 	cfg          Config
 	mysql        MySQL
 	killer       Killer
@@ -309,11 +312,31 @@ func (s *Sidecar) round(ctx context.Context) (adopted bool) {
 			results <- contact{src: source{peer: p.Site}, req: req, a: a, err: err}
 		})
 	}
-	for range 1 + len(s.cfg.Peers) {
+	for pending := 1 + len(s.cfg.Peers); pending > 0; {
 		c := <-results
+		pending--
 		if s.handle(c, asked) {
 			adopted = true
 			s.kickGuard() // rule 1 right after a new view, not at the round's end
+		}
+		// Once the daemon answered, a peer that does not (a black-holed
+		// link waits out its whole timeout) must not hold up the next
+		// report: a failover waits on this sidecar's reports (the lease
+		// proof's receipts, the promoted target's epoch). Its answer, if
+		// it comes, is still applied; only peer contacts are left, and
+		// handling one touches nothing the round does unlocked.
+		if c.src.daemon && c.err == nil && pending > 0 {
+			left := pending
+			s.lateContacts.Add(1)
+			s.concurrently(func() {
+				defer s.lateContacts.Done()
+				for range left {
+					if s.handle(<-results, asked) {
+						s.kickGuard()
+					}
+				}
+			})
+			break
 		}
 	}
 	s.kickGuard() // rule 1 and 2 with this round's facts
