@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -13,7 +12,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"go.yaml.in/yaml/v3"
 
 	"github.com/failoverd/failoverd/api"
 	"github.com/failoverd/failoverd/configs"
@@ -174,27 +172,8 @@ func (c *cli) printStatus(ctx context.Context, cl *api.Client, group, output str
 		}
 		doc, groups, daemon = s, s.Groups, s.Daemon
 	}
-	switch output {
-	case "json":
-		enc := json.NewEncoder(c.stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(doc)
-	case "yaml":
-		// Through JSON, so the keys are the API's.
-		b, err := json.Marshal(doc)
-		if err != nil {
-			return err
-		}
-		var generic any
-		if err := yaml.Unmarshal(b, &generic); err != nil {
-			return err
-		}
-		out, err := yaml.Marshal(generic)
-		if err != nil {
-			return err
-		}
-		_, err = c.stdout.Write(out)
-		return err
+	if output == "json" || output == "yaml" {
+		return writeDoc(c.stdout, doc, output)
 	}
 	writeTable(c.stdout, daemon, groups, time.Now())
 	return nil
