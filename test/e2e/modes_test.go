@@ -283,7 +283,7 @@ func TestReadinessMatchesWhatHappens(t *testing.T) {
 				u()
 			}
 			unlock = nil
-			st := g.waitFor2Active(failoverTimeout + 30*time.Second)
+			st := g.waitFor2ActiveFrom("site0", failoverTimeout+30*time.Second)
 			load.WaitForAcks(t, len(load.Acked())+20, 30*time.Second)
 			load.Stop()
 			checkNoOverlap(t, g, load, 0, activeIndex(st))
@@ -311,18 +311,6 @@ func TestReadinessMatchesWhatHappens(t *testing.T) {
 			checkNoOverlap(t, g, load, 0, activeIndex(st))
 		})
 	})
-}
-
-// waitFor2Active waits until a site other than site0 is the settled primary.
-func (g *group) waitFor2Active(timeout time.Duration) groupStatus {
-	g.t.Helper()
-	var st groupStatus
-	g.waitFor("a replica promoted", timeout, func() bool {
-		s, err := g.status()
-		st = s
-		return err == nil && s.ActiveSite != "" && s.ActiveSite != "site0" && s.InFlight == nil
-	})
-	return st
 }
 
 // lockAppTable holds a read lock on the write load's table on srv from its
