@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/failoverd/failoverd/configs"
 	"github.com/failoverd/failoverd/kube"
 	"github.com/failoverd/failoverd/sitepair"
 	"github.com/failoverd/failoverd/view"
@@ -62,8 +63,8 @@ func TestReaderHandoffFollowsOnlyNewerSetsAndRepairsDrift(t *testing.T) {
 	h.wantReaders(kube.ReaderSet{Group: "g", Epoch: 3, Sites: []string{"b", "c"}, At: at})
 	c.idle(t)
 	h.wantReaders(kube.ReaderSet{Group: "g", Epoch: 3, Sites: []string{"b"}, At: at.Add(-time.Second)}) // older: ignored
-	h.wantReaders(kube.ReaderSet{Group: "g", Epoch: 2, Sites: []string{"a"}, At: at.Add(time.Hour)})  // older epoch: ignored
-	h.wantReaders(kube.ReaderSet{Group: "g", Epoch: 3, Sites: []string{"b", "c"}, At: at})             // the same: ignored
+	h.wantReaders(kube.ReaderSet{Group: "g", Epoch: 2, Sites: []string{"a"}, At: at.Add(time.Hour)})    // older epoch: ignored
+	h.wantReaders(kube.ReaderSet{Group: "g", Epoch: 3, Sites: []string{"b", "c"}, At: at})              // the same: ignored
 	h.wantReaders(kube.ReaderSet{Group: "g", Epoch: 3, Sites: []string{"c"}, At: at.Add(time.Second)})
 	c.idle(t)
 	sets := f.followed()
@@ -133,5 +134,25 @@ func TestReaderTargetsWaitForUpAfterRoundsThenFollowEachChange(t *testing.T) {
 	seq, s = wanted()
 	if seq != 3 || !slices.Equal(s.Sites, []string{"b"}) || !s.At.After(second) {
 		t.Fatalf("seq %d set %+v after starting over, want [b] stamped after %v", seq, s, second)
+	}
+}
+
+// TestActiveGroupRunsReaderFollowersInItsStatus guards the daemon's wiring
+// of the reader followers: an active group built by New gets them in a
+// reader handoff with the group's reconcile interval, and its status lists
+// them under routing (pending until a set is handed on). An observing group
+// gets none (TestObserveModeLogsWouldAndWritesNothing).
+func TestActiveGroupRunsReaderFollowersInItsStatus(t *testing.T) {
+	m := newModeGroup(t, configs.ModeActive, newTestStore(t))
+	h := m.g.readFollow
+	if h == nil || !h.readers || len(h.followers) != 1 || h.interval != m.g.cfg.RoutingReconcileInterval {
+		t.Fatalf("reader handoff %+v", h)
+	}
+	var found bool
+	for _, f := range m.g.snapshot(m.g.now()).Routing {
+		found = found || (f.Name == "dns-readers" && f.State == "pending" && !f.InSync)
+	}
+	if !found {
+		t.Fatalf("routing status %+v lacks dns-readers pending", m.g.snapshot(m.g.now()).Routing)
 	}
 }

@@ -44,8 +44,8 @@ const (
 	// The reader targets (readers.kubernetes, readers.dns).
 	rbacReadService  = "mariadb-read"
 	rbacReadEndpoint = "payments-db-readers"
-	rbacLease     = "failoverd-leader"
-	rbacState     = "failoverd-state"
+	rbacLease        = "failoverd-leader"
+	rbacState        = "failoverd-state"
 )
 
 // The daemon runs with nothing but deploy/kubernetes's ServiceAccount and
