@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"time"
 
@@ -127,7 +128,7 @@ func (f *ReaderFollower) FollowReaders(ctx context.Context, s kube.ReaderSet) ([
 		if err := kube.GuardReaders(what, obj.GetAnnotations(), s); err != nil {
 			return err
 		}
-		sameSpec := sameJSON(obj.Object["spec"], spec)
+		sameSpec := sameJSON(readerSpecOf(obj), spec)
 		if sameSpec && kube.StampedReaders(obj.GetLabels(), obj.GetAnnotations(), s) {
 			return nil
 		}
@@ -169,4 +170,19 @@ func (f *ReaderFollower) logSet(s kube.ReaderSet, targets []string, how string) 
 	d, r := f.group.DNS, f.group.Readers.DNS
 	f.log.Info("dns.readers.set", "cluster", d.Cluster, "namespace", d.Namespace, "endpoint", r.EndpointName,
 		"hostname", r.Hostname, "targets", targets, "readers", s.Sites, "epoch", s.Epoch, "how", how)
+}
+
+// readerSpecOf is obj's spec with a missing or null endpoints list read as
+// empty (how an apiserver may return the empty record), so an empty set
+// read back is not taken for drift on every pass.
+func readerSpecOf(obj *unstructured.Unstructured) any {
+	spec, ok := obj.Object["spec"].(map[string]any)
+	if !ok {
+		return obj.Object["spec"]
+	}
+	if spec["endpoints"] == nil {
+		spec = maps.Clone(spec)
+		spec["endpoints"] = []any{}
+	}
+	return spec
 }

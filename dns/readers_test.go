@@ -70,6 +70,15 @@ func TestReaderFollowerListsOneTargetPerEligibleReader(t *testing.T) {
 	if got := endpoints(t, getReaders(t, fc)); got != `[]` {
 		t.Fatalf("endpoints %s with no reader, want none", got)
 	}
+	// An apiserver that returns the empty list as absent is not drift.
+	u = getReaders(t, fc)
+	delete(u.Object["spec"].(map[string]any), "endpoints")
+	if _, err := fc.Resource(EndpointGVR).Namespace("dns").Update(ctx, u, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if changed, err := f.FollowReaders(ctx, readerSet(3, 2*time.Second)); err != nil || len(changed) != 0 {
+		t.Fatalf("empty set read back without endpoints: changed %v err %v, want nothing", changed, err)
+	}
 }
 
 // TestReaderFollowerNeverAppliesAnOlderSet guards the epoch guard of the
