@@ -305,8 +305,8 @@ func acksBySite(t testing.TB, g *group, load *testenv.WriteLoad, db *sql.DB) []t
 	return acks
 }
 
-// readersConfig enables the daemon's reader decision with maxLag 2s.
-const readersConfig = "    readers:\n      enabled: true\n      maxLag: 2s\n"
+// haproxyReadersConfig enables the daemon's reader decision with maxLag 2s.
+const haproxyReadersConfig = "    readers:\n      enabled: true\n      maxLag: 2s\n"
 
 const readersMaxLag = 2 * time.Second
 
@@ -323,7 +323,7 @@ const readersMaxLag = 2 * time.Second
 // interval.
 func TestHAProxyRoutesWritesAndFreshReads(t *testing.T) {
 	testenv.ForEachEngine(t, func(t *testing.T, e testenv.Engine) {
-		g := newGroup(t, groupOptions{engine: e, sites: 3, sidecars: true, extraConfig: readersConfig})
+		g := newGroup(t, groupOptions{engine: e, sites: 3, sidecars: true, extraConfig: haproxyReadersConfig})
 		g.startDaemon()
 		g.waitHealthy("site0", 30*time.Second)
 		g.startSidecars()
