@@ -284,6 +284,7 @@ func TestReadinessMatchesWhatHappens(t *testing.T) {
 			}
 			unlock = nil
 			st := g.waitFor2Active(failoverTimeout + 30*time.Second)
+			load.WaitForAcks(t, len(load.Acked())+20, 30*time.Second)
 			load.Stop()
 			checkNoOverlap(t, g, load, 0, activeIndex(st))
 		})
