@@ -346,6 +346,33 @@ type Readers struct {
 	// IncludePrimary is when the primary serves reads too: "whenNoReplica"
 	// (default), "always" or "never".
 	IncludePrimary string `yaml:"includePrimary" default:"whenNoReplica"`
+	// Kubernetes, when set, makes a reader Service in every (cluster,
+	// namespace) of the sites' kubernetes placements follow the reader set
+	// (follower kube-reader-service).
+	Kubernetes *ReaderService `yaml:"kubernetes"`
+	// DNS, when set, makes a reader DNSEndpoint list the eligible sites'
+	// dns.target (follower dns-readers).
+	DNS *ReaderDNS `yaml:"dns"`
+}
+
+// ReaderService is the reader Service of each (cluster, namespace) among
+// the sites' kubernetes placements: failoverd sets its selector to
+// {failoverd.io/reader: <group>} and puts that label on the pods (matched
+// by each site's kubernetes.podSelector) of the eligible sites only.
+type ReaderService struct {
+	// Service is the reader Service's name (created by the application's
+	// manifests; failoverd never creates it).
+	Service string `yaml:"service"`
+}
+
+// ReaderDNS is the reader DNSEndpoint, in the cluster and namespace of the
+// group's dns section and with its recordType and ttl: one record whose
+// targets are the eligible sites' dns.target.
+type ReaderDNS struct {
+	// EndpointName is the reader DNSEndpoint object's name.
+	EndpointName string `yaml:"endpointName"`
+	// Hostname is the DNS name that lists the readers.
+	Hostname string `yaml:"hostname"`
 }
 
 // Hook events (Hook.Events).

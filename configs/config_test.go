@@ -658,3 +658,64 @@ func TestReadersValidationNamesEveryFieldAtOnce(t *testing.T) {
 		}
 	}
 }
+
+// TestReaderTargetsParseAndValidate guards the reader targets' shape: a
+// full readers.kubernetes / readers.dns parses, and every mistake (targets
+// without readers.enabled, empty names, no podSelector to label, no group
+// dns section, the writer's DNSEndpoint reused) is named with its fix.
+func TestReaderTargetsParseAndValidate(t *testing.T) {
+	m := base()
+	group(m)["readers"] = map[string]any{"enabled": true,
+		"kubernetes": map[string]any{"service": "mysql-read"},
+		"dns":        map[string]any{"endpointName": "orders-readers", "hostname": "orders-ro.example.com"}}
+	cfg, err := parseMap(t, m, secrets(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := cfg.Groups[0].Readers
+	if r.Kubernetes == nil || r.Kubernetes.Service != "mysql-read" || r.DNS == nil || r.DNS.EndpointName != "orders-readers" || r.DNS.Hostname != "orders-ro.example.com" {
+		t.Fatalf("reader targets %+v %+v", r.Kubernetes, r.DNS)
+	}
+
+	m = base()
+	group(m)["readers"] = map[string]any{"enabled": false,
+		"kubernetes": map[string]any{"service": ""},
+		"dns":        map[string]any{"endpointName": "orders", "hostname": ""}}
+	_, err = parseMap(t, m, secrets(t))
+	if err == nil {
+		t.Fatal("accepted")
+	}
+	for _, want := range []string{
+		"groups[0].readers.enabled", "write enabled: true or remove them",
+		"groups[0].readers.kubernetes.service", "groups[0].readers.dns.hostname",
+		"groups[0].readers.dns.endpointName", `"orders" is the writer's DNSEndpoint`,
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %q:\n%v", want, err)
+		}
+	}
+
+	m = base()
+	delete(group(m), "dns")
+	for i := 0; i < 3; i++ {
+		delete(siteN(m, i), "dns")
+		delete(siteN(m, i)["kubernetes"].(map[string]any), "podSelector")
+		delete(siteN(m, i)["kubernetes"].(map[string]any), "service")
+		siteN(m, i)["kubernetes"].(map[string]any)["nodeSelector"] = map[string]any{"zone": "z"}
+	}
+	group(m)["readers"] = map[string]any{"enabled": true,
+		"kubernetes": map[string]any{"service": "mysql-read"},
+		"dns":        map[string]any{"endpointName": "orders-readers", "hostname": "orders-ro.example.com"}}
+	_, err = parseMap(t, m, secrets(t))
+	if err == nil {
+		t.Fatal("accepted")
+	}
+	for _, want := range []string{
+		"groups[0].readers.kubernetes", "no site has kubernetes.podSelector",
+		"groups[0].readers.dns", "the group has no dns section",
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %q:\n%v", want, err)
+		}
+	}
+}

@@ -462,7 +462,7 @@ func (v *validator) group(path string, g Group) {
 	v.positive(path+".reclone.timeout", g.Reclone.Timeout)
 	v.positive(path+".routingReconcileInterval", g.RoutingReconcileInterval)
 	v.hooks(path+".hooks", g.Hooks)
-	v.readers(path+".readers", g.Readers)
+	v.readers(path+".readers", g)
 	if len(g.Reclone.Command) > 0 && strings.TrimSpace(g.Reclone.Command[0]) == "" {
 		v.add(path+".reclone.command", "the first element must be the program to run (absolute path or a name on PATH)")
 	}
@@ -744,9 +744,33 @@ func (v *validator) hooks(path string, hooks []Hook) {
 
 // readers checks the read-routing policy (checked even while disabled, so
 // turning it on never meets a surprise).
-func (v *validator) readers(path string, r Readers) {
+func (v *validator) readers(path string, g Group) {
+	r := g.Readers
 	v.positive(path+".maxLag", r.MaxLag)
 	v.atLeastOne(path+".upAfter", r.UpAfter)
 	v.atLeastOne(path+".downAfter", r.DownAfter)
 	v.oneOf(path+".includePrimary", r.IncludePrimary, IncludePrimaryWhenNoReplica, IncludePrimaryAlways, IncludePrimaryNever)
+	// A reader target without eligibility would stay empty forever.
+	if (r.Kubernetes != nil || r.DNS != nil) && !r.Enabled {
+		v.add(path+".enabled", "false but reader targets (readers.kubernetes or readers.dns) are set; write enabled: true or remove them")
+	}
+	if k := r.Kubernetes; k != nil {
+		v.nonEmpty(path+".kubernetes.service", k.Service)
+		placed := false
+		for _, s := range g.Sites {
+			placed = placed || (s.Kubernetes != nil && len(s.Kubernetes.PodSelector) > 0)
+		}
+		if !placed {
+			v.add(path+".kubernetes", "no site has kubernetes.podSelector, so no pod can be labelled a reader; give each site its pods' podSelector")
+		}
+	}
+	if d := r.DNS; d != nil {
+		v.nonEmpty(path+".dns.endpointName", d.EndpointName)
+		v.nonEmpty(path+".dns.hostname", d.Hostname)
+		if g.DNS == nil {
+			v.add(path+".dns", "set but the group has no dns section; add it (cluster, namespace, endpointName, hostname): the reader record lives beside the writer's")
+		} else if d.EndpointName == g.DNS.EndpointName && d.EndpointName != "" {
+			v.add(path+".dns.endpointName", "%q is the writer's DNSEndpoint; name another object (e.g. %s-readers)", d.EndpointName, d.EndpointName)
+		}
+	}
 }

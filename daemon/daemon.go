@@ -51,6 +51,9 @@ type Options struct {
 	// Followers builds what follows a group's primary (routing, cache);
 	// default: the Kubernetes, DNS and cache followers its configuration asks for.
 	Followers func(g configs.Group, c *kube.Clusters, log *slog.Logger) ([]Follower, error)
+	// ReaderFollowers builds what follows a group's reader set; default:
+	// the reader Service and reader DNS record its configuration asks for.
+	ReaderFollowers func(g configs.Group, c *kube.Clusters, log *slog.Logger) []ReaderFollower
 	// Events receives counters and histograms (the metrics package); default none.
 	Events Events
 	// Metrics serves GET /metrics; nil answers 404.
@@ -230,6 +233,18 @@ func (d *Daemon) newGroup(gc configs.Group) (*group, error) {
 		if err == nil && follower == dragonfly.FollowerName {
 			d.opts.Events.CachePromoted(gc.Name, v.ActiveSite)
 		}
+	}
+	buildReaders := d.opts.ReaderFollowers
+	if buildReaders == nil {
+		buildReaders = defaultReaderFollowers
+	}
+	// Prevents an observing group from moving the reader targets.
+	if rfs := buildReaders(gc, d.clusters, log); len(rfs) > 0 && !gc.Observing() {
+		g.readFollow = newReaderHandoff(rfs, log)
+		g.readFollow.interval = gc.RoutingReconcileInterval
+		g.readFollow.now = d.opts.Clock
+		g.readFollow.onRepair = func(follower string, _ view.View, _ []string) { d.opts.Events.RoutingRepaired(gc.Name, follower) }
+		g.readFollow.onDone = func(follower string, _ view.View, err error) { d.opts.Events.RoutingDone(gc.Name, follower, err) }
 	}
 	g.events = d.opts.Events
 	g.identity = d.opts.Identity

@@ -39,6 +39,21 @@ type Reconciler interface {
 	Reconcile(ctx context.Context, v view.View) ([]string, error)
 }
 
+// ReaderFollower moves something that must follow the reader set (the
+// reader Service's pods, the reader DNS record) to the eligible sites.
+// FollowReaders must be idempotent and return what it changed (empty when
+// everything already matched s); it must refuse a set older than the one
+// an object records (kube.GuardReaders).
+type ReaderFollower interface {
+	// Name identifies the follower in logs and status ("kube-reader-service", "dns-readers").
+	Name() string
+	// FollowReaders makes what it manages list exactly s.Sites.
+	FollowReaders(ctx context.Context, s kube.ReaderSet) ([]string, error)
+}
+
+// named is what a handoff runs: a Follower or a ReaderFollower.
+type named interface{ Name() string }
+
 // Retry bounds of the handoff.
 const (
 	followFirstRetry = 500 * time.Millisecond
@@ -59,6 +74,7 @@ const (
 
 // followState is what the handoff knows of one follower.
 type followState struct {
+	seq        uint64 // the wanted target it last completed (handoff.seq)
 	epoch      uint64 // epoch of the view it last completed
 	site       string // active site of that view
 	state      string // outcome of its last run ("" before any)
@@ -76,7 +92,7 @@ type followState struct {
 // interval all followers are run again against the wanted view so that an
 // object edited by hand or recreated by a deploy is put back.
 type handoff struct {
-	followers []Follower
+	followers []named
 	log       *slog.Logger
 	// firstRetry and maxRetry bound the backoff between failed passes.
 	firstRetry, maxRetry time.Duration
@@ -96,6 +112,13 @@ type handoff struct {
 
 	mu     sync.Mutex
 	wanted view.View // newest view naming an active site
+	// readers: this handoff runs ReaderFollowers against wantedSet, the
+	// newest reader set (its epoch and group in wanted); held is unused.
+	readers   bool
+	wantedSet kube.ReaderSet
+	// seq counts the targets accepted (views, reader sets): a follower is
+	// in step when it completed the current one.
+	seq uint64
 	// held: a newer view names no active site (a failover in flight), so
 	// nothing is written until a view at least as new names one.
 	held      bool
@@ -105,6 +128,26 @@ type handoff struct {
 }
 
 func newHandoff(followers []Follower, log *slog.Logger) *handoff {
+	fs := make([]named, len(followers))
+	for i, f := range followers {
+		fs[i] = f
+	}
+	return newHandoffOf(fs, log)
+}
+
+// newReaderHandoff runs reader followers against the sets given to
+// wantReaders, with the same retries, re-runs and status as the writer's.
+func newReaderHandoff(followers []ReaderFollower, log *slog.Logger) *handoff {
+	fs := make([]named, len(followers))
+	for i, f := range followers {
+		fs[i] = f
+	}
+	h := newHandoffOf(fs, log)
+	h.readers = true
+	return h
+}
+
+func newHandoffOf(followers []named, log *slog.Logger) *handoff {
 	h := &handoff{followers: followers, log: log, firstRetry: followFirstRetry, maxRetry: followMaxRetry,
 		interval: followReconcileInterval, after: time.After, now: time.Now,
 		states: map[string]*followState{}, kick: make(chan struct{}, 1)}
@@ -114,11 +157,35 @@ func newHandoff(followers []Follower, log *slog.Logger) *handoff {
 	return h
 }
 
+// wantReaders records a new reader set; one not newer than the wanted set
+// (an older epoch, or computed earlier) is ignored.
+func (h *handoff) wantReaders(s kube.ReaderSet) {
+	if h == nil || len(h.followers) == 0 || !h.readers {
+		return
+	}
+	h.mu.Lock()
+	// Following an older set after a newer one would put back a replica
+	// the newer set took out.
+	if h.seq > 0 && !s.Newer(h.wantedSet) {
+		h.mu.Unlock()
+		return
+	}
+	s.Sites = slices.Clone(s.Sites)
+	h.wantedSet = s
+	h.wanted = view.View{Group: s.Group, Epoch: s.Epoch}
+	h.seq++
+	h.mu.Unlock()
+	select {
+	case h.kick <- struct{}{}:
+	default:
+	}
+}
+
 // want records a new view. A view without an active site (a failover in
 // flight) holds routing where it is, re-runs included, until a view at
 // least as new names the new primary.
 func (h *handoff) want(v view.View) {
-	if h == nil || len(h.followers) == 0 {
+	if h == nil || len(h.followers) == 0 || h.readers {
 		return
 	}
 	h.mu.Lock()
@@ -136,6 +203,7 @@ func (h *handoff) want(v view.View) {
 		return
 	}
 	h.wanted = v
+	h.seq++
 	if h.held && v.Epoch >= h.heldEpoch {
 		h.held = false
 	}
@@ -156,10 +224,9 @@ func (h *handoff) report() []status.Follower {
 	var out []status.Follower
 	for _, f := range h.followers {
 		st := h.states[f.Name()]
-		wanted := h.wanted.Epoch
 		r := status.Follower{Name: f.Name(), State: st.state, Error: st.err, Epoch: st.epoch,
 			LastCheckAt: st.lastCheck, LastRepairAt: st.lastRepair, LastDrift: slices.Clone(st.lastDrift), Repairs: st.repairs}
-		r.InSync = wanted > 0 && st.epoch == wanted && st.state == followOK
+		r.InSync = h.seq > 0 && st.seq == h.seq && st.state == followOK
 		if st.state == "" || (st.state == followOK && !r.InSync) {
 			r.State = followPending
 		}
@@ -225,9 +292,9 @@ func (h *handoff) run(ctx context.Context, isLeader func() bool) {
 // arrives, which has kicked run.
 func (h *handoff) pass(ctx context.Context, full bool) bool {
 	h.mu.Lock()
-	v, held := h.wanted, h.held
+	v, held, set, seq := h.wanted, h.held, h.wantedSet, h.seq
 	h.mu.Unlock()
-	if v.ActiveSite == "" || held {
+	if seq == 0 || (!h.readers && (v.ActiveSite == "" || held)) {
 		return true
 	}
 	all := true
@@ -235,8 +302,8 @@ func (h *handoff) pass(ctx context.Context, full bool) bool {
 		name := f.Name()
 		h.mu.Lock()
 		st := h.states[name]
-		superseded := h.wanted.Epoch != v.Epoch || h.held
-		completed := st.epoch == v.Epoch
+		superseded := h.seq != seq || h.held
+		completed := st.seq == seq
 		inStep := completed && st.state == followOK
 		h.mu.Unlock()
 		// A newer view (or a failover in flight) must not be undone by the
@@ -248,7 +315,7 @@ func (h *handoff) pass(ctx context.Context, full bool) bool {
 			continue
 		}
 		fctx, cancel := context.WithTimeout(ctx, followTimeout)
-		changed, err := runFollower(fctx, f, v)
+		changed, err := runFollower(fctx, f, v, set)
 		cancel()
 		repaired := completed && len(changed) > 0
 		now := h.now()
@@ -258,7 +325,7 @@ func (h *handoff) pass(ctx context.Context, full bool) bool {
 			if !completed {
 				st.doneAt = now
 			}
-			st.epoch, st.site, st.state, st.err, st.lastCheck = v.Epoch, v.ActiveSite, followOK, "", now
+			st.seq, st.epoch, st.site, st.state, st.err, st.lastCheck = seq, v.Epoch, v.ActiveSite, followOK, "", now
 		case kube.Unreachable(err):
 			st.state, st.err = followUnreachable, err.Error()
 		case len(changed) > 0:
@@ -291,12 +358,18 @@ func (h *handoff) pass(ctx context.Context, full bool) bool {
 	return all
 }
 
-// runFollower runs f for v and returns what it changed when it can tell.
-func runFollower(ctx context.Context, f Follower, v view.View) ([]string, error) {
-	if r, ok := f.(Reconciler); ok {
-		return r.Reconcile(ctx, v)
+// runFollower runs f for v (a ReaderFollower for set) and returns what it
+// changed when it can tell.
+func runFollower(ctx context.Context, f named, v view.View, set kube.ReaderSet) ([]string, error) {
+	switch f := f.(type) {
+	case ReaderFollower:
+		return f.FollowReaders(ctx, set)
+	case Reconciler:
+		return f.Reconcile(ctx, v)
+	case Follower:
+		return nil, f.Follow(ctx, v)
 	}
-	return nil, f.Follow(ctx, v)
+	return nil, fmt.Errorf("follower %s: %T follows nothing", f.Name(), f)
 }
 
 // routedAt is when the last follower first completed the view of epoch;
@@ -349,4 +422,18 @@ func defaultFollowers(g configs.Group, c *kube.Clusters, log *slog.Logger) ([]Fo
 		out = append(out, cache)
 	}
 	return out, nil
+}
+
+// defaultReaderFollowers builds the reader followers a group's
+// configuration asks for: the reader Service (readers.kubernetes) and the
+// reader DNS record (readers.dns).
+func defaultReaderFollowers(g configs.Group, c *kube.Clusters, log *slog.Logger) []ReaderFollower {
+	var out []ReaderFollower
+	if f := kube.NewReaderServiceFollower(g, c, log); f != nil {
+		out = append(out, f)
+	}
+	if f := dns.NewReaderFollower(g, c, log); f != nil {
+		out = append(out, f)
+	}
+	return out
 }

@@ -41,6 +41,9 @@ type group struct {
 	servers *servers
 	pub     *publisher
 	follow  *handoff // routing and cache, never awaited by a promotion
+	// readFollow moves the reader targets (reader Service, reader DNS
+	// record) to the reader set; nil without readers.kubernetes/dns.
+	readFollow *handoff
 	// sidecars holds the sidecars' latest reports (lease proof input).
 	sidecars *sidecars
 	events   Events
@@ -83,6 +86,10 @@ type group struct {
 	routing string
 	// readers is the read-routing state (readers.enabled), in memory only.
 	readers readers.State
+	// readerRounds counts the counted reader rounds since the state started
+	// over; readerSetAt is when the published set last changed.
+	readerRounds int
+	readerSetAt  time.Time
 
 	// The group's life in the daemon (lifecycle.go): ctx ends its
 	// observations, loop and routing; retire asks the loop to return

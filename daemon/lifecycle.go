@@ -69,7 +69,13 @@ func (d *Daemon) startGroup(g *group) {
 	go func() {
 		defer d.wg.Done()
 		defer close(done)
+		readDone := make(chan struct{})
+		go func() {
+			defer close(readDone)
+			g.readFollow.run(g.ctx, d.isLeader)
+		}()
 		g.follow.run(g.ctx, d.isLeader)
+		<-readDone
 	}()
 }
 

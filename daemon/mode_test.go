@@ -109,6 +109,9 @@ func newModeGroup(t *testing.T, mode string, st store.Store) *modeGroup {
 		Followers: func(configs.Group, *kube.Clusters, *slog.Logger) ([]Follower, error) {
 			return []Follower{m.follow}, nil
 		},
+		ReaderFollowers: func(configs.Group, *kube.Clusters, *slog.Logger) []ReaderFollower {
+			return []ReaderFollower{&recordingReaders{name: "dns-readers"}}
+		},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -198,6 +201,9 @@ func TestObserveModeLogsWouldAndWritesNothing(t *testing.T) {
 	}
 	if len(m.g.follow.followers) != 0 {
 		t.Errorf("the observing group has followers %v: routing or the cache could move", m.g.follow.followers)
+	}
+	if m.g.readFollow != nil {
+		t.Errorf("the observing group has reader followers %v: the reader targets could move", m.g.readFollow.followers)
 	}
 	if !m.g.follow.pass(context.Background(), true) || m.follow.calls != 0 {
 		t.Errorf("follower ran %d times", m.follow.calls)

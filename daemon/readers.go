@@ -6,6 +6,7 @@ import (
 
 	"github.com/failoverd/failoverd/configs"
 	"github.com/failoverd/failoverd/hooks"
+	"github.com/failoverd/failoverd/kube"
 	"github.com/failoverd/failoverd/readers"
 	"github.com/failoverd/failoverd/sitepair"
 	"github.com/failoverd/failoverd/status"
@@ -39,11 +40,20 @@ func (g *group) updateReaders(o sitepair.Observed) {
 	// regained, stalled rounds) from vouching for sites nobody watched.
 	if prev.Stale(now, readerStaleAfter(g.cfg)) {
 		prev, events = readers.Reset(prev, pol, now, fmt.Sprintf("no reader round since %s: starting over", prev.At.UTC().Format(time.RFC3339)))
+		// The set handed on next must be stamped anew, after warming up.
+		g.readerRounds, g.readerSetAt = 0, time.Time{}
 	}
 	next, more := readers.Compute(o.Sites, st, pol, prev, now)
 	g.readers = next
-	g.mu.Unlock()
+	if !next.At.Equal(prev.At) {
+		g.readerRounds++
+	}
 	events = append(events, more...)
+	target, publish := g.readerTarget(next, st.Epoch, len(events) > 0, now)
+	g.mu.Unlock()
+	if publish {
+		g.readFollow.wantReaders(target)
+	}
 	if len(events) == 0 {
 		return
 	}
@@ -63,6 +73,25 @@ func (g *group) updateReaders(o sitepair.Observed) {
 				Reason: event, Message: e.Site + ": " + e.Why, Readers: set, At: now})
 		}
 	}
+}
+
+// readerTarget is the reader set the reader targets should list after a
+// round (g.mu held), and whether to hand it to them: not before the state
+// has counted readers.upAfter rounds since it started over. A new leader
+// (or a rebuilt group) starts with no readers; handing that empty set on
+// would empty the reader Service and record on every leader change, so
+// the targets keep the previous leader's set until this one has had the
+// rounds to vouch for its own (docs/routing.md, "Reader targets").
+func (g *group) readerTarget(rs readers.State, epoch uint64, changed bool, now time.Time) (kube.ReaderSet, bool) {
+	if g.readFollow == nil || g.readerRounds < max(g.cfg.Readers.UpAfter, 1) {
+		return kube.ReaderSet{}, false
+	}
+	// The first set handed on, and each change, is stamped with its time:
+	// that orders it after every set an earlier leader wrote.
+	if changed || g.readerSetAt.IsZero() {
+		g.readerSetAt = now
+	}
+	return kube.ReaderSet{Group: g.cfg.Name, Epoch: epoch, Sites: rs.Readers(), At: g.readerSetAt}, true
 }
 
 // readerStaleAfter is how long without a counted round the reader state is

@@ -143,7 +143,7 @@ func (g *group) snapshotOf(now time.Time, withReadiness bool) status.Group {
 		}
 		out.Sites = append(out.Sites, site)
 	}
-	out.Routing = g.follow.report()
+	out.Routing = append(g.follow.report(), g.readFollow.report()...)
 	out.Hooks = g.hookRuns()
 	g.mu.Lock()
 	if m := g.cacheMove; m != nil {

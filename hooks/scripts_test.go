@@ -16,13 +16,15 @@ import (
 )
 
 const (
-	proxysqlScript = "../deploy/hooks/proxysql.sh"
-	haproxyScript  = "../deploy/hooks/haproxy.sh"
+	proxysqlScript        = "../deploy/hooks/proxysql.sh"
+	haproxyScript         = "../deploy/hooks/haproxy.sh"
+	proxysqlReadersScript = "../deploy/hooks/proxysql-readers.sh"
+	haproxyReadersScript  = "../deploy/hooks/haproxy-readers.sh"
 )
 
 // The example scripts must parse; shellcheck runs too where it is installed.
 func TestScriptsParse(t *testing.T) {
-	scripts := []string{proxysqlScript, haproxyScript}
+	scripts := []string{proxysqlScript, haproxyScript, proxysqlReadersScript, haproxyReadersScript}
 	for _, s := range scripts {
 		if out, err := exec.Command("bash", "-n", s).CombinedOutput(); err != nil {
 			t.Errorf("bash -n %s: %v\n%s", s, err, out)
@@ -296,5 +298,141 @@ func TestHAProxyHookIgnoresOtherEventsAndRefusesUnknownSites(t *testing.T) {
 	}
 	if got := api.commands(); len(got) != 0 {
 		t.Errorf("runtime API got %q, want nothing", got)
+	}
+}
+
+// readerEvent is a reader-removed event: site1 left, site2 and site3 remain.
+var readerEvent = Event{Type: configs.HookReaderRemoved, Group: "orders", Epoch: 7, To: "site0", Site: "site1",
+	Reason: configs.HookReaderRemoved, Message: "site1: lag 12s over maxLag 5s", Readers: []string{"site2", "site3"}}
+
+// TestHAProxyReadersHookServesExactlyTheReaderSet guards the reader example
+// for HAProxy: every mapped site out of the set goes to maint first (with its
+// sessions shut when asked), then every reader is made ready; other events
+// are ignored; an empty set takes every server out.
+func TestHAProxyReadersHookServesExactlyTheReaderSet(t *testing.T) {
+	for _, transport := range transports(t) {
+		t.Run(transport, func(t *testing.T) {
+			api := newRuntimeAPI(t, func(string) string { return "" })
+			t.Setenv("HAPROXY_SOCKET", api.ln.Addr().String())
+			t.Setenv("HAPROXY_BACKEND", "mysql_readers")
+			t.Setenv("HAPROXY_SERVERS", "site1=db1 site2=db2,site3")
+			t.Setenv("HAPROXY_TRANSPORT", transport)
+			t.Setenv("HAPROXY_SHUTDOWN_SESSIONS", "1")
+			if res := runScript(t, readerEvent, haproxyReadersScript); !res.OK {
+				t.Fatalf("result %+v, want OK", res)
+			}
+			want := []string{"set server mysql_readers/db1 state maint", "shutdown sessions server mysql_readers/db1",
+				"set server mysql_readers/db2 state ready", "set server mysql_readers/site3 state ready"}
+			if got := api.commands(); !slices.Equal(got, want) {
+				t.Fatalf("runtime API got %q, want %q", got, want)
+			}
+			if res := runScript(t, promoted, haproxyReadersScript); !res.OK || len(api.commands()) != 4 {
+				t.Fatalf("after-promote: %+v, commands %q: want it ignored", res, api.commands())
+			}
+			empty := readerEvent
+			empty.Readers = nil
+			if res := runScript(t, empty, haproxyReadersScript); !res.OK {
+				t.Fatalf("empty set: %+v", res)
+			}
+			if got := api.commands()[4:]; len(got) != 6 || !strings.HasSuffix(got[4], "site3 state maint") {
+				t.Fatalf("empty set: runtime API got %q, want every server in maint", got)
+			}
+		})
+	}
+}
+
+// TestHAProxyReadersHookReportsAnUnmappedReaderAfterSettingTheOthers guards
+// that a reader missing from HAPROXY_SERVERS fails the run, but only once
+// the mapped servers are set (a lagging one still leaves), and that a
+// refused command stops the run.
+func TestHAProxyReadersHookReportsAnUnmappedReaderAfterSettingTheOthers(t *testing.T) {
+	api := newRuntimeAPI(t, func(cmd string) string {
+		if strings.Contains(cmd, "/bad ") {
+			return "No such server.\n"
+		}
+		return ""
+	})
+	t.Setenv("HAPROXY_SOCKET", api.ln.Addr().String())
+	t.Setenv("HAPROXY_BACKEND", "mysql_readers")
+	t.Setenv("HAPROXY_SERVERS", "site1=db1 site2=db2")
+	res := runScript(t, readerEvent, haproxyReadersScript)
+	if res.OK || !strings.Contains(res.Err, "reader site3 is not in HAPROXY_SERVERS") {
+		t.Fatalf("result %+v, want site3 reported", res)
+	}
+	if got, want := api.commands(), []string{"set server mysql_readers/db1 state maint", "set server mysql_readers/db2 state ready"}; !slices.Equal(got, want) {
+		t.Fatalf("runtime API got %q, want %q", got, want)
+	}
+	t.Setenv("HAPROXY_SERVERS", "site1=bad site2=db2 site3=db3")
+	res = runScript(t, readerEvent, haproxyReadersScript)
+	if res.OK || !strings.Contains(res.Err, "refused 'set server mysql_readers/bad state maint'") {
+		t.Fatalf("result %+v, want the refusal named", res)
+	}
+	if got := api.commands(); len(got) != 3 {
+		t.Fatalf("runtime API got %q: no reader may be made ready after a removal failed", got)
+	}
+}
+
+// TestProxySQLReadersHookSetsTheReadHostgroup guards the reader example for
+// ProxySQL: OFFLINE_SOFT for every mapped non-reader, then ONLINE for the
+// readers, in the read hostgroup only, loaded and saved, and the runtime
+// count of ONLINE servers checked against the set.
+func TestProxySQLReadersHookSetsTheReadHostgroup(t *testing.T) {
+	client, calls := stubClient(t, "2")
+	t.Setenv("PROXYSQL_CLIENT", client)
+	t.Setenv("PROXYSQL_SITES", "site1=10.0.0.11:3306 site2=10.0.0.12:3306,site3=db3.example.net:3307")
+	t.Setenv("PROXYSQL_PASSWORD", "admin-secret")
+	res := runScript(t, readerEvent, proxysqlReadersScript)
+	if !res.OK {
+		t.Fatalf("result %+v, want OK", res)
+	}
+	want := `argv: --host=127.0.0.1 --port=6032 --user=admin --protocol=TCP --connect-timeout=5 --batch --skip-column-names
+MYSQL_PWD=admin-secret
+UPDATE mysql_servers SET status='OFFLINE_SOFT' WHERE hostgroup_id=30 AND hostname='10.0.0.11' AND port=3306;
+UPDATE mysql_servers SET status='ONLINE' WHERE hostgroup_id=30 AND hostname='10.0.0.12' AND port=3306;
+UPDATE mysql_servers SET status='ONLINE' WHERE hostgroup_id=30 AND hostname='db3.example.net' AND port=3307;
+LOAD MYSQL SERVERS TO RUNTIME;
+SAVE MYSQL SERVERS TO DISK;
+SELECT COUNT(*) FROM runtime_mysql_servers WHERE hostgroup_id=30 AND status='ONLINE';
+end
+`
+	if got := readCalls(t, calls); got != want {
+		t.Fatalf("ProxySQL admin got:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+// TestProxySQLReadersHookRefusals guards the reader example's checks: other
+// events ignored, a runtime count that does not match the set (a row
+// missing from the read hostgroup) and an unmapped reader (reported after
+// the mapped sites are set) fail the run, a bad hostgroup before any call.
+func TestProxySQLReadersHookRefusals(t *testing.T) {
+	for _, tc := range []struct {
+		name, sites, hostgroup, output string
+		ev                             Event
+		wantOK, wantCalled             bool
+		wantErr                        string
+	}{
+		{name: "other event is ignored", sites: "site1=h1:1", ev: promoted, wantOK: true},
+		{name: "row missing at runtime", sites: "site1=h1:1 site2=h2:1 site3=h3:1", output: "1", ev: readerEvent, wantCalled: true, wantErr: "has 1 servers ONLINE, want 2"},
+		{name: "unmapped reader", sites: "site1=h1:1 site2=h2:1", output: "1", ev: readerEvent, wantCalled: true, wantErr: "reader(s) site3 not in PROXYSQL_SITES"},
+		{name: "bad hostgroup", sites: "site1=h1:1", hostgroup: "3;DROP", ev: readerEvent, wantErr: "is not a number"},
+		{name: "quote in a host", sites: "site1=h'1:1", ev: readerEvent, wantErr: "is not HOST:PORT"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			output := tc.output
+			if output == "" {
+				output = "2"
+			}
+			client, calls := stubClient(t, output)
+			t.Setenv("PROXYSQL_CLIENT", client)
+			t.Setenv("PROXYSQL_SITES", tc.sites)
+			t.Setenv("PROXYSQL_READ_HOSTGROUP", tc.hostgroup)
+			res := runScript(t, tc.ev, proxysqlReadersScript)
+			if res.OK != tc.wantOK || !strings.Contains(res.Err, tc.wantErr) {
+				t.Errorf("result %+v, want OK=%v and Err containing %q", res, tc.wantOK, tc.wantErr)
+			}
+			if called := readCalls(t, calls) != ""; called != tc.wantCalled {
+				t.Errorf("client called: %v, want %v", called, tc.wantCalled)
+			}
+		})
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -252,4 +253,128 @@ func versions(ctx context.Context, t *testing.T, cl map[string]cluster) map[stri
 	}
 	out["a/dnsendpoint/orders-primary"] = ep.GetResourceVersion()
 	return out
+}
+
+// Against two real kube-apiservers: the reader followers label exactly the
+// eligible sites' pods (a real pod update), set the reader Services'
+// selector and the reader DNSEndpoint (real server-side apply), read their
+// own writes back as unchanged, survive a hand-added label and an empty set
+// (the record read back), and refuse an older set.
+func TestReaderFollowersOnRealAPIServers(t *testing.T) {
+	kubes := testenv.StartKubes(t, 2)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cl := map[string]cluster{
+		"a": {kubes[0].Clientset(t), kubes[0].Dynamic(t)},
+		"b": {kubes[1].Clientset(t), kubes[1].Dynamic(t)},
+	}
+	seed(ctx, t, cl)
+	no := false
+	for name, c := range cl {
+		site := map[string]string{"a": "east", "b": "west"}[name]
+		if _, err := c.cs.CoreV1().ServiceAccounts("db").Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default", Namespace: "db"}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "mysql-read", Namespace: "db", Labels: map[string]string{"team": "db"}},
+			Spec: corev1.ServiceSpec{Selector: map[string]string{"app": "mysql"}, Ports: []corev1.ServicePort{{Port: 3306}}}}
+		if _, err := c.cs.CoreV1().Services("db").Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: site + "-0", Namespace: "db", Labels: map[string]string{"app": "mysql", "site": site}},
+			Spec: corev1.PodSpec{AutomountServiceAccountToken: &no, Containers: []corev1.Container{{Name: "mysql", Image: "mysql"}}}}
+		if _, err := c.cs.CoreV1().Pods("db").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	clusters := kube.New([]configs.Cluster{
+		{Name: "a", Kubeconfig: kubes[0].Kubeconfig, Context: kubes[0].Context},
+		{Name: "b", Kubeconfig: kubes[1].Kubeconfig, Context: kubes[1].Context},
+	})
+	g := routingGroup()
+	g.Readers = configs.Readers{Enabled: true, Kubernetes: &configs.ReaderService{Service: "mysql-read"},
+		DNS: &configs.ReaderDNS{EndpointName: "orders-readers", Hostname: "orders-ro.db.example.com"}}
+	svcF := kube.NewReaderServiceFollower(g, clusters, slog.New(slog.DiscardHandler))
+	dnsF := dns.NewReaderFollower(g, clusters, slog.New(slog.DiscardHandler))
+	at := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
+	follow := func(s kube.ReaderSet) ([]string, error) {
+		a, errA := svcF.FollowReaders(ctx, s)
+		b, errB := dnsF.FollowReaders(ctx, s)
+		return append(a, b...), errors.Join(errA, errB)
+	}
+	readers := func() []string {
+		var out []string
+		for _, c := range cl {
+			list, err := c.cs.CoreV1().Pods("db").List(ctx, metav1.ListOptions{LabelSelector: kube.LabelReader + "=orders"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, p := range list.Items {
+				out = append(out, p.Name)
+			}
+		}
+		slices.Sort(out)
+		return out
+	}
+	record := func() string {
+		ep, err := cl["a"].dyn.Resource(testenv.DNSEndpointGVR).Namespace("external-dns").Get(ctx, "orders-readers", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		eps, _, _ := unstructured.NestedSlice(ep.Object, "spec", "endpoints")
+		if len(eps) == 0 {
+			return "-"
+		}
+		ts, _, _ := unstructured.NestedStringSlice(eps[0].(map[string]any), "targets")
+		return strings.Join(ts, ",")
+	}
+
+	both := kube.ReaderSet{Group: "orders", Epoch: 4, Sites: []string{"east", "west"}, At: at}
+	if _, err := follow(both); err != nil {
+		t.Fatal(err)
+	}
+	if got := readers(); !slices.Equal(got, []string{"east-0", "west-0"}) || record() != "10.0.0.1,10.0.1.1" {
+		t.Fatalf("readers %v record %s, want both", got, record())
+	}
+	for _, c := range cl {
+		svc, err := c.cs.CoreV1().Services("db").Get(ctx, "mysql-read", metav1.GetOptions{})
+		if err != nil || !maps.Equal(svc.Spec.Selector, map[string]string{kube.LabelReader: "orders"}) || svc.Labels["team"] != "db" {
+			t.Fatalf("reader Service %v %v", svc, err)
+		}
+	}
+	if changed, err := follow(both); err != nil || len(changed) != 0 {
+		t.Fatalf("re-run changed %v, err %v: the real apiserver's answer reads as drift", changed, err)
+	}
+	west := kube.ReaderSet{Group: "orders", Epoch: 4, Sites: []string{"west"}, At: at.Add(time.Second)}
+	if _, err := follow(west); err != nil {
+		t.Fatal(err)
+	}
+	if got := readers(); !slices.Equal(got, []string{"west-0"}) || record() != "10.0.1.1" {
+		t.Fatalf("readers %v record %s, want west only", got, record())
+	}
+	// A label added by hand (another field manager) is removed.
+	pods := cl["a"].cs.CoreV1().Pods("db")
+	p, err := pods.Get(ctx, "east-0", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Labels[kube.LabelReader] = "orders"
+	if _, err := pods.Update(ctx, p, metav1.UpdateOptions{FieldManager: "kubectl-label"}); err != nil {
+		t.Fatal(err)
+	}
+	if changed, err := follow(west); err != nil || len(changed) != 1 || readers()[0] != "west-0" || len(readers()) != 1 {
+		t.Fatalf("hand label: changed %v err %v readers %v", changed, err, readers())
+	}
+	if _, err := follow(both); !errors.Is(err, kube.ErrStaleReaderSet) {
+		t.Fatalf("older set: %v, want ErrStaleReaderSet", err)
+	}
+	none := kube.ReaderSet{Group: "orders", Epoch: 5, At: at}
+	if _, err := follow(none); err != nil {
+		t.Fatal(err)
+	}
+	if got := readers(); len(got) != 0 || record() != "-" {
+		t.Fatalf("readers %v record %s, want none", got, record())
+	}
+	if changed, err := follow(none); err != nil || len(changed) != 0 {
+		t.Fatalf("re-run of the empty set changed %v, err %v", changed, err)
+	}
 }

@@ -87,7 +87,7 @@ func newSnapshotCollector(o Options, m *Metrics) *snapshotCollector {
 		ackWaiting:     d("site_semisync_waiting_sessions", "Sessions whose commits wait for a semi-sync acknowledgement; only for sites whose semi-sync source side is on.", ss...),
 		cacheRole:      d("cache_role", "1 for the role (master, replica) the site's cache server holds, 0 for the other; absent without a cache or while unknown.", "group", "site", "role"),
 
-		routingInSync: d("routing_in_sync", "1 when the routing follower (kube-service, kube-taint, dns, cache) points at the active site of the newest view.", "group", "follower"),
+		routingInSync: d("routing_in_sync", "1 when the routing follower (kube-service, kube-taint, dns, cache) points at the active site of the newest view, or the reader follower (kube-reader-service, dns-readers) lists the newest reader set.", "group", "follower"),
 
 		paused:           d("group_paused", "1 while an operator's pause is in effect: the group starts no failover, switchover or fence.", gs...),
 		pauseRemaining:   d("group_pause_remaining_seconds", "How long the pause in effect lasts yet (0 when not paused).", gs...),

@@ -315,7 +315,7 @@ failoverd_cache_role{group="orders",role="master",site="east"} 1
 failoverd_cache_role{group="orders",role="replica",site="east"} 0
 failoverd_cache_role{group="orders",role="master",site="west"} 0
 failoverd_cache_role{group="orders",role="replica",site="west"} 1
-# HELP failoverd_routing_in_sync 1 when the routing follower (kube-service, kube-taint, dns, cache) points at the active site of the newest view.
+# HELP failoverd_routing_in_sync 1 when the routing follower (kube-service, kube-taint, dns, cache) points at the active site of the newest view, or the reader follower (kube-reader-service, dns-readers) lists the newest reader set.
 # TYPE failoverd_routing_in_sync gauge
 failoverd_routing_in_sync{follower="dns",group="orders"} 0
 failoverd_routing_in_sync{follower="kube-service",group="orders"} 1

@@ -321,6 +321,13 @@ func needs(cfg *configs.Config, home string) []rule {
 				out = append(out, rule{p.Namespace, "", "services", p.Service, "get"}, rule{p.Namespace, "", "services", p.Service, "patch"})
 			}
 			nodes = nodes || len(p.NodeSelector) > 0
+			if r := g.Readers.Kubernetes; r != nil && g.Readers.Enabled && len(p.PodSelector) > 0 {
+				// kube/readers.go ReaderServiceFollower: the reader Service
+				// (Get, server-side Apply) and the site's pods (List by
+				// podSelector, Get, Update).
+				out = append(out, rule{p.Namespace, "", "services", r.Service, "get"}, rule{p.Namespace, "", "services", r.Service, "patch"},
+					rule{p.Namespace, "", "pods", "", "get"}, rule{p.Namespace, "", "pods", "", "list"}, rule{p.Namespace, "", "pods", "", "update"})
+			}
 		}
 		if g.DNS != nil && g.DNS.Cluster == home {
 			// dns/endpoint.go Follower: Get, Create when missing, server-side Apply (patch).
@@ -328,6 +335,11 @@ func needs(cfg *configs.Config, home string) []rule {
 			out = append(out, rule{ns, "externaldns.k8s.io", "dnsendpoints", "", "create"},
 				rule{ns, "externaldns.k8s.io", "dnsendpoints", g.DNS.EndpointName, "get"},
 				rule{ns, "externaldns.k8s.io", "dnsendpoints", g.DNS.EndpointName, "patch"})
+			if r := g.Readers.DNS; r != nil && g.Readers.Enabled {
+				// dns/readers.go ReaderFollower: the same for the reader DNSEndpoint.
+				out = append(out, rule{ns, "externaldns.k8s.io", "dnsendpoints", r.EndpointName, "get"},
+					rule{ns, "externaldns.k8s.io", "dnsendpoints", r.EndpointName, "patch"})
+			}
 		}
 	}
 	if nodes {

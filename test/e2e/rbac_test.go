@@ -41,8 +41,11 @@ const (
 	rbacDNSNS     = "dns"
 	rbacService   = "mariadb-primary"
 	rbacEndpoint  = "payments-db"
-	rbacLease     = "failoverd-leader"
-	rbacState     = "failoverd-state"
+	// The reader targets (readers.kubernetes, readers.dns).
+	rbacReadService  = "mariadb-read"
+	rbacReadEndpoint = "payments-db-readers"
+	rbacLease        = "failoverd-leader"
+	rbacState        = "failoverd-state"
 )
 
 // The daemon runs with nothing but deploy/kubernetes's ServiceAccount and
@@ -90,6 +93,11 @@ func TestRBACShippedManifestsSuffice(t *testing.T) {
 		g.expectSolePrimary("site1")
 		g.waitFor("Service, taints and DNSEndpoint follow site1", 30*time.Second, func() bool {
 			return shippedRouting(ctx, t, k, "site1", "127.0.0.2")
+		})
+		// The reader targets, with the same ServiceAccount: site2 (re-pointed
+		// to site1) is the only reader.
+		g.waitFor("reader pods and reader DNSEndpoint list site2", 60*time.Second, func() bool {
+			return shippedReaders(ctx, t, k, "mysql-site2", "127.0.0.3")
 		})
 		cm, err := admin.CoreV1().ConfigMaps(rbacNamespace).Get(ctx, rbacState, metav1.GetOptions{})
 		if err != nil || !strings.Contains(cm.Data["orders.json"], `"activeSite": "site1"`) {
@@ -176,6 +184,24 @@ func createShippedRoutingObjects(ctx context.Context, t *testing.T, cs kubernete
 	if _, err := cs.CoreV1().Services(rbacDBNS).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	read := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: rbacReadService, Namespace: rbacDBNS},
+		Spec: corev1.ServiceSpec{Selector: map[string]string{"app": "mysql"}, Ports: []corev1.ServicePort{{Port: 3306}}}}
+	if _, err := cs.CoreV1().Services(rbacDBNS).Create(ctx, read, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default", Namespace: rbacDBNS}}
+	if _, err := cs.CoreV1().ServiceAccounts(rbacDBNS).Create(ctx, sa, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	no := false
+	for i := range sites {
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("mysql-site%d", i), Namespace: rbacDBNS,
+			Labels: map[string]string{"app": "mysql", "site": fmt.Sprintf("site%d", i)}},
+			Spec: corev1.PodSpec{AutomountServiceAccountToken: &no, Containers: []corev1.Container{{Name: "mysql", Image: "mysql"}}}}
+		if _, err := cs.CoreV1().Pods(rbacDBNS).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	for i := range sites {
 		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("node-site%d", i), Labels: map[string]string{"site": fmt.Sprintf("site%d", i)}}}
 		if _, err := cs.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{}); err != nil {
@@ -249,6 +275,8 @@ func (g *group) useShippedNames(kubeconfig string) {
 			p := m(m(s)["kubernetes"])
 			p["namespace"], p["service"] = rbacDBNS, rbacService
 		}
+		m(gr)["readers"] = map[string]any{"enabled": true, "kubernetes": map[string]any{"service": rbacReadService},
+			"dns": map[string]any{"endpointName": rbacReadEndpoint, "hostname": "orders-ro.example.test"}}
 	}
 	out, err := yaml.Marshal(cfg)
 	if err != nil {
@@ -262,6 +290,31 @@ func (g *group) useShippedNames(kubeconfig string) {
 // shippedRouting reports whether the Service selects site, the DNSEndpoint
 // targets target, site's node is untainted and every other site's node
 // carries the standby taint.
+// shippedReaders reports whether exactly pod carries the reader label in
+// the shipped namespace, the reader Service selects it and the reader
+// DNSEndpoint lists target only.
+func shippedReaders(ctx context.Context, t *testing.T, k *testenv.Kube, pod, target string) bool {
+	cs := k.Clientset(t)
+	svc, err := cs.CoreV1().Services(rbacDBNS).Get(ctx, rbacReadService, metav1.GetOptions{})
+	if err != nil || svc.Spec.Selector["failoverd.io/reader"] != "orders" || len(svc.Spec.Selector) != 1 {
+		return false
+	}
+	pods, err := cs.CoreV1().Pods(rbacDBNS).List(ctx, metav1.ListOptions{LabelSelector: "failoverd.io/reader=orders"})
+	if err != nil || len(pods.Items) != 1 || pods.Items[0].Name != pod {
+		return false
+	}
+	ep, err := k.Dynamic(t).Resource(testenv.DNSEndpointGVR).Namespace(rbacDNSNS).Get(ctx, rbacReadEndpoint, metav1.GetOptions{})
+	if err != nil {
+		return false
+	}
+	eps, _, _ := unstructured.NestedSlice(ep.Object, "spec", "endpoints")
+	if len(eps) != 1 {
+		return false
+	}
+	targets, _, _ := unstructured.NestedStringSlice(eps[0].(map[string]any), "targets")
+	return strings.Join(targets, ",") == target
+}
+
 func shippedRouting(ctx context.Context, t *testing.T, k *testenv.Kube, site, target string) bool {
 	cs := k.Clientset(t)
 	svc, err := cs.CoreV1().Services(rbacDBNS).Get(ctx, rbacService, metav1.GetOptions{})

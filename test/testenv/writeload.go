@@ -113,6 +113,7 @@ func (w *WriteLoad) createTable(timeout time.Duration) error {
 		id BIGINT NOT NULL,
 		worker INT NOT NULL,
 		created_at TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6),
+		origin INT UNSIGNED NULL,
 		PRIMARY KEY (run, id)) ENGINE=InnoDB`
 	deadline := time.Now().Add(timeout)
 	var errs []error
@@ -144,8 +145,11 @@ func (w *WriteLoad) work(worker int) {
 		target := w.current.Load()
 		id := w.nextID.Add(1)
 		ctx, cancel := context.WithTimeout(context.Background(), w.opts.Timeout)
+		// origin: the server_id of the server that commits the row (row
+		// events carry the primary's value to the replicas), so a load
+		// behind a proxy still knows which site acknowledged each write.
 		_, err := w.dbs[target].ExecContext(ctx, fmt.Sprintf(
-			"INSERT INTO %s (run, id, worker) VALUES ('%s', %d, %d)", WriteLoadTable, w.run, id, worker))
+			"INSERT INTO %s (run, id, worker, origin) VALUES ('%s', %d, %d, @@server_id)", WriteLoadTable, w.run, id, worker))
 		cancel()
 		if err == nil {
 			// Timed under the lock: two workers acknowledged at once must
@@ -274,4 +278,31 @@ func (w *WriteLoad) Missing(t T, db *sql.DB) []int64 {
 		}
 	}
 	return missing
+}
+
+// Origins returns, for every row of this generator on db, the server_id
+// of the server that committed it (app.load.origin): behind a proxy, where
+// every Ack's Target is the proxy, it says which site acknowledged a write.
+func (w *WriteLoad) Origins(t T, db *sql.DB) map[int64]uint32 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	rows, err := db.QueryContext(ctx, "SELECT id, COALESCE(origin, 0) FROM "+WriteLoadTable+" WHERE run = ?", w.run)
+	if err != nil {
+		t.Fatalf("testenv: write load: read %s origins: %v", WriteLoadTable, err)
+	}
+	defer rows.Close()
+	out := map[int64]uint32{}
+	for rows.Next() {
+		var id int64
+		var origin uint32
+		if err := rows.Scan(&id, &origin); err != nil {
+			t.Fatalf("testenv: write load: scan: %v", err)
+		}
+		out[id] = origin
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatalf("testenv: write load: read %s origins: %v", WriteLoadTable, err)
+	}
+	return out
 }

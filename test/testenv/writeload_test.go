@@ -8,7 +8,8 @@ import (
 
 // TestWriteLoadFollowsWritableSiteAndLosesNothing is acceptance test 4,
 // second part: a planned switchover under load, then Missing on both sites;
-// finally Missing must report a deliberately deleted acknowledged row.
+// Origins names the committing server of every row; finally Missing must
+// report a deliberately deleted acknowledged row.
 func TestWriteLoadFollowsWritableSiteAndLosesNothing(t *testing.T) {
 	ForEachEngine(t, testWriteLoadFollowsWritableSiteAndLosesNothing)
 }
@@ -56,6 +57,16 @@ func testWriteLoadFollowsWritableSiteAndLosesNothing(t *testing.T, e Engine) {
 		}
 	}
 	t.Logf("%d acknowledged writes, %d refused attempts, none lost", len(acks), wl.Errors())
+
+	// Origins names the server that committed each row, read on a replica
+	// too (a load behind a proxy learns the acknowledging site from it).
+	origins := wl.Origins(t, oldP.AdminDB(t))
+	for _, a := range acks {
+		want := map[int]uint32{0: newP.ServerID, 1: oldP.ServerID}[a.Target]
+		if origins[a.ID] != want {
+			t.Fatalf("ack %d by DSN %d: origin %d, want server_id %d", a.ID, a.Target, origins[a.ID], want)
+		}
+	}
 
 	// Missing must really find a lost write.
 	lost := acks[len(acks)/2].ID

@@ -78,6 +78,43 @@ kubernetes.service of a site placed there.
 {{- $_ := set $out $k.namespace (append (get $out $k.namespace | default list) $k.service | uniq | sortAlpha) -}}
 {{- end -}}
 {{- end -}}
+{{- $r := .readers | default dict -}}
+{{- if and $r.enabled $r.kubernetes -}}
+{{- range .sites -}}
+{{- $k := .kubernetes -}}
+{{- if and $k (eq (toString $k.cluster) $.Values.homeCluster) $k.podSelector -}}
+{{- $_ := set $out $k.namespace (append (get $out $k.namespace | default list) $r.kubernetes.service | uniq | sortAlpha) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- toJson $out -}}
+{{- end -}}
+
+{{/*
+Namespaces of the home cluster whose pods get the reader label, as a dict
+namespace → true: rbac.readerPods (always with config.existingConfigMap),
+or the namespaces of the sites placed there (with a podSelector) of every
+group with readers.kubernetes.
+*/}}
+{{- define "failoverd.readerPods" -}}
+{{- $out := dict -}}
+{{- if or .Values.config.existingConfigMap .Values.rbac.readerPods -}}
+{{- range .Values.rbac.readerPods -}}
+{{- $_ := set $out . true -}}
+{{- end -}}
+{{- else -}}
+{{- range .Values.config.groups -}}
+{{- $r := .readers | default dict -}}
+{{- if and $r.enabled $r.kubernetes -}}
+{{- range .sites -}}
+{{- $k := .kubernetes -}}
+{{- if and $k (eq (toString $k.cluster) $.Values.homeCluster) $k.podSelector -}}
+{{- $_ := set $out $k.namespace true -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
 {{- end -}}
 {{- end -}}
 {{- toJson $out -}}
@@ -98,6 +135,10 @@ dns placed there.
 {{- range .Values.config.groups -}}
 {{- if and .dns (eq (toString .dns.cluster) $.Values.homeCluster) -}}
 {{- $_ := set $out .dns.namespace (append (get $out .dns.namespace | default list) .dns.endpointName | uniq | sortAlpha) -}}
+{{- $r := .readers | default dict -}}
+{{- if and $r.enabled $r.dns -}}
+{{- $_ := set $out .dns.namespace (append (get $out .dns.namespace | default list) $r.dns.endpointName | uniq | sortAlpha) -}}
+{{- end -}}
 {{- end -}}
 {{- end -}}
 {{- end -}}
