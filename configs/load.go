@@ -144,6 +144,13 @@ func Parse(yaml, dir string) (*Config, error) {
 }
 
 func load(data []byte, file, dir string, lookupEnv func(string) (string, bool)) (*Config, error) {
+	return loadChecked(data, file, dir, lookupEnv, (*Config).Validate)
+}
+
+// loadChecked decodes data (problems of the whole file: syntax, unknown
+// keys, wrong types) and checks the result with check: Validate for the
+// daemon, ValidateSidecar for a sidecar.
+func loadChecked(data []byte, file, dir string, lookupEnv func(string) (string, bool), check func(*Config) error) (*Config, error) {
 	root, problems := document(data, file)
 	if problems != nil {
 		return nil, problems
@@ -157,7 +164,7 @@ func load(data []byte, file, dir string, lookupEnv func(string) (string, bool)) 
 	// Validate even when decoding found problems: a wrong type at one key
 	// must not hide the problems elsewhere.
 	var vp *Problems
-	if errors.As(cfg.Validate(), &vp) {
+	if errors.As(check(cfg), &vp) {
 		all.List = append(all.List, vp.List...)
 	}
 	all.sort()

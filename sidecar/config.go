@@ -149,10 +149,13 @@ func (o Overrides) validate() error {
 }
 
 // FromConfig builds the sidecar Config of site in group from the daemon's
-// configuration (configs.Load), plus the mysqlctl options that reach the
-// site's MySQL as the group's admin account (password read from its file,
-// the group's TLS), with ov's addresses in place of the configured ones.
-// DaemonURLs are left for the caller (--daemon-url).
+// configuration (configs.LoadSidecar, which checks only what this reads),
+// plus the mysqlctl options that reach the site's MySQL as the group's
+// sidecar account (credentials.sidecar, else credentials.admin; password
+// read from its file, the group's TLS), with ov's addresses in place of the
+// configured ones. It reads no other secret: not the API token, a
+// kubeconfig or another account's password. DaemonURLs are left for the
+// caller (--daemon-url).
 func FromConfig(c *configs.Config, group, site string, ov Overrides) (Config, mysqlctl.Options, error) {
 	if err := ov.validate(); err != nil {
 		return Config{}, mysqlctl.Options{}, err

@@ -117,3 +117,49 @@ func TestFromConfigOverrides(t *testing.T) {
 		t.Errorf("without an override the driver derives the name from the address: %+v, %v", opts.TLS, err)
 	}
 }
+
+// FromConfig logs in with the sidecar account, whose password and the view
+// key are the only secrets it reads: a configuration loaded for the sidecar
+// (configs.ParseSidecar) whose API token, kubeconfig and daemon accounts
+// are absent builds a working sidecar.
+func TestFromConfigReadsOnlyItsOwnSecrets(t *testing.T) {
+	dir := t.TempDir()
+	for name, content := range map[string]string{"view.key": "s3cret\n", "sidecar.pw": "sidecarpw\n"} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c, err := configs.ParseSidecar(`
+daemon:
+  apiTokenFile: absent/api.token
+  viewSigningKeyFile: view.key
+clusters:
+  - name: west
+    kubeconfig: absent/west.kubeconfig
+groups:
+  - name: orders
+    engine: mariadb
+    credentials:
+      admin: {user: failoverd, passwordFile: absent/admin.pw}
+      replication: {user: repl, passwordFile: absent/repl.pw}
+      sidecar: {user: failoverd_sidecar, passwordFile: sidecar.pw}
+    sidecar: {leaseTimeout: 4s, checkInterval: 500ms}
+    sites:
+      - name: east
+        mysql: {address: 10.0.0.1:3306}
+        sidecar: {address: 10.0.0.1:9300}
+      - name: west
+        mysql: {address: 10.0.0.2:3306}
+        sidecar: {address: 10.0.0.2:9300}
+`, dir, "orders", "east")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, opts, err := FromConfig(c, "orders", "east", Overrides{})
+	if err != nil {
+		t.Fatalf("FromConfig read a secret it does not use: %v", err)
+	}
+	if string(cfg.Key) != "s3cret" || opts.User != "failoverd_sidecar" || opts.Password != "sidecarpw" {
+		t.Errorf("key %q, account %s/%s: want the view key and the sidecar account", cfg.Key, opts.User, opts.Password)
+	}
+}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/failoverd/failoverd/configs"
 	"github.com/failoverd/failoverd/sidecar"
 )
 
@@ -21,9 +22,15 @@ func newSidecarCmd(c *cli) *cobra.Command {
 the active site (and its peers' gossiped copies) and fences its MySQL when
 another site is active or when it has been cut off longer than the lease
 (groups[].sidecar.leaseTimeout). It reads the same configuration file as the
-daemon: the view signing key, the group's admin account and TLS, the site's
-MySQL address and sidecar address (where it listens), and every other site's
-sidecar address (its peers).
+daemon but checks and opens only what it uses: the view signing key
+(daemon.viewSigningKeyFile), the group's sidecar account
+(credentials.sidecar, else credentials.admin) and MySQL TLS, the group's
+sidecar timings, the site's MySQL address and sidecar address (where it
+listens), and every other site's sidecar address (its peers). The API token,
+kubeconfigs, the daemon's and replication accounts (with
+credentials.sidecar), other groups and caches are never read: a database
+host or namespace needs only the view signing key and the sidecar
+account's password (deploy/kubernetes/sidecar-secret.example.yaml).
 
 The configured addresses are how the other components dial: the site's
 sidecar.address may be a Service DNS name and its mysql.address may go
@@ -69,10 +76,12 @@ replication runs.`,
 			if group == "" || site == "" || len(urls) == 0 {
 				return &exitError{code: 2, err: errors.New("sidecar: --group, --site and at least one --daemon-url are required")}
 			}
-			cfg, err := c.loadConfig()
+			// Only this site's settings and secrets: the MySQL pod holds no
+			// API token, kubeconfig or daemon account to read.
+			cfg, err := configs.LoadSidecar(c.configPath(), group, site)
 			if err != nil {
 				log.Error("config.invalid", "path", c.configPath(), "err", err)
-				return err
+				return &exitError{code: 1, err: err}
 			}
 			slog.SetDefault(log) // libraries logging to the default logger use our format
 			ov := sidecar.Overrides{Listen: c.v.GetString("listen"), MySQLAddress: c.v.GetString("mysql-address")}

@@ -127,14 +127,43 @@ func TestSidecarServesReportsAndStopsOnSIGTERM(t *testing.T) {
 		if viaEnv {
 			name = "environment"
 		}
-		t.Run(name, func(t *testing.T) { runSidecarCmd(t, viaEnv) })
+		t.Run(name, func(t *testing.T) { runSidecarCmd(t, viaEnv, false) })
 	}
 }
 
-func runSidecarCmd(t *testing.T, viaEnv bool) {
+// The sidecar starts, serves and reports with nothing but its own secrets
+// (the view key and the sidecar account's password, as the split Secret of
+// deploy/kubernetes holds): the API token, the kubeconfig and the daemon's
+// and replication accounts' files the configuration names are absent.
+func TestSidecarStartsWithOnlyItsOwnSecrets(t *testing.T) {
+	runSidecarCmd(t, false, true)
+}
+
+// ownSecretsOnly is the configuration's part naming secrets the sidecar
+// never reads (none of these files exists) and the sidecar account.
+const ownSecretsOnly = `daemon:
+  apiTokenFile: absent/api.token
+  viewSigningKeyFile: view.key
+clusters:
+  - name: west
+    kubeconfig: absent/west.kubeconfig
+groups:
+  - name: orders
+    engine: mariadb
+    credentials:
+      admin: {user: failoverd, passwordFile: absent/admin.pw}
+      replication: {user: repl, passwordFile: absent/repl.pw}
+      sidecar: {user: failoverd_sidecar, passwordFile: sidecar.pw}
+`
+
+func runSidecarCmd(t *testing.T, viaEnv, ownOnly bool) {
 	dir := t.TempDir()
 	key := "sidecar-test-key"
-	for name, content := range map[string]string{"view.key": key, "admin.pw": "pw", "repl.pw": "pw"} {
+	files := map[string]string{"view.key": key, "admin.pw": "pw", "repl.pw": "pw"}
+	if ownOnly {
+		files = map[string]string{"view.key": key, "sidecar.pw": "pw"}
+	}
+	for name, content := range files {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o600); err != nil {
 			t.Fatal(err)
 		}
@@ -177,6 +206,9 @@ groups:
         mysql: {address: ` + freeAddr(t) + `}
         sidecar: {address: ` + freeAddr(t) + `}
 `
+	if ownOnly {
+		yaml = ownSecretsOnly + yaml[strings.Index(yaml, "    sidecar: {leaseTimeout"):]
+	}
 	if err := os.WriteFile(cfg, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -269,5 +301,36 @@ func TestSidecarRefusesPartialPeerTLS(t *testing.T) {
 		"--daemon-url", "http://127.0.0.1:1", "--peer-ca-file", "ca.pem")
 	if code != 2 || !strings.Contains(errOut, "--peer-cert-file is missing") || !strings.Contains(errOut, "--peer-key-file is missing") {
 		t.Errorf("exit %d, stderr:\n%s", code, errOut)
+	}
+}
+
+// Without its own secret the sidecar still refuses to start (exit 1),
+// naming the field and the file.
+func TestSidecarRefusesWithoutItsOwnSecret(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "view.key"), []byte("k"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := filepath.Join(dir, "failoverd.yaml")
+	yaml := ownSecretsOnly + `    sites:
+      - name: east
+        mysql: {address: 127.0.0.1:3306}
+        sidecar: {address: 127.0.0.1:9300}
+      - name: west
+        mysql: {address: 127.0.0.1:3307}
+        sidecar: {address: 127.0.0.1:9301}
+`
+	if err := os.WriteFile(cfg, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errOut := runCLI(t, "sidecar", "-c", cfg, "--group", "orders", "--site", "east", "--daemon-url", "http://127.0.0.1:1")
+	want := "groups[0].credentials.sidecar.passwordFile: cannot read " + filepath.Join(dir, "sidecar.pw")
+	if code != 1 || !strings.Contains(errOut, want) {
+		t.Errorf("exit %d, stderr lacks %q:\n%s", code, want, errOut)
+	}
+	for _, other := range []string{"apiTokenFile", "kubeconfig", "credentials.admin", "credentials.replication"} {
+		if strings.Contains(errOut, other) {
+			t.Errorf("the sidecar complains about %s, which it does not use:\n%s", other, errOut)
+		}
 	}
 }
