@@ -15,7 +15,7 @@ export FAILOVERD_TEST_ENGINE
 FAILOVERD_CACHE ?= $(HOME)/.cache/failoverd
 PROMTOOL := $(FAILOVERD_CACHE)/bin/promtool
 
-.PHONY: all build test deps lint fmt fuzz-short bench playground clean test-rules
+.PHONY: all build test test-short deps lint fmt fuzz-short bench playground clean test-rules
 
 all: build
 
@@ -34,6 +34,9 @@ test: deps lint ## everything: lint, unit and e2e tests on real servers of both 
 	  ./scripts/leftovers || rc=1; exit $$rc
 	$(MAKE) --no-print-directory fuzz-short
 	./scripts/leftovers
+
+test-short: ## unit tests only (go test -short): no real servers, no tools from scripts/deps, 300 simulated histories; a couple of minutes
+	$(GO) test -short -count=1 ./...
 
 lint: ## gofmt check, go vet, staticcheck
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \

@@ -30,6 +30,9 @@ func helm(t *testing.T, args ...string) (string, error) {
 	t.Helper()
 	bin := filepath.Join(testenv.BinDir(), "helm")
 	if _, err := os.Stat(bin); err != nil {
+		if testing.Short() {
+			t.Skipf("helm not found in %s (-short: scripts/deps not run)", testenv.BinDir())
+		}
 		t.Fatalf("helm not found in %s: run scripts/deps", testenv.BinDir())
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -33,6 +34,12 @@ import (
 var binary string
 
 func TestMain(m *testing.M) {
+	flag.Parse()
+	if testing.Short() {
+		// Every test here runs real servers: `make test-short` leaves them to `make test`.
+		fmt.Println("e2e: skipped with -short (real servers; make test runs them)")
+		os.Exit(0)
+	}
 	dir, err := os.MkdirTemp("", "failoverd-e2e-bin-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -43,6 +43,7 @@ func Engines() ([]Engine, error) {
 // (TestX/mariadb, TestX/mysql), one after the other.
 func ForEachEngine(t *testing.T, f func(t *testing.T, e Engine)) {
 	t.Helper()
+	skipIfShort(t)
 	engines, err := Engines()
 	if err != nil {
 		t.Fatalf("testenv: %v", err)

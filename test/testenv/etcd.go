@@ -79,6 +79,7 @@ func StartEtcdCluster(t T, n int) *EtcdCluster {
 // StartEtcdClusterWith is StartEtcdCluster with options.
 func StartEtcdClusterWith(t T, n int, opts EtcdClusterOptions) *EtcdCluster {
 	t.Helper()
+	skipIfShort(t)
 	c, err := startEtcdCluster(t, n, opts)
 	if err != nil {
 		t.Fatalf("testenv: start etcd cluster: %v", err)

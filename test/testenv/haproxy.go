@@ -77,6 +77,7 @@ func CheckHAProxyConfig(path string) error {
 // until every frontend accepts connections; stopped at t's cleanup.
 func StartHAProxy(t T, opts HAProxyOptions) *HAProxy {
 	t.Helper()
+	skipIfShort(t)
 	h, err := startHAProxy(t, opts)
 	if err != nil {
 		t.Fatalf("testenv: %v", err)

@@ -165,6 +165,7 @@ func startEtcd(t T) (*etcdServer, error) {
 // fatal error telling to run scripts/deps.
 func StartKube(t T, opts KubeOptions) *Kube {
 	t.Helper()
+	skipIfShort(t)
 	e, err := startEtcd(t)
 	if err != nil {
 		t.Fatalf("testenv: start kube: %v", err)

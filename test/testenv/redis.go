@@ -43,6 +43,7 @@ type Redis struct {
 // --repl-diskless-sync-delay 0; removed at t's cleanup.
 func StartRedis(t T, opts RedisOptions) *Redis {
 	t.Helper()
+	skipIfShort(t)
 	r, err := startRedis(t, opts)
 	if err != nil {
 		t.Fatalf("testenv: %v", err)

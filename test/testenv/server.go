@@ -120,6 +120,7 @@ func mariadbBaseArgs(datadir string) []string {
 // (super_read_only blocks it too); AppUser cannot until the site is promoted.
 func StartServer(t T, opts ServerOptions) *Server {
 	t.Helper()
+	skipIfShort(t)
 	m, err := startServer(t, opts)
 	if err != nil {
 		t.Fatalf("testenv: %v", err)
