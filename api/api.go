@@ -4,25 +4,30 @@
 // confirm-fence, reclone, reload). It reads the status.Snapshot the daemon publishes and
 // hands commands to a Control; it owns no state of its own.
 //
-//	GET  /healthz                            the process answers
-//	GET  /readyz                             state loaded, leader known, first probes done
-//	GET  /metrics                            Prometheus metrics
-//	GET  /active-site?group=G                signed view (503 on a follower)
-//	POST /v1/sidecar/report                  a sidecar's signed report
-//	GET  /v1/groups                          the daemon and every group
-//	GET  /v1/groups/{g}                      one group
-//	GET  /v1/groups/{g}/history              its failovers, switchovers and operator requests
-//	GET  /v1/groups/{g}/sites/{s}/health     ?role=primary|replica|any&maxLag=5s: 200 or 503 (load balancers; no token)
-//	POST /v1/groups/{g}/switchover           {"target": "SITE", "force": false} (bearer token)
-//	POST /v1/groups/{g}/acknowledge          {}                         (bearer token)
-//	POST /v1/groups/{g}/confirm-fence        {"site": "OLD-PRIMARY" or a lost replica} (bearer token)
-//	POST /v1/groups/{g}/reclone              {"site": "S", "token": "T"} (bearer token)
-//	POST /v1/groups/{g}/pause                {"for": "30m", "reason": "..."} (bearer token)
-//	POST /v1/groups/{g}/resume               {}                         (bearer token)
-//	POST /v1/groups/{g}/sites/{s}/hold       {"kind": "no-promote" or "maintenance", "for": "2h", "reason": "..."} (bearer token)
-//	POST /v1/groups/{g}/sites/{s}/release    {}                         (bearer token)
-//	POST /v1/reload                          {} re-read the configuration file (bearer token)
-//	GET  /status                             alias of /v1/groups (deprecated)
+// Each route takes one level of bearer token (Access; Routes lists them):
+//
+//	GET  /healthz                            the process answers                      (open)
+//	GET  /readyz                             state loaded, leader known, first probes done (open)
+//	GET  /metrics                            Prometheus metrics                       (open)
+//	GET  /active-site?group=G                signed view (503 on a follower)          (open)
+//	POST /v1/sidecar/report                  a sidecar's signed report                (open: HMAC-signed)
+//	GET  /v1/groups/{g}/sites/{s}/health     ?role=primary|replica|any&maxLag=5s: 200 or 503 (open: load balancers)
+//	GET  /v1/groups                          the daemon and every group               (read)
+//	GET  /v1/groups/{g}                      one group                                (read)
+//	GET  /v1/groups/{g}/history              its failovers, switchovers and requests  (read)
+//	GET  /status                             alias of /v1/groups (deprecated)         (read)
+//	POST /v1/groups/{g}/switchover           {"target": "SITE", "force": false}       (operate)
+//	POST /v1/groups/{g}/acknowledge          {}                                       (operate)
+//	POST /v1/groups/{g}/pause                {"for": "30m", "reason": "..."}          (operate)
+//	POST /v1/groups/{g}/resume               {}                                       (operate)
+//	POST /v1/groups/{g}/sites/{s}/hold       {"kind": "no-promote" or "maintenance", "for": "2h", "reason": "..."} (operate)
+//	POST /v1/groups/{g}/sites/{s}/release    {}                                       (operate)
+//	POST /v1/reload                          {} re-read the configuration file        (operate)
+//	POST /v1/groups/{g}/confirm-fence        {"site": "OLD-PRIMARY" or a lost replica} (admin)
+//	POST /v1/groups/{g}/reclone              {"site": "S", "token": "T"}              (admin)
+//
+// Read routes are open without a read token; admin routes take the operate
+// token without an admin token.
 package api
 
 import (
@@ -250,4 +255,7 @@ type ErrorBody struct {
 	// Problems lists the problems behind Error, one line each, when there
 	// are several (a refused reload's configuration problems).
 	Problems []string `json:"problems,omitempty"`
+	// Need names the token a 401 or 403 asks for: "read", "operate" or
+	// "admin" (absent on other answers).
+	Need string `json:"need,omitempty"`
 }

@@ -23,7 +23,9 @@ var ErrDaemonUnreachable = errors.New("daemon unreachable")
 type Client struct {
 	// Server is the base URL, e.g. http://127.0.0.1:8080.
 	Server string
-	// Token is the bearer token for commands.
+	// Token is the bearer token sent with every request: the operate or
+	// admin token for commands, any of the three for status reads (which
+	// need one only when the daemon has a read token).
 	Token string
 	// HTTP is the client to use; default http.DefaultClient.
 	HTTP *http.Client
@@ -35,6 +37,9 @@ type HTTPError struct {
 	Message string
 	// Problems are the answer's problems, one line each (ErrorBody.Problems).
 	Problems []string
+	// Need is the token a 401 or 403 asks for (ErrorBody.Need): "read",
+	// "operate" or "admin"; "" otherwise.
+	Need string
 }
 
 func (e *HTTPError) Error() string {
@@ -138,7 +143,8 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any) error
 	if in != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	if c.Token != "" && method != http.MethodGet {
+	// Sent on reads too: a daemon with a read token needs one there.
+	if c.Token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.Token)
 	}
 	hc := c.HTTP
@@ -159,7 +165,7 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any) error
 		if json.Unmarshal(data, &e) != nil || e.Error == "" {
 			e.Error = strings.TrimSpace(string(data))
 		}
-		return &HTTPError{Code: resp.StatusCode, Message: e.Error, Problems: e.Problems}
+		return &HTTPError{Code: resp.StatusCode, Message: e.Error, Problems: e.Problems, Need: e.Need}
 	}
 	if out != nil {
 		if err := json.Unmarshal(data, out); err != nil {

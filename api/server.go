@@ -2,7 +2,6 @@ package api
 
 import (
 	"bytes"
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -25,8 +24,16 @@ const (
 type Options struct {
 	// Control is the daemon.
 	Control Control
-	// Token is the bearer token mutations need; empty disables them (403).
+	// Token is the operate token (daemon.apiTokenFile): every command
+	// needs it or AdminToken; empty disables the commands (403).
 	Token string
+	// ReadToken (daemon.apiReadTokenFile), when set, makes the status reads
+	// take a bearer token: it, Token or AdminToken. Empty: reads are open.
+	ReadToken string
+	// AdminToken (daemon.apiAdminTokenFile), when set, is the only token
+	// the Admin routes take (confirm-fence, reclone); it also runs every
+	// other command and read. Empty: Admin routes take Token.
+	AdminToken string
 	// Metrics serves /metrics; nil answers 404.
 	Metrics http.Handler
 	// Logger logs refused and failed commands; default slog.Default().
@@ -55,39 +62,35 @@ func Handler(o Options) http.Handler {
 	}
 	s := &server{Options: o}
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
-		_, _ = w.Write([]byte("ok\n")) // a failed write means the client left
-	})
-	mux.HandleFunc("GET /readyz", s.readyz)
-	if o.Metrics != nil {
-		mux.Handle("GET /metrics", o.Metrics)
+	for _, r := range s.routes() {
+		if r.Path == "/metrics" && o.Metrics == nil {
+			continue // no metrics: 404
+		}
+		mux.HandleFunc(r.Method+" "+r.Path, s.guard(r.Access, r.h))
 	}
-	mux.HandleFunc("GET /active-site", s.activeSite)
-	mux.HandleFunc("POST "+view.ReportPath, s.sidecarReport)
-	mux.HandleFunc("GET /v1/groups", s.groups)
-	mux.HandleFunc("GET /status", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Deprecation", "true")
-		w.Header().Set("Link", `</v1/groups>; rel="successor-version"`)
-		s.groups(w, r)
-	})
-	mux.HandleFunc("GET /v1/groups/{group}", s.group)
-	mux.HandleFunc("GET /v1/groups/{group}/history", s.history)
-	mux.HandleFunc("GET /v1/groups/{group}/sites/{site}/health", s.health)
-	mux.HandleFunc("POST /v1/groups/{group}/switchover", s.command(s.switchover))
-	mux.HandleFunc("POST /v1/groups/{group}/acknowledge", s.command(s.acknowledge))
-	mux.HandleFunc("POST /v1/groups/{group}/confirm-fence", s.command(s.confirmFence))
-	mux.HandleFunc("POST /v1/groups/{group}/reclone", s.command(s.reclone))
-	mux.HandleFunc("POST /v1/groups/{group}/pause", s.command(s.pause))
-	mux.HandleFunc("POST /v1/groups/{group}/resume", s.command(s.resume))
-	mux.HandleFunc("POST /v1/groups/{group}/sites/{site}/hold", s.command(s.hold))
-	mux.HandleFunc("POST /v1/groups/{group}/sites/{site}/release", s.command(s.release))
-	mux.HandleFunc("POST /v1/reload", s.reload)
 	return mux
 }
 
 type server struct {
 	Options
 }
+
+// guard runs h for the requests whose bearer token may use a route of
+// access a (see authorize).
+func (s *server) guard(a Access, h http.HandlerFunc) http.HandlerFunc {
+	if a == Open {
+		return h
+	}
+	return func(w http.ResponseWriter, r *http.Request) {
+		// Least privilege: a token is checked before anything else is
+		// read, so a reader's token never runs a command.
+		if s.authorize(w, r, a) {
+			h(w, r)
+		}
+	}
+}
+
+func (s *server) metrics(w http.ResponseWriter, r *http.Request) { s.Metrics.ServeHTTP(w, r) }
 
 func (s *server) readyz(w http.ResponseWriter, _ *http.Request) {
 	d := s.Control.Snapshot().Daemon
@@ -134,7 +137,7 @@ func (s *server) group(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, g)
 }
 
-// history is read-only like the other GETs (no token), but only the
+// history is read-only like the other GETs (the read token), but only the
 // leader holds the current record: a follower forwards it.
 func (s *server) history(w http.ResponseWriter, r *http.Request) {
 	h, err := s.Control.History(r.PathValue("group"))
@@ -145,12 +148,10 @@ func (s *server) history(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, h)
 }
 
-// command wraps a mutation: bearer token, known group, bounded body.
+// command wraps a mutation (its token checked by guard): known group,
+// bounded body.
 func (s *server) command(run func(w http.ResponseWriter, r *http.Request, group string, body []byte) (string, error)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if !s.authorized(w, r) {
-			return
-		}
 		group := r.PathValue("group")
 		if _, ok := s.Control.Snapshot().Group(group); !ok {
 			writeError(w, http.StatusNotFound, "unknown group "+group)
@@ -175,30 +176,10 @@ func (s *server) command(run func(w http.ResponseWriter, r *http.Request, group 
 	}
 }
 
-// authorized checks a mutation's bearer token, answering 403 or 401 when
-// it does not pass.
-func (s *server) authorized(w http.ResponseWriter, r *http.Request) bool {
-	if s.Token == "" {
-		writeError(w, http.StatusForbidden, "mutating API disabled: set daemon.apiTokenFile")
-		return false
-	}
-	// Constant time: the comparison must not leak how much of a guess matched.
-	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(s.Token)) != 1 {
-		w.Header().Set("WWW-Authenticate", `Bearer realm="failoverd"`)
-		writeError(w, http.StatusUnauthorized, "missing or wrong bearer token")
-		return false
-	}
-	return true
-}
-
 // reload re-reads the configuration file of this daemon. Never forwarded:
 // every daemon, leader or follower, runs its own file (a follower's must
 // match for when it leads).
 func (s *server) reload(w http.ResponseWriter, r *http.Request) {
-	if !s.authorized(w, r) {
-		return
-	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxCommandBytes))
 	if err != nil {
 		writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("body larger than %d bytes or unreadable", maxCommandBytes))

@@ -42,9 +42,22 @@ type Daemon struct {
 	StateStore StateStore `yaml:"stateStore"`
 	// LeaderElection lets several daemon replicas run with one acting.
 	LeaderElection LeaderElection `yaml:"leaderElection"`
-	// APITokenFile holds the bearer token required by mutating API calls
-	// (switchover, reclone, acknowledge). Empty disables those calls.
+	// APITokenFile holds the operate token: the bearer token every command
+	// needs (switchover, acknowledge, pause, hold, reload, ...; and
+	// confirm-fence and reclone unless apiAdminTokenFile is set). Empty
+	// disables the commands (403).
 	APITokenFile string `yaml:"apiTokenFile"`
+	// APIReadTokenFile, optional, holds the read token: with it, the status
+	// reads (GET /v1/groups..., GET /status) need a bearer token, this one or
+	// the operate or admin token. Empty: they need none, as before. Health
+	// checks, /readyz, /metrics and /active-site never need a token.
+	APIReadTokenFile string `yaml:"apiReadTokenFile"`
+	// APIAdminTokenFile, optional, holds the admin token: with it, the
+	// commands that can lose data or override fencing (confirm-fence,
+	// reclone; api.Routes marks them) take only this token and refuse the
+	// operate token (403). Empty: they take the operate token. Needs
+	// apiTokenFile.
+	APIAdminTokenFile string `yaml:"apiAdminTokenFile"`
 	// ViewSigningKeyFile holds the HMAC key that signs the authoritative view
 	// served at /active-site, so sidecars can trust gossiped copies. Required
 	// when any site has a sidecar.

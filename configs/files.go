@@ -39,6 +39,8 @@ func (c *Config) resolvePaths(dir string) {
 	}
 	abs(&c.Daemon.StateStore.Path)
 	abs(&c.Daemon.APITokenFile)
+	abs(&c.Daemon.APIReadTokenFile)
+	abs(&c.Daemon.APIAdminTokenFile)
 	abs(&c.Daemon.ViewSigningKeyFile)
 	abs(&c.Daemon.TLS.CertFile)
 	abs(&c.Daemon.TLS.KeyFile)

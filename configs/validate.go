@@ -313,6 +313,18 @@ func (v *validator) daemon(c *Config) {
 	if d.APITokenFile != "" {
 		v.readable("daemon.apiTokenFile", d.APITokenFile)
 	}
+	if d.APIReadTokenFile != "" {
+		v.readable("daemon.apiReadTokenFile", d.APIReadTokenFile)
+	}
+	if d.APIAdminTokenFile != "" {
+		v.readable("daemon.apiAdminTokenFile", d.APIAdminTokenFile)
+		if d.APITokenFile == "" {
+			// An admin token alone would enable the dangerous commands while
+			// the everyday ones stay disabled: almost surely a mistake.
+			v.add("daemon.apiAdminTokenFile", "set without daemon.apiTokenFile: the admin token only raises confirm-fence and reclone above the operate token; "+
+				"set apiTokenFile too (the operate token), or remove apiAdminTokenFile")
+		}
+	}
 	needKey := false
 	for _, g := range c.Groups {
 		for _, s := range g.Sites {

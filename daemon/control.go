@@ -138,7 +138,7 @@ func (d *Daemon) leaderURL() string {
 
 // serve runs the HTTP server until ctx ends.
 func (d *Daemon) serve(ctx context.Context, log *slog.Logger) error {
-	h := api.Handler(api.Options{Control: d, Token: d.token, Metrics: d.opts.Metrics, Logger: log, Leader: d.leaderURL})
+	h := api.Handler(api.Options{Control: d, Token: d.tokens.Operate, ReadToken: d.tokens.Read, AdminToken: d.tokens.Admin, Metrics: d.opts.Metrics, Logger: log, Leader: d.leaderURL})
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second, TLSConfig: d.tls,
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	errc := make(chan error, 1)

@@ -91,7 +91,7 @@ type Daemon struct {
 	reloadMu sync.Mutex
 	wg       sync.WaitGroup // Run's goroutines, reloads included
 	pub      *publisher
-	token    string
+	tokens   configs.APITokens
 	listener net.Listener
 	clusters *kube.Clusters
 	lead     leadership
@@ -138,13 +138,13 @@ func New(ctx context.Context, cfg *configs.Config, opts Options) (*Daemon, error
 		}
 		d.pub.key = []byte(key)
 	}
-	if f := cfg.Daemon.APITokenFile; f != "" {
-		tok, err := configs.ReadSecret(f)
-		if err != nil {
-			return nil, fmt.Errorf("api token: %w", err)
-		}
-		d.token = tok
+	// The API's tokens are read once, here: a reload never changes them
+	// (the daemon section needs a restart, configs.RestartChanges).
+	tokens, err := cfg.ReadAPITokens()
+	if err != nil {
+		return nil, fmt.Errorf("api tokens: %w", err)
 	}
+	d.tokens = tokens
 	tlsCfg, err := cfg.Daemon.TLS.ServerConfig()
 	if err != nil {
 		return nil, fmt.Errorf("api tls: %w", err)

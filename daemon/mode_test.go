@@ -317,8 +317,8 @@ func TestObserveModeRefusesCommands(t *testing.T) {
 	st.onSave = func(store.GroupState) { saves++ }
 	m := newModeGroup(t, configs.ModeObserve, st)
 	m.d.lead.begin(context.Background(), t0, nil)
-	m.d.token = "tok"
-	srv := httptest.NewServer(api.Handler(api.Options{Control: m.d, Token: m.d.token, Logger: m.d.log}))
+	m.d.tokens.Operate = "tok"
+	srv := httptest.NewServer(api.Handler(api.Options{Control: m.d, Token: m.d.tokens.Operate, Logger: m.d.log}))
 	t.Cleanup(srv.Close)
 	post := func(path, body string) (int, string) {
 		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/v1/groups/g/"+path, strings.NewReader(body))

@@ -32,7 +32,7 @@ const (
 func addServerFlags(cmd *cobra.Command) {
 	f := cmd.Flags()
 	f.String("server", "http://127.0.0.1:8080", "the daemon's API base URL (env FAILOVERD_SERVER)")
-	f.String("token-file", "", "file holding the API bearer token, as daemon.apiTokenFile (env FAILOVERD_TOKEN_FILE)")
+	f.String("token-file", "", "file holding an API bearer token: daemon.apiTokenFile's, or apiAdminTokenFile's for confirm-fence and reclone when the daemon sets it, or apiReadTokenFile's for reads (env FAILOVERD_TOKEN_FILE)")
 	f.String("ca-file", "", "CA that signed the daemon's certificate, for an https:// --server (env FAILOVERD_CA_FILE)")
 	f.String("cert-file", "", "client certificate, when daemon.tls.clientCAFile is set (env FAILOVERD_CERT_FILE)")
 	f.String("key-file", "", "key of --cert-file (env FAILOVERD_KEY_FILE)")
@@ -81,7 +81,24 @@ func apiError(err error) error {
 	if errors.Is(err, api.ErrDaemonUnreachable) {
 		return &exitError{code: exitUnreachable, err: err}
 	}
+	var he *api.HTTPError
+	if errors.As(err, &he) && he.Need != "" {
+		// The daemon said which token it wants: say where the CLI takes it.
+		return &exitError{code: exitRefused, err: fmt.Errorf("%w; %s", err, tokenHint(he.Need))}
+	}
 	return &exitError{code: exitRefused, err: err}
+}
+
+// tokenHint says which file --token-file must name for a token the daemon
+// asked for (api.ErrorBody.Need).
+func tokenHint(need string) string {
+	switch need {
+	case "admin":
+		return "run it with --token-file naming the admin token's file"
+	case "read":
+		return "give --token-file with the read, operate or admin token's file"
+	}
+	return "run it with --token-file naming the operate (or admin) token's file"
 }
 
 // actor names the operator for the daemon's history: user@host.
@@ -328,6 +345,9 @@ It is also the way out of ack-holder-unreachable: the old primary is fenced
 but unreachable replicas may hold the only copy of a write it acknowledged.
 Naming one of them (the status message lists them) accepts losing whatever
 only that replica holds; run it only once you know its host is gone.
+
+When the daemon has an admin token (daemon.apiAdminTokenFile), --token-file
+must name it: the operate token is refused (exit 1, naming the token).
 
 Exit codes: 0 recorded, 1 refused (no failover from SITE awaits a fence),
 2 bad arguments or no --token-file, 3 no answer from the daemon.`,

@@ -36,6 +36,9 @@ INSTANCE (clone plugin on both sites); MariaDB runs the group's
 reclone.command (see deploy/reclone/). With --wait it follows the reclone
 until SITE replicates from the primary.
 
+When the daemon has an admin token (daemon.apiAdminTokenFile), --token-file
+must name it: the operate token is refused (exit 1, naming the token).
+
 Exit codes: 0 started (with --wait: SITE rejoined), 1 refused or failed,
 2 bad arguments or no --token-file, 3 no answer from the daemon, 4 --wait
 timed out (the reclone may still complete: see failoverd status).`,
