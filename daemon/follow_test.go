@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/url"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -340,10 +341,10 @@ func TestHandoffNewerViewSupersedesPass(t *testing.T) {
 	h.want(view.View{Group: "g", Epoch: 8, ActiveSite: "b"})
 	c.idle(t) // the interrupted pass
 	c.idle(t) // the pass of the newer view
-	if got := second.seen(); len(got) != 1 || got[0] != newer {
+	if got := second.seen(); len(got) != 1 || !reflect.DeepEqual(got[0], newer) {
 		t.Fatalf("second follower ran %+v, want only the newer view", got)
 	}
-	if got := first.seen(); len(got) != 2 || got[1] != newer {
+	if got := first.seen(); len(got) != 2 || !reflect.DeepEqual(got[1], newer) {
 		t.Fatalf("first follower ran %+v", got)
 	}
 	for _, r := range h.report() {

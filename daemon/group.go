@@ -90,6 +90,10 @@ type group struct {
 	// over; readerSetAt is when the published set last changed.
 	readerRounds int
 	readerSetAt  time.Time
+	// readSites are the last round's observations, noReads the sites the
+	// published view withholds from reads (publish.go).
+	readSites []sitepair.SiteObservation
+	noReads   map[string]string
 
 	// The group's life in the daemon (lifecycle.go): ctx ends its
 	// observations, loop and routing; retire asks the loop to return
@@ -185,6 +189,7 @@ func (g *group) round(ctx context.Context, servingSince time.Time) {
 	if r, ok := g.decide(ctx, servingSince); ok {
 		g.carryOut(ctx, r.Decision)
 		g.updateReaders(r.Observed)
+		g.refreshNoReads(r.Observed)
 	}
 	g.restartPendingReplicas(ctx)
 	g.noteRouted(ctx)

@@ -255,22 +255,8 @@ func evaluate(so sitepair.SiteObservation, st sitepair.Persisted, cfg Config, no
 	if st.ActiveSite == "" {
 		return unsafe("no primary recorded: no readers")
 	}
-	// A diverged site holds transactions the primary lacks: reads would see
-	// writes that never happened for everyone else.
-	if _, ok := st.Diverged[so.Name]; ok {
-		return unsafe("diverged")
-	}
-	// A recloning site is being overwritten: its data is in transit.
-	if _, ok := st.Recloning[so.Name]; ok {
-		return unsafe("recloning")
-	}
-	// The operator fenced it: it serves nothing until they say otherwise.
-	if slices.Contains(st.OperatorFenced, so.Name) {
-		return unsafe("fenced by the operator")
-	}
-	// Under maintenance the operator may stop, restart or lag it at will.
-	if h, ok := st.HoldAt(so.Name, now); ok && h.Kind == sitepair.HoldMaintenance {
-		return unsafe(fmt.Sprintf("held for maintenance by %s until %s", h.By, h.Until.UTC().Format(time.RFC3339)))
+	if why := recordWithheld(so.Name, st, now); why != "" {
+		return unsafe(why)
 	}
 	if !so.State.Reachable() {
 		return verdict{why: "unreachable (" + so.State.String() + ")", lag: -1}
@@ -278,13 +264,8 @@ func evaluate(so sitepair.SiteObservation, st sitepair.Persisted, cfg Config, no
 	if so.Name == st.ActiveSite {
 		return verdict{good: true, why: "the primary", lag: 0}
 	}
-	// A replica of another source (an old primary, a diverged site) serves
-	// another history than the primary's.
-	if so.ReplicatingFrom != st.ActiveSite {
-		if so.ReplicatingFrom == "" {
-			return unsafe(fmt.Sprintf("not replicating (the primary is %s)", st.ActiveSite))
-		}
-		return unsafe(fmt.Sprintf("replicating from %s, not from the primary %s", so.ReplicatingFrom, st.ActiveSite))
+	if why := sourceWithheld(so, st); why != "" {
+		return unsafe(why)
 	}
 	lag := -1.0
 	if so.LagKnown {
@@ -307,6 +288,71 @@ func evaluate(so sitepair.SiteObservation, st sitepair.Persisted, cfg Config, no
 		return verdict{why: fmt.Sprintf("lag %s over maxLag %s", l, cfg.MaxLag), lag: lag}
 	}
 	return verdict{good: true, why: fmt.Sprintf("replicating from %s, lag %s", st.ActiveSite, l), lag: lag}
+}
+
+// recordWithheld is the safety reason the persisted record gives to keep
+// site out of reads whatever it observes ("" when none).
+func recordWithheld(site string, st sitepair.Persisted, now time.Time) string {
+	// A diverged site holds transactions the primary lacks: reads would see
+	// writes that never happened for everyone else.
+	if _, ok := st.Diverged[site]; ok {
+		return "diverged"
+	}
+	// A recloning site is being overwritten: its data is in transit.
+	if _, ok := st.Recloning[site]; ok {
+		return "recloning"
+	}
+	// The operator fenced it: it serves nothing until they say otherwise.
+	if slices.Contains(st.OperatorFenced, site) {
+		return "fenced by the operator"
+	}
+	// Under maintenance the operator may stop, restart or lag it at will.
+	if h, ok := st.HoldAt(site, now); ok && h.Kind == sitepair.HoldMaintenance {
+		return fmt.Sprintf("held for maintenance by %s until %s", h.By, h.Until.UTC().Format(time.RFC3339))
+	}
+	return ""
+}
+
+// sourceWithheld is the safety reason a reachable replica's replication
+// source gives ("" when it replicates from the recorded primary).
+func sourceWithheld(so sitepair.SiteObservation, st sitepair.Persisted) string {
+	// A replica of another source (an old primary, a diverged site) serves
+	// another history than the primary's.
+	switch so.ReplicatingFrom {
+	case st.ActiveSite:
+		return ""
+	case "":
+		return fmt.Sprintf("not replicating (the primary is %s)", st.ActiveSite)
+	}
+	return fmt.Sprintf("replicating from %s, not from the primary %s", so.ReplicatingFrom, st.ActiveSite)
+}
+
+// Withheld maps each site withheld from reads for a safety reason of its
+// own to that reason, as Compute words it: diverged, recloning, fenced by
+// the operator, held for maintenance, or (reachable, a primary recorded)
+// not replicating from the primary. Group-wide states (a failover in
+// flight, no primary recorded) and freshness (lag, stopped threads,
+// unreachable) are not listed: the view says the first, and a sidecar
+// judges the second itself. Nil when none. The daemon signs it into the
+// view (view.View.NoReads), so a site's sidecar answers 503 for reads.
+// sites may carry only names (no observation yet): then only the record's
+// reasons count.
+func Withheld(sites []sitepair.SiteObservation, st sitepair.Persisted, now time.Time) map[string]string {
+	var out map[string]string
+	for _, so := range sites {
+		why := recordWithheld(so.Name, st, now)
+		if why == "" && st.ActiveSite != "" && so.Name != st.ActiveSite && so.State.Reachable() {
+			why = sourceWithheld(so, st)
+		}
+		if why == "" {
+			continue
+		}
+		if out == nil {
+			out = map[string]string{}
+		}
+		out[so.Name] = why
+	}
+	return out
 }
 
 // Stale reports whether prev's last counted round is older than after, so

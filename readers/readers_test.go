@@ -354,3 +354,57 @@ func TestResetRemovesEveryReaderAndRestartsHysteresis(t *testing.T) {
 		t.Fatalf("after upAfter rounds readers %v, want b", next.Readers())
 	}
 }
+
+// TestWithheldListsSafetyReasonsOnlyAsComputeWordsThem guards what the
+// daemon signs into the view's NoReads: every per-site safety reason,
+// worded as in the reader set, and nothing a sidecar judges itself (lag,
+// stopped threads, unreachable) nor a group-wide state (a failover in
+// flight hides no site's own reason); a site with only a name (not
+// observed yet) still gets the record's reasons.
+func TestWithheldListsSafetyReasonsOnlyAsComputeWordsThem(t *testing.T) {
+	st := recorded()
+	st.Diverged = map[string]gtid.Set{"b": {}}
+	st.Recloning = map[string]sitepair.Reclone{"c": {Donor: "a"}}
+	st.OperatorFenced = []string{"d"}
+	st.Holds = map[string]sitepair.Hold{
+		"e": {Kind: sitepair.HoldMaintenance, By: "ops", Since: t0.Add(-time.Hour), Until: t0.Add(time.Hour)},
+		"f": {Kind: sitepair.HoldMaintenance, By: "ops", Since: t0.Add(-2 * time.Hour), Until: t0.Add(-time.Hour)}, // expired
+	}
+	lagging := replica("g", "a", time.Hour)
+	stopped := replica("h", "a", 0)
+	stopped.ApplierStopped = true
+	lost := replica("i", "c", 0)
+	lost.State = statemachine.Unreachable
+	sites := []sitepair.SiteObservation{primary("a"), replica("b", "a", 0), replica("c", "a", 0), replica("d", "a", 0),
+		replica("e", "a", 0), replica("f", "a", 0), lagging, stopped, lost, replica("j", "c", 0), replica("k", "", 0), {Name: "l"}}
+	st.OperatorFenced = append(st.OperatorFenced, "l")
+	got := Withheld(sites, st, t0)
+	want := map[string]string{
+		"b": "diverged", "c": "recloning", "d": "fenced by the operator",
+		"e": "held for maintenance by ops until " + t0.Add(time.Hour).UTC().Format(time.RFC3339),
+		"j": "replicating from c, not from the primary a", "k": "not replicating (the primary is a)",
+		"l": "fenced by the operator",
+	}
+	if len(got) != len(want) {
+		t.Fatalf("Withheld = %v, want %v", got, want)
+	}
+	state, _ := Compute(sites, st, cfg, State{}, t0)
+	for site, why := range want {
+		if got[site] != why {
+			t.Errorf("Withheld[%s] = %q, want %q", site, got[site], why)
+		}
+		if s := state.Sites[site]; s.Eligible || s.Why != why {
+			t.Errorf("the reader set words %s as %q (eligible %v), Withheld as %q", site, s.Why, s.Eligible, got[site])
+		}
+	}
+	// A failover in flight: no primary recorded; the per-site reasons stay,
+	// the source reasons (no primary to compare with) do not.
+	st.InFlight, st.ActiveSite = &sitepair.InFlight{From: "a", To: "g"}, ""
+	got = Withheld(sites, st, t0)
+	if _, ok := got["j"]; ok || got["b"] != "diverged" || len(got) != 5 {
+		t.Errorf("in flight: Withheld = %v, want the record's reasons only", got)
+	}
+	if got := Withheld([]sitepair.SiteObservation{replica("b", "a", 0)}, recorded(), t0); got != nil {
+		t.Errorf("nothing withheld: %v, want nil", got)
+	}
+}

@@ -1,7 +1,7 @@
 // Package sidecar is the self-fencing sidecar that runs beside one site's
 // MySQL (docs/design.md; protocol: issue 12). It keeps the newest view it
 // trusts (view.Signed, HMAC with daemon.viewSigningKeyFile, ordered by epoch
-// only) and a lease deadline on its own monotonic clock, and fences its MySQL
+// for fencing) and a lease deadline on its own monotonic clock, and fences its MySQL
 // when the view names another site (or none) or when the lease runs out.
 //
 // # Rounds
@@ -17,7 +17,10 @@
 //  3. adopts a trusted view (signature verifies, group matches) only when its
 //     epoch is strictly newer; equal epochs never flip anything, and bad
 //     signatures, other groups, older epochs and conflicting equal epochs are
-//     counted in failoverd_sidecar_rejected_views_total and change nothing;
+//     counted in failoverd_sidecar_rejected_views_total and change nothing.
+//     A view of the current epoch and active site with a higher Seq replaces
+//     the one held for its read exclusions (view.View.NoReads) only: fencing
+//     sees no change, and a lower Seq (a peer's older copy) is ignored;
 //  4. renews the lease, L = max(L, nonceTime + leaseTimeout), from any
 //     trusted view (the daemon's or a peer's) whose epoch is the current one
 //     and which, like the current view, names this site, and only when its
@@ -117,8 +120,12 @@
 //	                       from the last local read and the view held (no
 //	                       SQL per request): primary needs the view to name
 //	                       this site, the lease running and mysqld writable;
-//	                       replica needs mysqld read-only, both threads
-//	                       running and the lag known (within maxLag); a
+//	                       replica needs the view held not to withhold this
+//	                       site from reads (its NoReads: "withheld from
+//	                       reads by the daemon's view: diverged"; without a
+//	                       view only the local read counts), mysqld
+//	                       read-only, both threads running and the lag
+//	                       known (within maxLag); a
 //	                       local read older than max(leaseTimeout,
 //	                       3 x checkInterval) counts as none
 //	GET /peer/ping         {"site":S,"epoch":E}
@@ -141,5 +148,6 @@
 // sidecar.mysqld_down, sidecar.unfenced, sidecar.boot_unfence_skipped,
 // sidecar.boot_unfence_failed, sidecar.daemon_unreachable,
 // sidecar.daemon_reachable, sidecar.peer_unreachable (debug),
+// sidecar.reads_withheld (warn), sidecar.reads_allowed,
 // sidecar.started, sidecar.stopped.
 package sidecar

@@ -78,12 +78,20 @@ func (s *Sidecar) primaryHealthLocked(now time.Time) api.HealthAnswer {
 		Reason: fmt.Sprintf("view epoch %d names this site, lease %s left, writable", s.v.View.Epoch, s.lease.Sub(now).Round(time.Millisecond))}
 }
 
-// replicaHealthLocked: 200 only while mysqld is read-only and replicating
+// replicaHealthLocked: 200 only while the newest view held does not
+// withhold this site from reads and mysqld is read-only and replicating
 // with both threads running and its lag known (within q.MaxLag when
-// asked).
+// asked). Without a view, only the local read counts.
 func (s *Sidecar) replicaHealthLocked(now time.Time, q api.HealthQuery) api.HealthAnswer {
 	no := func(why string) api.HealthAnswer {
 		return api.HealthAnswer{Status: api.HealthUnavailable, Role: api.HealthRoleReplica, Reason: why}
+	}
+	// A diverged (or recloning, operator-fenced, held, wrongly sourced)
+	// replica streams and lags like a good one: only the daemon can tell.
+	if s.v != nil {
+		if why, ok := s.v.View.Withheld(s.cfg.Site); ok {
+			return no("withheld from reads by the daemon's view: " + why)
+		}
 	}
 	if why := s.localFreshLocked(now); why != "" {
 		return no(why)

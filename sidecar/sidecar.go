@@ -425,7 +425,7 @@ func (s *Sidecar) consider(sv view.Signed, asked time.Time, fresh bool, src sour
 		if cur != nil {
 			prev = cur.View.Epoch
 		}
-		s.v = &view.Signed{View: v, Signature: sv.Signature}
+		s.holdLocked(sv, v, src)
 		adopted = true
 		s.log.Info("sidecar.view_adopted", "epoch", v.Epoch, "active_site", v.ActiveSite, "from", src.String(), "previous_epoch", prev)
 	case v.Epoch < cur.View.Epoch:
@@ -437,6 +437,11 @@ func (s *Sidecar) consider(sv view.Signed, asked time.Time, fresh bool, src sour
 		// make two sites writable, and renewing on either is unjustified.
 		s.reject(WhyConflictingView, v, src, slog.LevelWarn, "current_active_site", cur.View.ActiveSite)
 		return false
+	case v.Refreshes(cur.View):
+		// Same epoch and active site, newer read exclusions: held (and
+		// served to peers) from now on; fencing sees no change. A lower
+		// Seq (a peer's older copy) must not undo a newer exclusion.
+		s.holdLocked(sv, v, src)
 	}
 	// A replayed daemon answer must not lift the boot read-only.
 	if src.daemon && fresh {
@@ -456,6 +461,26 @@ func (s *Sidecar) consider(sv view.Signed, asked time.Time, fresh bool, src sour
 		}
 	}
 	return adopted
+}
+
+// holdLocked makes the verified v (of sv) the newest view held (s.mu
+// held), with both signatures so peers verify the copy it serves, and logs
+// a change of this site's read exclusion.
+func (s *Sidecar) holdLocked(sv view.Signed, v view.View, src source) {
+	var was string
+	wasOut := false
+	if s.v != nil {
+		was, wasOut = s.v.View.Withheld(s.cfg.Site)
+	}
+	held := sv
+	held.View = v
+	s.v = &held
+	switch why, out := v.Withheld(s.cfg.Site); {
+	case out && (!wasOut || why != was):
+		s.log.Warn("sidecar.reads_withheld", "epoch", v.Epoch, "seq", v.Seq, "why", why, "from", src.String())
+	case !out && wasOut:
+		s.log.Info("sidecar.reads_allowed", "epoch", v.Epoch, "seq", v.Seq, "was", was, "from", src.String())
+	}
 }
 
 func (s *Sidecar) reject(why string, v view.View, src source, level slog.Level, attrs ...any) {

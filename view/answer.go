@@ -118,7 +118,9 @@ const answerDomain = "failoverd view answer v1\x00"
 // answerMAC is the HMAC over answerDomain and the length-prefixed answerer,
 // asking site, nonce and view signature. The signature stands for the view
 // (it is the view's HMAC with the same key): another view under it does
-// not verify.
+// not verify. It stands for the fencing fields (with IssuedAt, the
+// instant of signing); the read fields are tied to them by ReadSignature,
+// which covers both, so a binding needs nothing more.
 func answerMAC(s Signed, r Request, key []byte) []byte {
 	m := hmac.New(sha256.New, key)
 	m.Write([]byte(answerDomain))
