@@ -61,9 +61,11 @@ func releaseFiles(t *testing.T) []string {
 
 var (
 	// imageRef is the project's image with a tag or digest.
-	imageRef = regexp.MustCompile(regexp.QuoteMeta(image) + `([:@][^\s"'\x60]+)`)
+	imageRef = regexp.MustCompile(regexp.QuoteMeta(image) + `([:@](?:\$\(cat VERSION\)|[^\s"'\x60]+))`)
 	// latest is any image tagged latest, or a chart value saying so.
 	latest = regexp.MustCompile(`(?i)(:latest\b|\btag:\s*["']?latest\b|appVersion:\s*["']?latest\b)`)
+	// versionExpr are the tags that read the VERSION file (shell, make).
+	versionExpr = map[string]bool{":$(cat VERSION)": true, ":$(VERSION)": true}
 	// imageLine is a YAML image: field.
 	imageLine = regexp.MustCompile(`(?m)^\s*-?\s*image:\s*["']?([^\s"']+)`)
 )
@@ -77,7 +79,7 @@ func TestDeployUsesTheVersionTag(t *testing.T) {
 	for _, f := range releaseFiles(t) {
 		text := read(t, f)
 		for _, m := range imageRef.FindAllStringSubmatch(text, -1) {
-			if m[1] != ":"+Version {
+			if m[1] != ":"+Version && !versionExpr[m[1]] {
 				t.Errorf("%s names %s%s: use the VERSION tag %s:%s", f, image, m[1], image, Version)
 			}
 		}
