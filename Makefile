@@ -2,9 +2,12 @@
 # `make test`. Everything the tests start is installed by scripts/deps.
 SHELL := /bin/bash
 GO ?= go
-VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+# The release: the VERSION file is its only source (the binary embeds it; the
+# image tag, its labels and the Helm chart follow it; release_test.go checks).
+VERSION := $(shell cat VERSION)
 COMMIT ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
-LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
+LDFLAGS := -X main.commit=$(COMMIT)
+IMAGE ?= ghcr.io/failoverd/failoverd
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 FUZZTIME ?= 30s
 TEST_TIMEOUT ?= 60m
@@ -15,7 +18,7 @@ export FAILOVERD_TEST_ENGINE
 FAILOVERD_CACHE ?= $(HOME)/.cache/failoverd
 PROMTOOL := $(FAILOVERD_CACHE)/bin/promtool
 
-.PHONY: all build test test-short deps lint fmt fuzz-short bench playground clean test-rules
+.PHONY: all build test test-short deps lint fmt fuzz-short bench playground clean test-rules image chart-files
 
 all: build
 
@@ -43,6 +46,16 @@ lint: ## gofmt check, go vet, staticcheck
 	  if [ -n "$$out" ]; then echo "gofmt wants to rewrite:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) run $(STATICCHECK) ./...
+
+image: ## build the container image $(IMAGE):$(VERSION) (the tag every manifest and the chart use)
+	docker build --build-arg VERSION=$(VERSION) --build-arg COMMIT=$(COMMIT) -t $(IMAGE):$(VERSION) .
+
+# The chart cannot read outside its directory: it carries copies of the alert
+# rules and the dashboard (TestChartFilesAreDeployCopies keeps them equal).
+CHART_FILES := deploy/helm/failoverd/files
+chart-files: ## copy deploy/prometheus's rules and deploy/grafana's dashboard into the Helm chart
+	cp deploy/prometheus/failoverd-rules.yml $(CHART_FILES)/failoverd-rules.yml
+	cp deploy/grafana/failoverd.json $(CHART_FILES)/failoverd-dashboard.json
 
 test-rules: deps ## promtool check and unit tests of the alert rules in deploy/prometheus
 	$(PROMTOOL) check rules deploy/prometheus/failoverd-rules.yml

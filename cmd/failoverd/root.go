@@ -11,12 +11,15 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/viper"
 
+	"github.com/failoverd/failoverd"
 	"github.com/failoverd/failoverd/configs"
 )
 
-// Set by -ldflags "-X main.version=... -X main.commit=...".
+// version is the VERSION file's (package failoverd), never a build flag, so
+// the binary, the image tag and the chart cannot disagree; commit is set by
+// -ldflags "-X main.commit=...".
 var (
-	version = "dev"
+	version = failoverd.Version
 	commit  = "unknown"
 )
 

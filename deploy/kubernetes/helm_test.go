@@ -21,6 +21,10 @@ import (
 // chartDir is the Helm chart, relative to this package.
 const chartDir = "../helm/failoverd"
 
+// exampleValues is the chart's example group, the one the plain manifests
+// describe: the chart's defaults hold no group.
+const exampleValues = chartDir + "/examples/payments-values.yaml"
+
 // allToggles turns on everything the plain manifests contain, so the chart
 // renders the same set of objects.
 var allToggles = []string{"--set", "serviceMonitor.enabled=true,networkPolicy.enabled=true,networkPolicy.sidecar.enabled=true"}
@@ -45,10 +49,11 @@ func helm(t *testing.T, args ...string) (string, error) {
 	return string(out), err
 }
 
-// render runs helm template for release "failoverd" in namespace failoverd.
+// render runs helm template for release "failoverd" in namespace failoverd
+// with the example group's values.
 func render(t *testing.T, args ...string) []*unstructured.Unstructured {
 	t.Helper()
-	out, err := helm(t, append([]string{"template", "failoverd", chartDir, "--namespace", "failoverd"}, args...)...)
+	out, err := helm(t, append([]string{"template", "failoverd", chartDir, "--namespace", "failoverd", "-f", exampleValues}, args...)...)
 	if err != nil {
 		t.Fatalf("helm template %v: %v\n%s", args, err, out)
 	}
@@ -57,7 +62,7 @@ func render(t *testing.T, args ...string) []*unstructured.Unstructured {
 
 func TestHelmLint(t *testing.T) {
 	for _, args := range [][]string{nil, allToggles, {"--set", "secret.create=true,secret.data.api\\.token=t,secret.data.view\\.key=k"}} {
-		out, err := helm(t, append([]string{"lint", "--strict", chartDir, "--namespace", "failoverd"}, args...)...)
+		out, err := helm(t, append([]string{"lint", "--strict", chartDir, "--namespace", "failoverd", "-f", exampleValues}, args...)...)
 		if err != nil {
 			t.Errorf("helm lint --strict %v: %v\n%s", args, err, out)
 		}
@@ -111,7 +116,7 @@ func TestHelmTemplate(t *testing.T) {
 		if got, _, _ := unstructured.NestedStringMap(s.Object, "data"); got["api.token"] != "dA==" || got["view.key"] != "aw==" {
 			t.Errorf("Secret data %v", got)
 		}
-		if out, err := helm(t, "template", "failoverd", chartDir, "--set", "secret.create=true"); err == nil {
+		if out, err := helm(t, "template", "failoverd", chartDir, "-f", exampleValues, "--set", "secret.create=true"); err == nil || !strings.Contains(out, "secret.create needs secret.data.api.token") {
 			t.Errorf("secret.create without api.token rendered:\n%s", out)
 		}
 	})
@@ -133,7 +138,7 @@ func TestHelmTemplate(t *testing.T) {
 	})
 
 	t.Run("release name", func(t *testing.T) {
-		out, err := helm(t, "template", "orders", chartDir, "--namespace", "ops")
+		out, err := helm(t, "template", "orders", chartDir, "--namespace", "ops", "-f", exampleValues)
 		if err != nil {
 			t.Fatalf("%v\n%s", err, out)
 		}
@@ -149,7 +154,7 @@ func TestHelmTemplate(t *testing.T) {
 	})
 
 	t.Run("no home cluster", func(t *testing.T) {
-		out, err := helm(t, "template", "failoverd", chartDir, "--set", "homeCluster=elsewhere")
+		out, err := helm(t, "template", "failoverd", chartDir, "-f", exampleValues, "--set", "homeCluster=elsewhere")
 		if err == nil || !strings.Contains(out, "config.clusters needs the home cluster") {
 			t.Errorf("homeCluster not in config.clusters: err %v\n%s", err, out)
 		}

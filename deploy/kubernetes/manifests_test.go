@@ -421,7 +421,7 @@ func TestDeploymentHardening(t *testing.T) {
 	if drop, _, _ := unstructured.NestedStringSlice(c, "securityContext", "capabilities", "drop"); !slices.Equal(drop, []string{"ALL"}) {
 		t.Errorf("capabilities.drop %v, want [ALL]", drop)
 	}
-	for probe, path := range map[string]string{"livenessProbe": "/healthz", "readinessProbe": "/readyz"} {
+	for probe, path := range map[string]string{"startupProbe": "/healthz", "livenessProbe": "/healthz", "readinessProbe": "/readyz"} {
 		if p, _, _ := unstructured.NestedString(c, probe, "httpGet", "path"); p != path {
 			t.Errorf("%s path %q, want %s", probe, p, path)
 		}

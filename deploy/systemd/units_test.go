@@ -15,13 +15,15 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/failoverd/failoverd"
 	"github.com/failoverd/failoverd/configs"
 )
 
 // installedBinary is where the units and the README install the binary.
 const installedBinary = "/usr/local/bin/failoverd"
 
-// The version and commit the tests inject through the Dockerfile's ldflags.
+// The commit the tests inject through the Dockerfile's ldflags, and a
+// VERSION build argument the binary must ignore (it embeds the VERSION file).
 const (
 	testVersion = "v0.0.0-unittest"
 	testCommit  = "deadbee"
@@ -199,14 +201,14 @@ func binary(t *testing.T) string {
 }
 
 // TestDockerfileBuildCommand: the Dockerfile's command builds a static
-// binary carrying the version and commit it was given.
+// binary carrying the VERSION file's release and the commit it was given.
 func TestDockerfileBuildCommand(t *testing.T) {
 	bin := binary(t)
 	out, err := exec.Command(bin, "version").CombinedOutput()
 	if err != nil {
 		t.Fatalf("failoverd version: %v\n%s", err, out)
 	}
-	if want := fmt.Sprintf("failoverd %s (commit %s,", testVersion, testCommit); !strings.HasPrefix(string(out), want) {
+	if want := fmt.Sprintf("failoverd %s (commit %s,", failoverd.Version, testCommit); !strings.HasPrefix(string(out), want) {
 		t.Errorf("failoverd version printed %q, want it to start with %q", out, want)
 	}
 	f, err := elf.Open(bin)

@@ -33,20 +33,43 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- end -}}
 
 {{/*
+Refuses values that cannot make a working daemon, naming every problem at
+once: there is no default group, so a bare install stops here and says
+what to set. Renders nothing when the values are usable.
+*/}}
+{{- define "failoverd.check" -}}
+{{- $problems := list -}}
+{{- if not .Values.config.existingConfigMap -}}
+{{- if not .Values.config.groups -}}
+{{- $problems = append $problems "config.groups is empty: describe your failover groups (sites, credentials, fencing) in a values file of your own, as deploy/helm/failoverd/examples/payments-values.yaml does (helm install -f my-values.yaml), or name a ConfigMap holding failoverd.yaml in config.existingConfigMap" -}}
+{{- end -}}
+{{- $home := .Values.homeCluster -}}
+{{- if not $home -}}
+{{- $problems = append $problems "homeCluster is empty: name the config.clusters entry {name: NAME, inCluster: true} the daemon runs in (its Lease, state ConfigMap and RBAC are there)" -}}
+{{- else -}}
+{{- $found := false -}}
+{{- range .Values.config.clusters -}}
+{{- if and (eq .name $home) .inCluster -}}{{- $found = true -}}{{- end -}}
+{{- end -}}
+{{- if not $found -}}
+{{- $problems = append $problems (printf "config.clusters needs the home cluster {name: %s, inCluster: true}" $home) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- if $problems -}}
+{{- fail (printf "\n  %s" (join "\n  " $problems)) -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
 The configuration file: config without existingConfigMap, with the daemon
 section the chart owns (listen, secret files, state store and Lease in the
 home cluster and release namespace).
 */}}
 {{- define "failoverd.configFile" -}}
+{{- include "failoverd.check" . -}}
 {{- $cfg := omit (deepCopy .Values.config) "existingConfigMap" -}}
 {{- $home := .Values.homeCluster -}}
-{{- $found := false -}}
-{{- range $cfg.clusters -}}
-{{- if and (eq .name $home) .inCluster -}}{{- $found = true -}}{{- end -}}
-{{- end -}}
-{{- if not $found -}}
-{{- fail (printf "config.clusters needs the home cluster {name: %s, inCluster: true}" $home) -}}
-{{- end -}}
 {{- $fullname := include "failoverd.fullname" . -}}
 {{- $daemon := default (dict) $cfg.daemon -}}
 {{- $le := default (dict) $daemon.leaderElection -}}
