@@ -43,11 +43,12 @@ type Daemon struct {
 	// LeaderElection lets several daemon replicas run with one acting.
 	LeaderElection LeaderElection `yaml:"leaderElection"`
 	// APITokenFile holds the bearer token required by mutating API calls
-	// (switchover, reclone, acknowledge). Empty disables those calls.
+	// (switchover, reclone, acknowledge). Empty disables those calls. At
+	// least 16 bytes (preflight.MinAPITokenBytes; run and validate refuse less).
 	APITokenFile string `yaml:"apiTokenFile"`
 	// ViewSigningKeyFile holds the HMAC key that signs the authoritative view
 	// served at /active-site, so sidecars can trust gossiped copies. Required
-	// when any site has a sidecar.
+	// when any site has a sidecar. At least 32 bytes (preflight.MinViewKeyBytes).
 	ViewSigningKeyFile string `yaml:"viewSigningKeyFile"`
 	// TLS serves the HTTP server over HTTPS (optional; plain HTTP without it).
 	TLS APITLS `yaml:"tls"`

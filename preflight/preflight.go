@@ -27,7 +27,7 @@ import (
 // Minimum lengths of the daemon's own secrets, in bytes of the file
 // without its trailing newline (what the daemon uses). A length cannot
 // measure randomness; it refuses the obviously weak: a test value, a word,
-// "changeme". docs/operations.md ("Secrets") explains the numbers.
+// "changeme". docs/operations.md ("Before a start") explains the numbers.
 const (
 	// MinAPITokenBytes: the bearer token is all that stands between the
 	// network and switchover, reclone and confirm-fence. 16 random bytes
