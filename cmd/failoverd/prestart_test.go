@@ -98,9 +98,9 @@ func TestValidateAndRunRefuseAlike(t *testing.T) {
 			if code != 1 || !strings.Contains(vErr, f+":") || !strings.Contains(vErr, tc.want) {
 				t.Fatalf("validate: exit %d, want 1 with %q; stderr:\n%s", code, tc.want, vErr)
 			}
-			code, _, rErr := runCLI(t, "run", "-c", f, "--log-format", "text")
-			if code != 1 || strings.Contains(rErr, "daemon.started") {
-				t.Fatalf("run: exit %d, want 1 before starting; stderr:\n%s", code, rErr)
+			code, rErr, started := runDaemon(t, f, nil)
+			if started || code != 1 {
+				t.Fatalf("run: exit %d (started %v), want 1 before starting; stderr:\n%s", code, started, rErr)
 			}
 			for _, line := range strings.Split(vErr, "\n") {
 				if strings.HasPrefix(line, f+":") && !strings.Contains(rErr, "\n  "+line) {
@@ -124,34 +124,48 @@ func TestRunStartsWhatValidateAccepts(t *testing.T) {
 	if code != 0 || !strings.Contains(out, f+": valid") || !strings.Contains(out, "warning: "+f+":") || !strings.Contains(out, warning) {
 		t.Fatalf("validate: exit %d, stdout:\n%s\nstderr:\n%s", code, out, vErr)
 	}
-	var stdout, stderr syncBuffer
+	var logs string
+	code, rErr, started := runDaemon(t, f, func(stderr string) { logs = stderr })
+	if !started || code != 0 {
+		t.Fatalf("run: exit %d (started %v), want a start, and 0 after SIGTERM; stderr:\n%s", code, started, rErr)
+	}
+	if !strings.Contains(logs, "msg=config.warning") || !strings.Contains(logs, warning) {
+		t.Errorf("run does not log validate's warning %q:\n%s", warning, logs)
+	}
+}
+
+// runDaemon runs `failoverd run -c f` until it exits, or until it logs
+// daemon.started: then it calls onStart with the logs so far and stops it
+// with SIGTERM. It returns the exit code, the logs and whether it started.
+func runDaemon(t *testing.T, f string, onStart func(stderr string)) (code int, stderr string, started bool) {
+	t.Helper()
+	var stdout, errb syncBuffer
 	done := make(chan int, 1)
-	go func() { done <- execute([]string{"run", "-c", f, "--log-format", "text"}, &stdout, &stderr) }()
+	go func() { done <- execute([]string{"run", "-c", f, "--log-format", "text"}, &stdout, &errb) }()
 	deadline := time.Now().Add(30 * time.Second) // safety net, not a timing assertion
-	for !strings.Contains(stderr.String(), "msg=daemon.started") {
+	for !strings.Contains(errb.String(), "msg=daemon.started") {
 		select {
 		case code := <-done:
-			t.Fatalf("run exited with %d before starting:\n%s", code, stderr.String())
+			return code, errb.String(), false
 		case <-time.After(20 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("run never started:\n%s", stderr.String())
+			t.Fatalf("run neither started nor exited:\n%s", errb.String())
 		}
 	}
-	if !strings.Contains(stderr.String(), "msg=config.warning") || !strings.Contains(stderr.String(), warning) {
-		t.Errorf("run does not log validate's warning %q:\n%s", warning, stderr.String())
+	if onStart != nil {
+		onStart(errb.String())
 	}
+	// run catches SIGTERM from before it starts (signal.NotifyContext).
 	if err := syscall.Kill(os.Getpid(), syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
 	select {
-	case code := <-done:
-		if code != 0 {
-			t.Fatalf("exit %d after SIGTERM:\n%s", code, stderr.String())
-		}
+	case code = <-done:
 	case <-time.After(30 * time.Second):
 		t.Fatal("run did not stop on SIGTERM")
 	}
+	return code, errb.String(), true
 }
 
 // TestValidateWarnsOfPlainHTTPToTheNetwork: the API on a non-loopback
