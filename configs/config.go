@@ -45,7 +45,8 @@ type Daemon struct {
 	// APITokenFile holds the operate token: the bearer token every command
 	// needs (switchover, acknowledge, pause, hold, reload, ...; and
 	// confirm-fence and reclone unless apiAdminTokenFile is set). Empty
-	// disables the commands (403).
+	// disables the commands (403). At least 16 bytes (preflight.MinAPITokenBytes;
+	// run and validate refuse less).
 	APITokenFile string `yaml:"apiTokenFile"`
 	// APIReadTokenFile, optional, holds the read token: with it, the status
 	// reads (GET /v1/groups..., GET /status) need a bearer token, this one or
@@ -60,7 +61,7 @@ type Daemon struct {
 	APIAdminTokenFile string `yaml:"apiAdminTokenFile"`
 	// ViewSigningKeyFile holds the HMAC key that signs the authoritative view
 	// served at /active-site, so sidecars can trust gossiped copies. Required
-	// when any site has a sidecar.
+	// when any site has a sidecar. At least 32 bytes (preflight.MinViewKeyBytes).
 	ViewSigningKeyFile string `yaml:"viewSigningKeyFile"`
 	// TLS serves the HTTP server over HTTPS (optional; plain HTTP without it).
 	TLS APITLS `yaml:"tls"`

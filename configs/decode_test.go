@@ -167,9 +167,11 @@ func TestAnchorsAliasesAndMergeKeys(t *testing.T) {
     sites:
       - &east
         name: east
+        priority: 7
         mysql: {address: db-east:3306}
       - <<: *east
         name: west
+        mysql: {address: db-west:3306}
 `
 	cfg, err := Parse(y, secrets(t))
 	if err != nil {
@@ -179,7 +181,7 @@ func TestAnchorsAliasesAndMergeKeys(t *testing.T) {
 	if g.Credentials.Replication.User != "repl" || filepath.Base(g.Credentials.Replication.PasswordFile) != "admin.pw" {
 		t.Errorf("merged replication account: %+v", g.Credentials.Replication)
 	}
-	if g.Sites[1].Name != "west" || g.Sites[1].MySQL.Address != "db-east:3306" {
+	if g.Sites[1].Name != "west" || g.Sites[1].Priority != 7 || g.Sites[1].MySQL.Address != "db-west:3306" {
 		t.Errorf("merged site: %+v", g.Sites[1])
 	}
 }

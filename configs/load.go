@@ -97,6 +97,27 @@ func (p *Problems) err() error {
 	return p
 }
 
+// Place returns p located where its path is in the file c was loaded from
+// (file:line:col, or the environment variable that set it), as Validate
+// places its own problems. For checks made outside this package on a loaded
+// configuration (package preflight).
+func (c *Config) Place(p Problem) Problem {
+	c.src.place(&p)
+	return p
+}
+
+// Problems returns list, each problem placed (see Place), in file order and
+// without repeats, as a *Problems error wrapping ErrInvalid; nil when list
+// is empty.
+func (c *Config) Problems(list []Problem) error {
+	out := &Problems{}
+	for _, p := range list {
+		out.List = append(out.List, c.Place(p))
+	}
+	out.sort()
+	return out.err()
+}
+
 // sort orders the problems by position in the file (those without one, such
 // as environment values and missing sections, last), and drops repeats (a
 // mapping merged in twice is decoded twice).

@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"fmt"
 	"net"
+	"net/netip"
 	"net/url"
 	"os"
 	"regexp"
@@ -45,6 +46,7 @@ func (c *Config) Validate() error {
 		v.group(path, g)
 		v.leaderVsSidecarLease(path, c.Daemon.LeaderElection, g)
 	}
+	v.oneServerPerSite(c.Groups)
 	out := &Problems{}
 	for _, p := range v.problems.List {
 		if c.src.hides(p.Path) {
@@ -577,6 +579,49 @@ func (v *validator) sites(path string, g Group) {
 			v.add(path+".splitBrain.preferSite", "site %q is not in this group; name one of its sites", p)
 		}
 	}
+}
+
+// oneServerPerSite refuses two sites, of one group or of two, whose
+// mysql.address names the same server: the daemon would count one server
+// as two members (a "replica" that is the primary itself, a failover onto
+// the server that failed), and two groups would fence, promote and repoint
+// the same server against each other.
+func (v *validator) oneServerPerSite(groups []Group) {
+	seen := map[string]string{}
+	for i, g := range groups {
+		for j, s := range g.Sites {
+			path := fmt.Sprintf("groups[%d].sites[%d].mysql.address", i, j)
+			key, ok := serverKey(s.MySQL.Address)
+			if !ok || !v.intact(path) {
+				continue // not host:port: reported by hostPort
+			}
+			if prev, dup := seen[key]; dup {
+				v.add(path, "%q is the server of %s too; every site is its own MySQL server: give each site its server's address", s.MySQL.Address, prev)
+				continue
+			}
+			seen[key] = path
+		}
+	}
+}
+
+// serverKey is the server a host:port address names, for comparing two
+// addresses: the host in lower case, localhost as 127.0.0.1, an IP address
+// in its canonical form, the port as a number. Different names of one
+// server (a DNS alias, another IP of its host) are not found.
+func serverKey(addr string) (string, bool) {
+	host, port, err := net.SplitHostPort(addr)
+	n, perr := strconv.Atoi(port)
+	if err != nil || perr != nil || host == "" {
+		return "", false
+	}
+	host = strings.ToLower(host)
+	if host == "localhost" {
+		host = "127.0.0.1"
+	}
+	if ip, err := netip.ParseAddr(host); err == nil {
+		host = ip.Unmap().String()
+	}
+	return net.JoinHostPort(host, strconv.Itoa(n)), true
 }
 
 func (v *validator) siteDNS(path, sp string, s Site, group *DNS) {

@@ -2,8 +2,9 @@ package daemon
 
 // Configuration reload (SIGHUP, POST /v1/reload, `failoverd reload`): the
 // file the daemon was started with is read and checked exactly as at start
-// (configs.Load, then the checks New and Run make before a group runs), and
-// refused whole on any problem: the daemon goes on with what it runs. An
+// (configs.Load, preflight.Check on the files it names, then the checks New
+// and Run make before a group runs), and refused whole on any problem: the
+// daemon goes on with what it runs. An
 // accepted file's groups are brought in: a removed group's loop stops, an
 // added one starts from its persisted state, a changed one is rebuilt from
 // its persisted state with its new configuration. A group whose failover or
@@ -22,6 +23,7 @@ import (
 
 	"github.com/failoverd/failoverd/api"
 	"github.com/failoverd/failoverd/configs"
+	"github.com/failoverd/failoverd/preflight"
 	"github.com/failoverd/failoverd/status"
 )
 
@@ -97,7 +99,7 @@ func (d *Daemon) reload(ctx context.Context, by string) (api.ReloadResult, error
 		d.log.Error("config.reload_refused", "file", file, "by", by, "err", err, "problems", problems)
 		return api.ReloadResult{}, err
 	}
-	for _, w := range next.cfg.Warnings() {
+	for _, w := range next.warnings {
 		d.log.Warn("config.warning", "warning", w)
 	}
 	d.mu.Lock()
@@ -134,11 +136,13 @@ func (d *Daemon) enter() (context.Context, bool) {
 // checked is a reload that passed every check: the new configuration and
 // the groups it adds or changes, built and observing but not yet running.
 type checked struct {
-	cfg   *configs.Config
-	built map[string]*group
+	cfg      *configs.Config
+	built    map[string]*group
+	warnings []string // configs' and preflight's
 }
 
-// check loads file and runs every check a start runs on it. On any problem
+// check loads file and runs every check a start runs on it (configs.Load,
+// preflight.Check, then each added or changed group built). On any problem
 // it returns a *reloadError listing them all and leaves nothing behind.
 func (d *Daemon) check(ctx, run context.Context, file string) (checked, error) {
 	if file == "" {
@@ -160,6 +164,18 @@ func (d *Daemon) check(ctx, run context.Context, file string) (checked, error) {
 	if ps := configs.RestartChanges(d.cfg, next); len(ps) > 0 {
 		return checked{}, &reloadError{msg: fmt.Sprintf("reload refused: %s changes %d setting(s) that need a restart; the daemon keeps its current configuration",
 			file, len(ps)), problems: problemLines(ps)}
+	}
+	// The files it names, read as a start reads them (`failoverd run` and
+	// validate call the same check): an empty replication password would
+	// otherwise be found at the next failover, when replicas are repointed.
+	found, err := preflight.Check(next)
+	if ps := (*configs.Problems)(nil); errors.As(err, &ps) {
+		return checked{}, &reloadError{msg: fmt.Sprintf("reload refused: %s: %d problem(s) in the files it names; the daemon keeps its current configuration",
+			file, len(ps.List)), problems: problemLines(ps.List)}
+	}
+	warnings := next.Warnings()
+	for _, w := range found {
+		warnings = append(warnings, w.String())
 	}
 	built := map[string]*group{}
 	var problems []string
@@ -187,7 +203,7 @@ func (d *Daemon) check(ctx, run context.Context, file string) (checked, error) {
 		return checked{}, &reloadError{msg: fmt.Sprintf("reload refused: %s: %d group(s) cannot start; the daemon keeps its current configuration",
 			file, len(problems)), problems: problems}
 	}
-	return checked{cfg: next, built: built}, nil
+	return checked{cfg: next, built: built, warnings: warnings}, nil
 }
 
 func problemLines(ps []configs.Problem) []string {

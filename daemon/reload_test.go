@@ -320,8 +320,9 @@ func TestReloadRefusesInvalidFileAndKeepsOldConfig(t *testing.T) {
 		store.GroupState{Group: "orders", Epoch: 1, ActiveSite: "a"})
 	orders := r.group("orders")
 	before := r.Snapshot().Daemon.Config
-	// A priority that is not a number, and a second group of the same name.
-	r.write(t, strings.Replace(configYAML(listen, groupYAML("orders", 0, 2, 1), groupYAML("orders", 0, 1)),
+	// A priority that is not a number, and a second group of the same name
+	// (on other servers).
+	r.write(t, strings.Replace(configYAML(listen, groupYAML("orders", 0, 2, 1), strings.Replace(groupYAML("billing", 0, 1), "name: billing", "name: orders", 1)),
 		"priority: 2", "priority: high", 1))
 	_, err := r.Reload(context.Background(), api.Actor{Name: "ann"})
 	if !errors.Is(err, ErrReloadRefused) || !errors.Is(err, api.ErrRefused) {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/failoverd/failoverd/configs"
 	"github.com/failoverd/failoverd/mysqlctl"
+	"github.com/failoverd/failoverd/preflight"
 )
 
 // Sentinel errors.
@@ -22,6 +23,8 @@ var (
 	ErrUnknownSite = errors.New("sidecar: unknown site")
 	// ErrNoSidecarAddress: the site declares no sidecar.address to listen on.
 	ErrNoSidecarAddress = errors.New("sidecar: site has no sidecar address")
+	// ErrShortViewKey: the view signing key is shorter than preflight.MinViewKeyBytes.
+	ErrShortViewKey = errors.New("sidecar: view signing key too short")
 	// ErrNoLeader: no daemon URL answered 200 with a view.
 	ErrNoLeader = errors.New("sidecar: no daemon answered with a view")
 	// ErrNoView: a peer holds no view yet (404).
@@ -188,6 +191,12 @@ func FromConfig(c *configs.Config, group, site string, ov Overrides) (Config, my
 	key, err := configs.ReadSecret(c.Daemon.ViewSigningKeyFile)
 	if err != nil {
 		return Config{}, mysqlctl.Options{}, fmt.Errorf("view signing key: %w", err)
+	}
+	// The daemon refuses a short key at start (preflight); a sidecar given
+	// another, shorter file would verify views anyone could forge sooner.
+	if len(key) < preflight.MinViewKeyBytes {
+		return Config{}, mysqlctl.Options{}, fmt.Errorf("view signing key %s holds %d bytes, fewer than %d: %w; point daemon.viewSigningKeyFile at the daemon's key",
+			c.Daemon.ViewSigningKeyFile, len(key), preflight.MinViewKeyBytes, ErrShortViewKey)
 	}
 	acct := g.Credentials.SidecarAccount()
 	pw, err := acct.Password()

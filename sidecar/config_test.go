@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,7 +14,7 @@ import (
 func testConfigs(t *testing.T) *configs.Config {
 	t.Helper()
 	dir := t.TempDir()
-	for name, content := range map[string]string{"view.key": "s3cret\n", "admin.pw": "adminpw\n", "repl.pw": "replpw\n"} {
+	for name, content := range map[string]string{"view.key": "s3cret-view-key-of-at-least-32-bytes\n", "admin.pw": "adminpw\n", "repl.pw": "replpw\n"} {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o600); err != nil {
 			t.Fatal(err)
 		}
@@ -51,7 +52,7 @@ func TestFromConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.Group != "orders" || cfg.Site != "east" || string(cfg.Key) != "s3cret" || cfg.LeaseTimeout != 4*time.Second ||
+	if cfg.Group != "orders" || cfg.Site != "east" || string(cfg.Key) != "s3cret-view-key-of-at-least-32-bytes" || cfg.LeaseTimeout != 4*time.Second ||
 		cfg.CheckInterval != 500*time.Millisecond || cfg.ListenAddr != "10.0.0.1:9300" {
 		t.Errorf("config %+v", cfg)
 	}
@@ -124,7 +125,7 @@ func TestFromConfigOverrides(t *testing.T) {
 // are absent builds a working sidecar.
 func TestFromConfigReadsOnlyItsOwnSecrets(t *testing.T) {
 	dir := t.TempDir()
-	for name, content := range map[string]string{"view.key": "s3cret\n", "sidecar.pw": "sidecarpw\n"} {
+	for name, content := range map[string]string{"view.key": "s3cret-view-key-of-at-least-32-bytes\n", "sidecar.pw": "sidecarpw\n"} {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o600); err != nil {
 			t.Fatal(err)
 		}
@@ -159,7 +160,44 @@ groups:
 	if err != nil {
 		t.Fatalf("FromConfig read a secret it does not use: %v", err)
 	}
-	if string(cfg.Key) != "s3cret" || opts.User != "failoverd_sidecar" || opts.Password != "sidecarpw" {
+	if string(cfg.Key) != "s3cret-view-key-of-at-least-32-bytes" || opts.User != "failoverd_sidecar" || opts.Password != "sidecarpw" {
 		t.Errorf("key %q, account %s/%s: want the view key and the sidecar account", cfg.Key, opts.User, opts.Password)
+	}
+}
+
+// TestFromConfigRefusesAShortViewKey guards a sidecar against trusting views
+// signed with a key the daemon itself would refuse to start with.
+func TestFromConfigRefusesAShortViewKey(t *testing.T) {
+	dir := t.TempDir()
+	for name, content := range map[string]string{"view.key": "short\n", "sidecar.pw": "sidecarpw\n"} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c, err := configs.ParseSidecar(`
+daemon:
+  viewSigningKeyFile: view.key
+groups:
+  - name: orders
+    engine: mariadb
+    credentials:
+      admin: {user: failoverd, passwordFile: absent/admin.pw}
+      replication: {user: repl, passwordFile: absent/repl.pw}
+      sidecar: {user: failoverd_sidecar, passwordFile: sidecar.pw}
+    sidecar: {leaseTimeout: 4s, checkInterval: 500ms}
+    sites:
+      - name: east
+        mysql: {address: 10.0.0.1:3306}
+        sidecar: {address: 10.0.0.1:9300}
+      - name: west
+        mysql: {address: 10.0.0.2:3306}
+        sidecar: {address: 10.0.0.2:9300}
+`, dir, "orders", "east")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = FromConfig(c, "orders", "east", Overrides{})
+	if !errors.Is(err, ErrShortViewKey) || !strings.Contains(err.Error(), "fewer than 32") {
+		t.Fatalf("a 5-byte view key: got %v, want ErrShortViewKey naming the minimum", err)
 	}
 }

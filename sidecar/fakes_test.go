@@ -22,7 +22,7 @@ import (
 // HTTP. None of them is production code.
 
 var (
-	testKey   = []byte("k3y")
+	testKey   = []byte("sidecar-unit-test-view-key-0123456789") // at least preflight.MinViewKeyBytes
 	testGroup = "orders"
 )
 

@@ -21,7 +21,8 @@ func newRunCmd(c *cli) *cobra.Command {
 	return &cobra.Command{
 		Use:   "run",
 		Short: "Run the failover daemon for every group in the configuration",
-		Long: `run validates the configuration (refusing to start on any problem), loads
+		Long: `run checks the configuration as failoverd validate does (refusing to
+start on any problem, the file's or that of a file it names), loads
 the persisted state (refusing to start on a corrupt one), then observes every
 site, decides and acts for each group, and serves the HTTP API, /active-site
 the API (/v1/groups, /metrics, /healthz, /readyz) on daemon.listen until
@@ -39,13 +40,14 @@ every problem) and the daemon runs on unchanged.`,
 			hup := make(chan os.Signal, 1)
 			signal.Notify(hup, syscall.SIGHUP)
 			defer signal.Stop(hup)
-			cfg, err := c.loadConfig()
+			// Exactly validate's checks (prestart), so they cannot differ.
+			cfg, warnings, err := prestart(c.configPath())
 			if err != nil {
 				log.Error("config.invalid", "path", c.configPath(), "err", err)
-				return err
+				return &exitError{code: 1, err: err}
 			}
 			routeLibraryLogs(log)
-			for _, w := range cfg.Warnings() {
+			for _, w := range warnings {
 				log.Warn("config.warning", "warning", w)
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)

@@ -158,7 +158,7 @@ groups:
 
 func runSidecarCmd(t *testing.T, viaEnv, ownOnly bool) {
 	dir := t.TempDir()
-	key := "sidecar-test-key"
+	key := "sidecar-test-view-key-0123456789abcdef"
 	files := map[string]string{"view.key": key, "admin.pw": "pw", "repl.pw": "pw"}
 	if ownOnly {
 		files = map[string]string{"view.key": key, "sidecar.pw": "pw"}
@@ -308,7 +308,7 @@ func TestSidecarRefusesPartialPeerTLS(t *testing.T) {
 // naming the field and the file.
 func TestSidecarRefusesWithoutItsOwnSecret(t *testing.T) {
 	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "view.key"), []byte("k"), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "view.key"), []byte(strings.Repeat("k", 32)), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	cfg := filepath.Join(dir, "failoverd.yaml")

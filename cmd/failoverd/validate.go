@@ -14,14 +14,20 @@ func newValidateCmd(c *cli) *cobra.Command {
 		Use:   "validate",
 		Short: "Check a configuration file and report every problem at once",
 		Long: `validate loads the configuration named by --config, applies the defaults and
-the FAILOVERD_DAEMON_* environment overrides, and checks it. A good file prints
-one summary line per group and exits 0; a bad one prints every problem on its
-own line as FILE:LINE:COL: YAML-PATH: what is wrong and the fix (the format
-editors and grep understand), and exits 1. Keys are case-sensitive.`,
+the FAILOVERD_DAEMON_* environment overrides, and makes every check failoverd
+run makes before it starts (the same code): the file's rules, then the files
+it names, read as the daemon reads them (the API token at least 16 bytes, the
+view signing key at least 32, no empty password file, TLS files and
+kubeconfigs that load). It opens no connection and reads no persisted state.
+A good file prints one summary line per group, then its warnings (a secret
+every user of the host can read, the API over plain HTTP on a non-loopback
+address, ...), and exits 0; a bad one prints every problem on its own line as
+FILE:LINE:COL: YAML-PATH: what is wrong and the fix (the format editors and
+grep understand), and exits 1. Keys are case-sensitive.`,
 		Example: "  failoverd validate -c /etc/failoverd/failoverd.yaml",
 		Args:    cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
-			cfg, err := configs.Load(c.configPath())
+			cfg, warnings, err := prestart(c.configPath())
 			var problems *configs.Problems
 			if errors.As(err, &problems) {
 				for _, p := range problems.List {
@@ -36,7 +42,7 @@ editors and grep understand), and exits 1. Keys are case-sensitive.`,
 			for _, g := range cfg.Groups {
 				fmt.Fprintln(c.stdout, g.Summary())
 			}
-			for _, w := range cfg.Warnings() {
+			for _, w := range warnings {
 				fmt.Fprintln(c.stdout, "warning:", w)
 			}
 			fmt.Fprintf(c.stdout, "%s: valid\n", c.configPath())

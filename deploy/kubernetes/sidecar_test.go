@@ -178,7 +178,7 @@ func TestSidecarSnippetUsesOnlyItsOwnSecret(t *testing.T) {
 	// builds itself (FromConfig reads the key and the password).
 	dir := t.TempDir()
 	for k := range keys {
-		if err := os.WriteFile(filepath.Join(dir, k), []byte("x\n"), 0o600); err != nil {
+		if err := os.WriteFile(filepath.Join(dir, k), []byte(strings.Repeat("x", 32)+"\n"), 0o600); err != nil {
 			t.Fatal(err)
 		}
 	}

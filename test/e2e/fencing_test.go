@@ -28,7 +28,7 @@ import (
 // that the old primary acknowledged nothing after the new one's first ack.
 
 // viewKey is the view signing key the harness configures.
-const viewKey = "e2e-view-signing-key"
+const viewKey = "e2e-view-signing-key-0123456789abcdef" // at least preflight.MinViewKeyBytes
 
 // infiniteSemiSync is the semi-sync timeout the semisync proof needs (ms).
 const infiniteSemiSync = 4294967295

@@ -57,7 +57,7 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-const apiToken = "e2e-token"
+const apiToken = "e2e-api-token-0123456789" // at least preflight.MinAPITokenBytes
 
 // group is one failover group of real sites of one engine (MariaDB or
 // MySQL) and a failoverd daemon (the real binary) managing it.
