@@ -185,6 +185,11 @@ func replicaHealth(g status.Group, s status.Site, q HealthQuery) HealthAnswer {
 	no := func(why string) HealthAnswer {
 		return HealthAnswer{Status: HealthUnavailable, Role: HealthRoleReplica, Reason: why}
 	}
+	// The view's safety exclusions hold with or without read routing: a
+	// diverged replica serves rows the group never committed.
+	if s.ReadsWithheld != "" {
+		return no("withheld from reads by the daemon's view: " + s.ReadsWithheld)
+	}
 	lag := -1.0
 	why := ""
 	if r := s.Reader; r != nil {

@@ -156,6 +156,22 @@ func TestHealthFallbackRefusesAReplicaOfAnotherSource(t *testing.T) {
 	}
 }
 
+// TestHealthRefusesAReplicaTheViewWithholdsFromReads guards the daemon's
+// endpoint against passing a diverged (or fenced, held) replica that
+// replicates fine when the group routes no readers: the view's safety
+// exclusions hold on both endpoints, the daemon's and the sidecar's.
+func TestHealthRefusesAReplicaTheViewWithholdsFromReads(t *testing.T) {
+	snap := healthSnapshot()
+	if code, _, body := getHealth(t, serveSnap(t, snap), "/v1/groups/orders/sites/b/health?role=replica"); code != 200 {
+		t.Fatalf("healthy replica b: %d %s, want 200 before the exclusion", code, body)
+	}
+	snap.Groups[0].Sites[1].ReadsWithheld = "diverged"
+	code, _, body := getHealth(t, serveSnap(t, snap), "/v1/groups/orders/sites/b/health?role=replica")
+	if code != 503 || !strings.Contains(body, "withheld from reads by the daemon's view: diverged") {
+		t.Errorf("diverged replica b: %d %s, want 503 naming the exclusion", code, body)
+	}
+}
+
 func TestHealthOnAFollowerIs503NotTheLeader(t *testing.T) {
 	snap := healthSnapshot()
 	snap.Daemon.Leader = false

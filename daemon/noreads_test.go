@@ -67,6 +67,12 @@ func TestViewWithholdsSitesFromReadsAndRepublishesOnChange(t *testing.T) {
 	if v1.NoReads["b"] != "diverged" || len(v1.NoReads) != 1 || v1.Seq <= v0.Seq || v1.Epoch != v0.Epoch {
 		t.Fatalf("after b diverged: view %+v, want b withheld as diverged, same epoch %d, Seq above %d", v1, v0.Epoch, v0.Seq)
 	}
+	// The snapshot carries it, so the daemon's own health endpoint refuses b too.
+	for _, site := range g.snapshot(g.now()).Sites {
+		if want := map[string]string{"b": "diverged"}[site.Name]; site.ReadsWithheld != want {
+			t.Errorf("snapshot site %s readsWithheld %q, want %q", site.Name, site.ReadsWithheld, want)
+		}
+	}
 
 	// c is repointed by hand to b: withheld; back to a: lifted.
 	obs.set("c", func(o *sitepair.SiteObservation) { o.Lag, o.ReplicatingFrom = 0, "b" })

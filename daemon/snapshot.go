@@ -67,6 +67,7 @@ func (g *group) snapshotOf(now time.Time, withReadiness bool) status.Group {
 	}
 	g.mu.Lock()
 	rec, last, lastErr, decidedAt := g.rec, g.last, g.lastErr, g.decidedAt
+	noReads := maps.Clone(g.noReads)
 	g.mu.Unlock()
 	st, stored := rec.Persisted, toStore(g.cfg.Name, rec)
 	out := status.Group{
@@ -130,6 +131,7 @@ func (g *group) snapshotOf(now time.Time, withReadiness bool) status.Group {
 	for i, so := range o.Sites {
 		site := g.siteStatus(so, st, viewer, now)
 		site.Reader = g.readerStatus(so.Name, now)
+		site.ReadsWithheld = noReads[so.Name]
 		if h, ok := st.HoldAt(so.Name, now); ok {
 			site.Hold = &status.Pause{Kind: string(h.Kind), By: h.By, Reason: h.Reason, Since: h.Since, Until: h.Until}
 		}

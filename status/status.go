@@ -319,6 +319,11 @@ type Site struct {
 	// Reader is whether the site serves reads (read routing), and why; nil
 	// when the group routes no readers or before the first round.
 	Reader *Reader `json:"reader,omitempty"`
+	// ReadsWithheld is why the daemon's view withholds the site from reads
+	// for a safety reason (diverged, fenced, held, recloning, another
+	// source; the view's noReads), "" when it does not. Kept whether or not
+	// the group routes readers.
+	ReadsWithheld string `json:"readsWithheld,omitempty"`
 	// Role is "primary-candidate" or "dr-only".
 	Role string `json:"role"`
 	// State is one of the State* constants.
