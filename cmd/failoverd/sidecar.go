@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/failoverd/failoverd/configs"
+	"github.com/failoverd/failoverd/preflight"
 	"github.com/failoverd/failoverd/sidecar"
 )
 
@@ -108,6 +109,12 @@ replication runs.`,
 			}
 			if serverTLS != nil {
 				scfg.PeersOverTLS()
+			} else if preflight.OpenToNetwork(scfg.ListenAddr) {
+				// Views and reports are signed, so plain HTTP cannot forge them,
+				// but their content crosses the network in clear (validate's
+				// warning for the daemon's listen, here for the sidecar's).
+				log.Warn("sidecar.plain_http", "listen", scfg.ListenAddr,
+					"fix", "set --peer-cert-file/--peer-key-file/--peer-ca-file (peer TLS), or listen on 127.0.0.1 when nothing else must reach it; ignore when a mesh encrypts the traffic")
 			}
 			opts := sidecar.Options{MySQL: local, Logger: log, HTTPClient: hc, PeerHTTPClient: peerClient, ServerTLS: serverTLS}
 			if f := c.v.GetString("mysqld-pid-file"); f != "" {
