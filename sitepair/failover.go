@@ -20,7 +20,7 @@ func (v *view) failover() Decision {
 	// Only automatic failovers arm it: a crash minutes after a planned
 	// switchover must still fail over.
 	if last, ok := st.CooldownFrom(); ok && now.Sub(last) < pol.FailoverCooldown {
-		return v.decision(ReasonCooldown, "primary %s is down but the last automatic failover was at %s, within the %v cooldown (an operator may clear it: acknowledge, or switch over)",
+		return v.decision(ReasonCooldown, "primary %s is down but the last automatic failover was at %s, within the %v cooldown (an operator may clear it with failoverd acknowledge, or move the primary with failoverd switchover --force)",
 			st.ActiveSite, last.Format(time.RFC3339), pol.FailoverCooldown)
 	}
 	recent := 0

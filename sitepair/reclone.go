@@ -203,7 +203,7 @@ func tokenHint(p Persisted, site string, probe RecloneProbe, want string) string
 		what = fmt.Sprintf("%d %s the donor %s lacks (read from both sites now; no divergence is recorded)",
 			n, plural(int(min(n, 2)), "transaction", "transactions"), probe.Donor)
 	}
-	return fmt.Sprintf("a reclone throws away %s: %s; to confirm, give its first %d or more characters as the token", what, want, MinRecloneToken)
+	return fmt.Sprintf("a reclone throws away %s: %s; to confirm, give its first %d or more characters as the token (failoverd reclone --confirm-discard)", what, want, MinRecloneToken)
 }
 
 // FinishReclone records the outcome of site's reclone: on success (failed

@@ -35,7 +35,8 @@ the daemon's time and the time since the previous step and since the first.
 
 Exit codes: 0 printed, 1 the daemon answered with an error (unknown group,
 no leader known), 2 bad flags, 3 no answer from the daemon.`,
-		Args: cobra.ExactArgs(1),
+		Args:              namedArgs("GROUP"),
+		ValidArgsFunction: c.completeArgs("GROUP"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if output != "table" && output != "json" && output != "yaml" {
 				return &exitError{code: exitUsage, err: fmt.Errorf("-o %q: write table, json or yaml", output)}

@@ -73,7 +73,7 @@ func TestModeCommands(t *testing.T) {
 		want string
 	}{
 		{[]string{"pause", "orders", "--reason", "x"}, 2, "--for is required"},
-		{[]string{"pause", "orders", "--for", "-5m", "--reason", "x"}, 2, "--for is required and must be positive"},
+		{[]string{"pause", "orders", "--for", "-5m", "--reason", "x"}, 2, "--for -5m0s: must be a positive duration"},
 		{[]string{"pause", "orders", "--for", "30m"}, 2, "--reason is required"},
 		{[]string{"hold", "orders", "b", "downtime", "--for", "1h", "--reason", "x"}, 2, "write no-promote or maintenance"},
 		{[]string{"resume", "orders"}, 1, "not paused"},

@@ -27,48 +27,59 @@ const (
 	exitTimeout     = 4 // --wait gave up before the switchover completed
 )
 
-// addServerFlags adds --server and --token-file to a command that talks to
-// a daemon; FAILOVERD_SERVER and FAILOVERD_TOKEN_FILE set their defaults.
+// addServerFlags adds --server, --token-file and the TLS files to a command
+// that talks to a daemon. Each is taken from the flag, else FAILOVERD_<NAME>,
+// else the daemon's configuration file (-c: daemon.listen,
+// daemon.apiTokenFile, daemon.tls), else its default (see c.setting).
 func addServerFlags(cmd *cobra.Command) {
 	f := cmd.Flags()
-	f.String("server", "http://127.0.0.1:8080", "the daemon's API base URL (env FAILOVERD_SERVER)")
-	f.String("token-file", "", "file holding an API bearer token: daemon.apiTokenFile's, or apiAdminTokenFile's for confirm-fence and reclone when the daemon sets it, or apiReadTokenFile's for reads (env FAILOVERD_TOKEN_FILE)")
-	f.String("ca-file", "", "CA that signed the daemon's certificate, for an https:// --server (env FAILOVERD_CA_FILE)")
-	f.String("cert-file", "", "client certificate, when daemon.tls.clientCAFile is set (env FAILOVERD_CERT_FILE)")
-	f.String("key-file", "", "key of --cert-file (env FAILOVERD_KEY_FILE)")
+	f.String("server", "http://127.0.0.1:8080", "the daemon's API base URL (env FAILOVERD_SERVER; else from daemon.listen and daemon.tls of -c)")
+	f.String("token-file", "", "file holding an API bearer token: daemon.apiTokenFile's, or apiAdminTokenFile's for confirm-fence and reclone when the daemon sets it, or apiReadTokenFile's for reads (env FAILOVERD_TOKEN_FILE; else from -c: daemon.apiAdminTokenFile for confirm-fence and reclone when set, else daemon.apiTokenFile)")
+	f.String("ca-file", "", "CA that signed the daemon's certificate, for an https:// --server (env FAILOVERD_CA_FILE; else the daemon's own daemon.tls.certFile of -c)")
+	f.String("cert-file", "", "client certificate, when daemon.tls.clientCAFile is set (env FAILOVERD_CERT_FILE; else the daemon's own certificate)")
+	f.String("key-file", "", "key of --cert-file (env FAILOVERD_KEY_FILE; else daemon.tls.keyFile of -c)")
 }
 
-// flagOrEnv is a flag's value when set, else FAILOVERD_<NAME>, else its default.
-func flagOrEnv(cmd *cobra.Command, name string) string {
-	f := cmd.Flags().Lookup(name)
-	if f.Changed {
-		return f.Value.String()
-	}
-	if v, ok := os.LookupEnv(configs.EnvPrefix + "_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))); ok {
-		return v
-	}
-	return f.Value.String()
-}
-
-// client builds the API client the flags describe.
+// client builds the API client the flags, the environment and the
+// daemon's configuration file (-c) describe.
 func (c *cli) client(cmd *cobra.Command, needToken bool) (*api.Client, error) {
-	server := flagOrEnv(cmd, "server")
+	var s [4]setting
+	for i, name := range []string{"server", "ca-file", "cert-file", "key-file"} {
+		v, err := c.setting(cmd, name)
+		if err != nil {
+			return nil, err
+		}
+		s[i] = v
+	}
+	server := s[0].value
 	if !strings.Contains(server, "://") {
 		server = "http://" + server
 	}
-	hc, err := httpClient(flagOrEnv(cmd, "ca-file"), flagOrEnv(cmd, "cert-file"), flagOrEnv(cmd, "key-file"))
+	hc, err := httpClient(s[1].value, s[2].value, s[3].value)
 	if err != nil {
 		return nil, &exitError{code: exitUsage, err: err}
 	}
+	if s[1].inFile {
+		hc.Transport = caHint{next: hc.Transport, origin: s[1].origin}
+	}
 	cl := &api.Client{Server: server, HTTP: hc}
-	if tf := flagOrEnv(cmd, "token-file"); tf != "" {
-		tok, err := configs.ReadSecret(tf)
-		if err != nil {
-			return nil, &exitError{code: exitUsage, err: fmt.Errorf("--token-file: %w", err)}
+	tf, err := c.setting(cmd, "token-file")
+	if err != nil {
+		return nil, err
+	}
+	if tf.value != "" {
+		tok, err := configs.ReadSecret(tf.value)
+		switch {
+		// A read needs no token: the configuration's token file may be
+		// one this user cannot read.
+		case err != nil && !needToken && tf.inFile:
+		case err != nil:
+			return nil, &exitError{code: exitUsage, err: fmt.Errorf("--token-file (%s): %w", tf.origin, err)}
+		default:
+			cl.Token = tok
 		}
-		cl.Token = tok
 	} else if needToken {
-		return nil, &exitError{code: exitUsage, err: errors.New("--token-file (or FAILOVERD_TOKEN_FILE) is required: commands need the daemon's API token")}
+		return nil, c.noTokenError()
 	}
 	return cl, nil
 }
@@ -123,20 +134,37 @@ func newStatusCmd(c *cli) *cobra.Command {
 		interval      time.Duration
 	)
 	cmd := &cobra.Command{
-		Use:   "status",
+		Use:   "status [GROUP]",
 		Short: "Show every group (or one) as the daemon sees it",
-		Long: `status asks a running daemon (--server) for its groups and prints, per group,
-the epoch, the primary, the latest decision and its reason, the last failover
-and the cooldown, then a row per site: state, role, GTID set, replication and
-lag, sidecar lease age. -o json or yaml prints the API's document instead;
--w prints it again every --interval until interrupted.
+		Long: `status asks a running daemon (--server) for its groups, or only GROUP, and
+prints per group the epoch, the primary, the latest decision and its reason,
+the last failover and the cooldown, then a row per site: state, role, GTID
+set, replication and lag, sidecar lease age. -o json or yaml prints the API's
+document instead. -g GROUP is the older spelling of GROUP.
 
-Exit codes: 0 printed, 1 the daemon answered with an error (unknown group),
-2 bad flags, 3 no answer from the daemon.`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+-w prints it again every --interval until interrupted. Once it has printed,
+it keeps watching across a daemon restart or a leader change: a daemon that
+does not answer, or answers 5xx (no leader known yet), is reported once on
+stderr ("reconnecting") and asked again every --interval until it answers
+("reconnected"). An answer such as an unknown group still ends it.
+
+Exit codes: 0 printed (with -w: interrupted), 1 the daemon answered with an
+error (unknown group), 2 bad flags, 3 no answer from the daemon (with -w:
+before the first print).`,
+		Example: `  failoverd status
+  failoverd status orders -o json
+  failoverd status orders -w --interval 5s`,
+		Args:              namedArgs("[GROUP]"),
+		ValidArgsFunction: c.completeArgs("[GROUP]"),
+		RunE: func(cmd *cobra.Command, args []string) error {
 			if output != "table" && output != "json" && output != "yaml" {
 				return &exitError{code: exitUsage, err: fmt.Errorf("-o %q: write table, json or yaml", output)}
+			}
+			if len(args) == 1 {
+				if group != "" && group != args[0] {
+					return &exitError{code: exitUsage, err: fmt.Errorf("GROUP %q and -g %q differ: give the group once", args[0], group)}
+				}
+				group = args[0]
 			}
 			cl, err := c.client(cmd, false)
 			if err != nil {
@@ -144,30 +172,19 @@ Exit codes: 0 printed, 1 the daemon answered with an error (unknown group),
 			}
 			ctx, stop := signalContext(cmd)
 			defer stop()
-			for {
-				if err := c.printStatus(ctx, cl, group, output); err != nil {
-					if watch && ctx.Err() != nil {
-						return nil
-					}
-					return apiError(err)
-				}
-				if !watch {
-					return nil
-				}
-				select {
-				case <-ctx.Done():
-					return nil
-				case <-time.After(interval):
-				}
-				fmt.Fprintln(c.stdout)
+			if watch {
+				return c.watchStatus(ctx, cl, group, output, interval)
 			}
+			return apiError(c.printStatus(ctx, cl, group, output))
 		},
 	}
 	f := cmd.Flags()
-	f.StringVarP(&group, "group", "g", "", "only this group")
+	f.StringVarP(&group, "group", "g", "", "only this group (as the GROUP argument)")
 	f.StringVarP(&output, "output", "o", "table", "output format: table, json or yaml")
-	f.BoolVarP(&watch, "watch", "w", false, "print again every --interval until interrupted")
+	f.BoolVarP(&watch, "watch", "w", false, "print again every --interval until interrupted, reconnecting across daemon restarts")
 	f.DurationVar(&interval, "interval", 2*time.Second, "time between prints with --watch")
+	_ = cmd.RegisterFlagCompletionFunc("group", c.completeGroups) // the flag exists
+	_ = cmd.RegisterFlagCompletionFunc("output", cobra.FixedCompletions([]string{"table", "json", "yaml"}, cobra.ShellCompDirectiveNoFileComp))
 	addServerFlags(cmd)
 	return cmd
 }
@@ -207,17 +224,22 @@ func newSwitchoverCmd(c *cli) *cobra.Command {
 		Long: `switchover asks the daemon for a planned switchover: the old primary is
 fenced first, SITE catches up to every transaction, then becomes writable.
 The daemon refuses (exit 1, with the reason) when SITE is not a healthy
-replica, a failover is in flight, the group is not healthy, or the last
-automatic failover is within the group's failoverCooldown (--force overrides
-only that), the group is paused, or SITE is held or dr-only (--allow-dr-only
-promotes a dr-only site on purpose). --dry-run asks what the daemon would
+replica or lacks transactions it cannot get, a failover is in flight, the
+group has no single recorded primary (split brain, no primary), the group is
+paused, SITE is held or dr-only (--allow-dr-only promotes a dr-only site on
+purpose), or the last automatic failover is within the group's
+failoverCooldown (--force overrides only that; failoverd acknowledge GROUP
+clears the cooldown instead). A lost or unreachable primary does not stop
+it: as in a failover, the promotion waits for proof that the old primary is
+fenced (failoverd confirm-fence when only a human can give it). --dry-run asks what the daemon would
 decide and changes nothing. With --wait it follows the switchover until SITE
 is the settled primary.
 
 Exit codes: 0 accepted (with --dry-run: it would be), 1 refused or abandoned,
-2 bad arguments or no --token-file, 3 no answer from the daemon, 4 --wait
+2 bad arguments or no API token, 3 no answer from the daemon, 4 --wait
 timed out (the switchover may still complete: see failoverd status).`,
-		Args: cobra.ExactArgs(2),
+		Args:              namedArgs("GROUP", "SITE"),
+		ValidArgsFunction: c.completeArgs("GROUP", "SITE"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			group, target := args[0], args[1]
 			cl, err := c.client(cmd, true)
@@ -319,9 +341,10 @@ resumes, the escalation halt and an active failover cooldown are cleared (the
 history of automatic failovers that arms both starts afresh). Recorded in the
 group's history.
 
-Exit codes: 0 done, 1 refused, 2 bad arguments or no --token-file, 3 no
+Exit codes: 0 done, 1 refused, 2 bad arguments or no API token, 3 no
 answer from the daemon.`,
-		Args: cobra.ExactArgs(1),
+		Args:              namedArgs("GROUP"),
+		ValidArgsFunction: c.completeArgs("GROUP"),
 		RunE: c.command(func(ctx context.Context, cl *api.Client, args []string) (string, error) {
 			return args[0] + " acknowledged; automatic failover resumes", cl.Acknowledge(ctx, args[0], actor())
 		}),
@@ -332,8 +355,9 @@ answer from the daemon.`,
 
 func newConfirmFenceCmd(c *cli) *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "confirm-fence GROUP SITE",
-		Short: "Assert that SITE, GROUP's old primary (or a replica a failover waits for), is lost",
+		Use:         "confirm-fence GROUP SITE",
+		Annotations: map[string]string{annotationToken: tokenAdmin},
+		Short:       "Assert that SITE, GROUP's old primary (or a replica a failover waits for), is lost",
 		Long: `confirm-fence is the way out of await-fence-confirmation: the daemon revoked
 SITE but cannot prove it stopped accepting writes (its host is unreachable).
 Run it only once you know SITE's mysqld is dead, its host powered off or cut
@@ -350,8 +374,9 @@ When the daemon has an admin token (daemon.apiAdminTokenFile), --token-file
 must name it: the operate token is refused (exit 1, naming the token).
 
 Exit codes: 0 recorded, 1 refused (no failover from SITE awaits a fence),
-2 bad arguments or no --token-file, 3 no answer from the daemon.`,
-		Args: cobra.ExactArgs(2),
+2 bad arguments or no API token, 3 no answer from the daemon.`,
+		Args:              namedArgs("GROUP", "SITE"),
+		ValidArgsFunction: c.completeArgs("GROUP", "SITE"),
 		RunE: c.command(func(ctx context.Context, cl *api.Client, args []string) (string, error) {
 			return "fence of " + args[0] + "/" + args[1] + " confirmed; the failover goes on", cl.ConfirmFence(ctx, args[0], args[1], actor())
 		}),
@@ -364,6 +389,7 @@ Exit codes: 0 recorded, 1 refused (no failover from SITE awaits a fence),
 func modeFlags(cmd *cobra.Command, lasts *time.Duration, reason *string) {
 	cmd.Flags().DurationVar(lasts, "for", 0, "how long it lasts (required, e.g. 30m; it ends by itself)")
 	cmd.Flags().StringVar(reason, "reason", "", "why (required; shown in status and the history)")
+	markRequired(cmd, "for", "reason")
 }
 
 // checkMode refuses a pause or hold without a positive --for or a --reason.
@@ -394,8 +420,9 @@ pause is persisted (it survives restarts and leader changes), recorded in the
 history with --reason and your name, and never longer than daemon.maxPause.
 
 Exit codes: 0 paused, 1 refused, 2 bad arguments (no --for, no --reason) or
-no --token-file, 3 no answer from the daemon.`,
-		Args: cobra.ExactArgs(1),
+no API token, 3 no answer from the daemon.`,
+		Args:              namedArgs("GROUP"),
+		ValidArgsFunction: c.completeArgs("GROUP"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkMode(lasts, reason); err != nil {
 				return err
@@ -418,9 +445,10 @@ func newResumeCmd(c *cli) *cobra.Command {
 		Long: `resume ends a pause before it runs out; what the group needs (a failover
 withheld meanwhile, for instance) starts at its next decision.
 
-Exit codes: 0 resumed, 1 refused (not paused), 2 bad arguments or no
---token-file, 3 no answer from the daemon.`,
-		Args: cobra.ExactArgs(1),
+Exit codes: 0 resumed, 1 refused (not paused), 2 bad arguments or no API
+token, 3 no answer from the daemon.`,
+		Args:              namedArgs("GROUP"),
+		ValidArgsFunction: c.completeArgs("GROUP"),
 		RunE: c.command(func(ctx context.Context, cl *api.Client, args []string) (string, error) {
 			return args[0] + " resumed; automatic actions are back", cl.Resume(ctx, args[0], actor())
 		}),
@@ -452,8 +480,9 @@ Persisted, recorded in the history with --reason and your name, never longer
 than daemon.maxHold.
 
 Exit codes: 0 held, 1 refused (e.g. no site can take over the primary), 2 bad
-arguments or no --token-file, 3 no answer from the daemon.`,
-		Args: cobra.ExactArgs(3),
+arguments or no API token, 3 no answer from the daemon.`,
+		Args:              namedArgs("GROUP", "SITE", "no-promote|maintenance"),
+		ValidArgsFunction: c.completeArgs("GROUP", "SITE", "no-promote|maintenance"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if args[2] != "no-promote" && args[2] != "maintenance" {
 				return &exitError{code: exitUsage, err: fmt.Errorf("hold kind %q: write no-promote or maintenance", args[2])}
@@ -477,9 +506,10 @@ func newReleaseCmd(c *cli) *cobra.Command {
 		Short: "End SITE's hold",
 		Long: `release ends a no-promote or maintenance hold before it runs out.
 
-Exit codes: 0 released, 1 refused (no hold), 2 bad arguments or no
---token-file, 3 no answer from the daemon.`,
-		Args: cobra.ExactArgs(2),
+Exit codes: 0 released, 1 refused (no hold), 2 bad arguments or no API
+token, 3 no answer from the daemon.`,
+		Args:              namedArgs("GROUP", "SITE"),
+		ValidArgsFunction: c.completeArgs("GROUP", "SITE"),
 		RunE: c.command(func(ctx context.Context, cl *api.Client, args []string) (string, error) {
 			return args[0] + "/" + args[1] + " released", cl.Release(ctx, args[0], args[1], actor())
 		}),

@@ -28,9 +28,10 @@ the daemon rebuilds it once that ends (failoverd status shows it meanwhile).
 Each daemon reads its own file: with leader election, reload every replica.
 
 Exit codes: 0 reloaded (deferred groups listed), 1 refused, 2 bad arguments or
-no --token-file, 3 no answer from the daemon.`,
-		Example: "  failoverd reload --token-file /etc/failoverd/api-token",
-		Args:    cobra.NoArgs,
+no API token, 3 no answer from the daemon.`,
+		Example: "  failoverd reload                 # on the daemon's host: its configuration gives the token\n" +
+			"  failoverd reload --server https://db-ops-2:8443 --token-file /etc/failoverd/secrets/api.token",
+		Args: namedArgs(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cl, err := c.client(cmd, true)
 			if err != nil {

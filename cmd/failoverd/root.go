@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -38,6 +39,10 @@ type cli struct {
 	v      *viper.Viper
 	stdout io.Writer
 	stderr io.Writer
+	// daemonCfg is the daemon section client commands read (daemonSection).
+	daemonCfg *daemonConfig
+	// completing silences warnings while the shell asks for completions.
+	completing bool
 }
 
 func (c *cli) configPath() string { return c.v.GetString("config") }
@@ -78,10 +83,17 @@ from the whole group, and fails over safely: it fences the old primary before
 it promotes the most up-to-date replica, then moves replicas, Kubernetes
 Services, node taints, DNS and Dragonfly/Redis to the new primary.
 
+The commands that talk to a running daemon (status, switchover, pause, ...)
+find it as patronictl -c does: in the daemon's configuration file (-c) they
+read its address (daemon.listen, daemon.tls) and API token
+(daemon.apiTokenFile); --server, --token-file and the TLS flags override it.
+
 Every flag can also be set with an environment variable: FAILOVERD_ plus the
 flag name in upper case with dashes as underscores (FAILOVERD_LOG_LEVEL=debug).`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		// Every command refuses a zero or negative duration flag.
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error { return checkDurations(cmd) },
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
@@ -105,9 +117,14 @@ flag name in upper case with dashes as underscores (FAILOVERD_LOG_LEVEL=debug).`
 
 // execute runs the CLI and returns the process exit code.
 func execute(args []string, stdout, stderr io.Writer) int {
+	return executeContext(context.Background(), args, stdout, stderr)
+}
+
+// executeContext is execute ending when ctx does (as on SIGINT).
+func executeContext(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	root := newRoot(stdout, stderr)
 	root.SetArgs(args)
-	err := root.Execute()
+	err := root.ExecuteContext(ctx)
 	if err == nil {
 		return 0
 	}

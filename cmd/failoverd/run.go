@@ -29,7 +29,7 @@ the API (/v1/groups, /metrics, /healthz, /readyz) on daemon.listen until
 SIGINT or SIGTERM. SIGHUP re-reads the configuration file, as failoverd reload
 does: a file with any problem is refused (logged as config.reload_refused with
 every problem) and the daemon runs on unchanged.`,
-		Args: cobra.NoArgs,
+		Args: namedArgs(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			log, err := c.logger()
 			if err != nil {

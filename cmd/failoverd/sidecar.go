@@ -66,7 +66,7 @@ super_read_only=ON). A starting sidecar holds no lease: it fences a writable
 server unless the daemon or a peer names its site, and it lifts the start-up
 read-only only then, once, when the daemon itself names the site and no
 replication runs.`,
-		Args: cobra.NoArgs,
+		Args: namedArgs(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			log, err := c.logger()
 			if err != nil {
@@ -146,6 +146,7 @@ replication runs.`,
 	f.String("peer-ca-file", "", "CA that signed the peer sidecars' certificates: peers are dialled with https:// (needs --peer-cert-file and --peer-key-file; set on every sidecar of the group)")
 	f.String("peer-cert-file", "", "certificate this sidecar serves HTTPS with; it must name the host of the site's sidecar.address")
 	f.String("peer-key-file", "", "key of --peer-cert-file")
+	markRequired(cmd, "group", "site", "daemon-url")
 	// FAILOVERD_GROUP, FAILOVERD_SITE, FAILOVERD_DAEMON_URL, FAILOVERD_MYSQLD_PID_FILE,
 	// FAILOVERD_LISTEN, FAILOVERD_MYSQL_ADDRESS, FAILOVERD_DAEMON_CA_FILE,
 	// FAILOVERD_PEER_CA_FILE, ...

@@ -81,7 +81,7 @@ func writeTable(w io.Writer, d status.Daemon, groups []status.Group, now time.Ti
 		}
 		for _, dv := range g.Diverged {
 			fmt.Fprintf(tw, "  %s DIVERGED: %d transaction(s) the primary lacks: %s\n", dv.Site, dv.Transactions, dv.GTID)
-			fmt.Fprintf(tw, "    repair it by hand, or throw them away: failoverd reclone %s %s --token %s\n", g.Name, dv.Site, dv.GTID[:min(16, len(dv.GTID))])
+			fmt.Fprintf(tw, "    repair it by hand, or throw them away: failoverd reclone %s %s --confirm-discard %s\n", g.Name, dv.Site, dv.GTID[:min(16, len(dv.GTID))])
 		}
 		for _, s := range g.Sites {
 			if r := s.Replication; r != nil && r.Broken && r.LastError != "" {

@@ -90,3 +90,25 @@ func TestStatusTableSaysObserveMode(t *testing.T) {
 		t.Errorf("status table of an active group:\n%s", b.String())
 	}
 }
+
+// The reclone command the status table suggests for a diverged site is one
+// the CLI accepts (it named the renamed --token), with the divergent set's
+// start as the confirmation.
+func TestStatusTableRecloneAdviceParses(t *testing.T) {
+	g := status.Group{Name: "orders", ActiveSite: "a", Class: status.ClassDegraded,
+		Diverged: []status.Divergence{{Site: "b", Transactions: 2, GTID: "3e11fa47-71ca-11e1-9e33-c80aa9429562:11-12"}}}
+	var b strings.Builder
+	writeTable(&b, status.Daemon{}, []status.Group{g}, time.Now())
+	_, advice, ok := strings.Cut(b.String(), "throw them away: ")
+	if !ok {
+		t.Fatalf("no reclone advice in:\n%s", b.String())
+	}
+	advice, _, _ = strings.Cut(advice, "\n")
+	dcs := extractCommands("status", "```\n"+advice+"\n```\n")
+	if len(dcs) != 1 || !strings.Contains(advice, "--confirm-discard 3e11fa47-71ca-11") {
+		t.Fatalf("advice %q", advice)
+	}
+	if err := checkDocCommand(dcs[0]); err != nil {
+		t.Fatalf("advice %q: %v", advice, err)
+	}
+}

@@ -11,10 +11,10 @@ import (
 
 func newValidateCmd(c *cli) *cobra.Command {
 	return &cobra.Command{
-		Use:   "validate",
+		Use:   "validate [FILE]",
 		Short: "Check a configuration file and report every problem at once",
-		Long: `validate loads the configuration named by --config, applies the defaults and
-the FAILOVERD_DAEMON_* environment overrides, and makes every check failoverd
+		Long: `validate loads the configuration FILE (or the one -c names), applies the
+defaults and the FAILOVERD_DAEMON_* environment overrides, and makes every check failoverd
 run makes before it starts (the same code): the file's rules, then the files
 it names, read as the daemon reads them (the API token at least 16 bytes, the
 view signing key at least 32, no empty password file, TLS files and
@@ -24,8 +24,22 @@ every user of the host can read, the API over plain HTTP on a non-loopback
 address, ...), and exits 0; a bad one prints every problem on its own line as
 FILE:LINE:COL: YAML-PATH: what is wrong and the fix (the format editors and
 grep understand), and exits 1. Keys are case-sensitive.`,
-		Example: "  failoverd validate -c /etc/failoverd/failoverd.yaml",
-		Args:    cobra.NoArgs,
+		Example: "  failoverd validate /etc/failoverd/failoverd.yaml\n  failoverd validate -c /etc/failoverd/failoverd.yaml",
+		Args:    namedArgs("[FILE]"),
+		ValidArgsFunction: func(*cobra.Command, []string, string) ([]cobra.Completion, cobra.ShellCompDirective) {
+			return []cobra.Completion{"yaml", "yml"}, cobra.ShellCompDirectiveFilterFileExt
+		},
+		// FILE is -c spelled as an argument: the checks read c.configPath().
+		PreRunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return nil
+			}
+			if cmd.Flags().Changed("config") && c.configPath() != args[0] {
+				return &exitError{code: exitUsage, err: fmt.Errorf("FILE %q and -c %q differ: name the file once", args[0], c.configPath())}
+			}
+			c.v.Set("config", args[0])
+			return nil
+		},
 		RunE: func(*cobra.Command, []string) error {
 			cfg, warnings, err := prestart(c.configPath())
 			var problems *configs.Problems

@@ -346,7 +346,7 @@ func TestReturningOldPrimaryWithErrantWriteStaysFenced(t *testing.T) {
 
 		// Reclone: the token repeats the start of the divergent set.
 		token := filepath.Join(g.dir, "api.token")
-		if code, _, errOut := g.cli("reclone", "orders", "site0", "--token", "site0", "--token-file", token); code != 1 || !strings.Contains(errOut, "wrong reclone token") {
+		if code, _, errOut := g.cli("reclone", "orders", "site0", "--confirm-discard", "site0", "--token-file", token); code != 1 || !strings.Contains(errOut, "wrong reclone token") {
 			t.Fatalf("reclone with a wrong token: exit %d %q, want 1 naming the token", code, errOut)
 		}
 		if ro := readOnly(t, g.topo.Sites[0]); ro != "1" || g.topo.Sites[0].QueryString(t, "SELECT COUNT(*) FROM app.errant_back WHERE id = 99") != "1" {
@@ -355,7 +355,7 @@ func TestReturningOldPrimaryWithErrantWriteStaysFenced(t *testing.T) {
 		if e == testenv.MySQL {
 			superviseRestart(t, g.topo.Sites[0])
 		}
-		code, out, errOut := g.cli("reclone", "orders", "site0", "--token", st.Diverged[0].GTID, "--token-file", token, "--wait", "--timeout", "90s")
+		code, out, errOut := g.cli("reclone", "orders", "site0", "--confirm-discard", st.Diverged[0].GTID, "--token-file", token, "--wait", "--timeout", "90s")
 		if code != 0 {
 			t.Fatalf("reclone: exit %d\n%s%s\n%s", code, out, errOut, g.logs.String())
 		}
