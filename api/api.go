@@ -4,7 +4,7 @@
 // confirm-fence, reclone, reload). It reads the status.Snapshot the daemon publishes and
 // hands commands to a Control; it owns no state of its own.
 //
-//	GET  /healthz                            the process answers
+//	GET  /healthz                            the process answers and every group loop makes progress (503 names a stalled one)
 //	GET  /readyz                             state loaded, leader known, first probes done
 //	GET  /metrics                            Prometheus metrics
 //	GET  /active-site?group=G                signed view (503 on a follower)
@@ -101,6 +101,13 @@ type Control interface {
 	// needs a restart) changes nothing and its error lists every problem
 	// (Detailed).
 	Reload(ctx context.Context, by Actor) (ReloadResult, error)
+}
+
+// LivenessSource is implemented by a Control whose work can wedge (the
+// daemon's group loops): GET /healthz answers 503 while Stalled lists
+// anything, one line each, and 200 otherwise.
+type LivenessSource interface {
+	Stalled() []string
 }
 
 // Detailed is an error that lists its problems, one line each (a refused

@@ -55,9 +55,7 @@ func Handler(o Options) http.Handler {
 	}
 	s := &server{Options: o}
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
-		_, _ = w.Write([]byte("ok\n")) // a failed write means the client left
-	})
+	mux.HandleFunc("GET /healthz", s.healthz)
 	mux.HandleFunc("GET /readyz", s.readyz)
 	if o.Metrics != nil {
 		mux.Handle("GET /metrics", o.Metrics)
@@ -87,6 +85,23 @@ func Handler(o Options) http.Handler {
 
 type server struct {
 	Options
+}
+
+// healthz answers 200 while the process runs and every group loop makes
+// progress, 503 naming each stalled loop otherwise: a liveness probe (or
+// the systemd watchdog, fed by the same signal) restarts a daemon whose
+// loop is wedged instead of keeping it for a live one.
+func (s *server) healthz(w http.ResponseWriter, _ *http.Request) {
+	if ls, ok := s.Control.(LivenessSource); ok {
+		if stalled := ls.Stalled(); len(stalled) > 0 {
+			// Prevents a wedged loop (no probe acted on, no failover) from
+			// passing for a live daemon.
+			writeJSON(w, http.StatusServiceUnavailable, ErrorBody{
+				Error: "unhealthy: " + strings.Join(stalled, "; "), Problems: stalled})
+			return
+		}
+	}
+	_, _ = w.Write([]byte("ok\n")) // a failed write means the client left
 }
 
 func (s *server) readyz(w http.ResponseWriter, _ *http.Request) {
