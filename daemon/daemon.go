@@ -172,6 +172,10 @@ func New(ctx context.Context, cfg *configs.Config, opts Options) (*Daemon, error
 		}
 		d.groups = append(d.groups, g)
 	}
+	// The counters exist at 0 before the first scrape and the first event.
+	for _, g := range d.groups {
+		d.startSeries(g)
+	}
 	ln, err := net.Listen("tcp", cfg.Daemon.Listen)
 	if err != nil {
 		return nil, fmt.Errorf("listen on %s: %w", cfg.Daemon.Listen, err)
