@@ -485,3 +485,33 @@ func promtoolPath(t *testing.T) string {
 	}
 	return p
 }
+
+// scrapeExample is the plain Prometheus scrape configuration shipped for
+// daemons and sidecars.
+const scrapeExample = "../deploy/prometheus/scrape-config.example.yml"
+
+// TestScrapeConfigExample: the shipped scrape configuration passes
+// `promtool check config` (which also loads the rule file it names) and
+// scrapes both the daemons and the sidecars at /metrics.
+func TestScrapeConfigExample(t *testing.T) {
+	promtool := promtoolPath(t)
+	if out, err := exec.Command(promtool, "check", "config", scrapeExample).CombinedOutput(); err != nil {
+		t.Fatalf("promtool check config %s: %v\n%s", scrapeExample, err, out)
+	}
+	var cfg struct {
+		ScrapeConfigs []struct {
+			JobName     string `yaml:"job_name"`
+			MetricsPath string `yaml:"metrics_path"`
+		} `yaml:"scrape_configs"`
+	}
+	readYAML(t, scrapeExample, &cfg)
+	jobs := map[string]string{}
+	for _, sc := range cfg.ScrapeConfigs {
+		jobs[sc.JobName] = sc.MetricsPath
+	}
+	for _, job := range []string{"failoverd", "failoverd-sidecar"} {
+		if jobs[job] != "/metrics" {
+			t.Errorf("%s: job %s scrapes %q, want /metrics", scrapeExample, job, jobs[job])
+		}
+	}
+}
