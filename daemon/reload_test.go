@@ -84,19 +84,7 @@ type reloadEvents struct {
 	noEvents
 	mu      sync.Mutex
 	reloads []string
-	started []string // groups whose counters were started (SeriesStarter)
-}
-
-func (e *reloadEvents) StartGroup(group string, _, _ []string, _ map[string][]string) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.started = append(e.started, group)
-}
-
-func (e *reloadEvents) startedGroups() []string {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return append([]string(nil), e.started...)
+	started []string // groups whose counters were started (series_test.go)
 }
 
 func (e *reloadEvents) ConfigReloaded(result string) {

@@ -108,6 +108,19 @@ func TestFirstScrapeHasEveryCounterAtZero(t *testing.T) {
 	}
 }
 
+// StartGroup makes reloadEvents a SeriesStarter that records the groups.
+func (e *reloadEvents) StartGroup(group string, _, _ []string, _ map[string][]string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.started = append(e.started, group)
+}
+
+func (e *reloadEvents) startedGroups() []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return append([]string(nil), e.started...)
+}
+
 // A group a reload adds (or rebuilds) gets its counters started before its
 // loop runs, as New's groups do; a refused reload starts none.
 func TestReloadStartsTheCountersOfAnAddedGroup(t *testing.T) {
