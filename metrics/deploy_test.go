@@ -423,6 +423,35 @@ func TestDashboardShape(t *testing.T) {
 	}
 }
 
+// TestDashboardQueriesSelectTheJob: every series selector of every
+// dashboard query (panels, annotations, the group variable) carries the
+// job matcher job=~"$job", so several failoverd installs in one Prometheus
+// (one job each) are charted apart; only the job variable itself spans
+// every job.
+func TestDashboardQueriesSelectTheJob(t *testing.T) {
+	selector := regexp.MustCompile(`\b(failoverd_[a-z0-9_]+|up)\b(\{[^}]*\})?`)
+	const job = `job=~"$job"`
+	checked := 0
+	for _, q := range dashboardQueries(t) {
+		if q.where == "variable job" {
+			continue
+		}
+		sels := selector.FindAllStringSubmatch(q.expr, -1)
+		if len(sels) == 0 {
+			t.Errorf("%s selects no series: %s", q.where, q.expr)
+		}
+		for _, m := range sels {
+			checked++
+			if !strings.Contains(m[2], job) {
+				t.Errorf("%s: %s%s lacks %s: %s", q.where, m[1], m[2], job, q.expr)
+			}
+		}
+	}
+	if checked < 40 {
+		t.Fatalf("only %d selectors found in %s", checked, dashboardFile)
+	}
+}
+
 func gatherPopulated(t *testing.T) []*dto.MetricFamily {
 	t.Helper()
 	mfs, err := populated(t).Gatherer().Gather()
