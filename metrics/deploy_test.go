@@ -72,7 +72,8 @@ const manifestHeader = `# Generated from failoverd-rules.yml by
 # ` + "`go test ./metrics -run TestPrometheusRuleManifest -update`" + `: edit that
 # file, not this one. The same alerts as a Prometheus Operator PrometheusRule;
 # add the labels your Prometheus's ruleSelector matches (kube-prometheus-stack:
-# release: <its release name>). The rules assume the scrape job "failoverd".
+# release: <its release name>). The rules select no job name: one job per
+# install, several installs alert apart.
 apiVersion: monitoring.coreos.com/v1
 kind: PrometheusRule
 metadata:
@@ -183,11 +184,58 @@ func TestAlerts(t *testing.T) {
 	}
 }
 
+// TestAlertsWorkForSeveralInstalls: no alert selects a job by name, and
+// every join (on) and aggregation (by) keeps job, so several failoverd
+// installs in one Prometheus (a job each, with the same group names) alert
+// apart; the promtool tests run two jobs.
+func TestAlertsWorkForSeveralInstalls(t *testing.T) {
+	jobMatcher := regexp.MustCompile(`\bjob\s*(=|!=|=~|!~)`)
+	clause := regexp.MustCompile(`\b(on|by)\s*\(([^)]*)\)`)
+	clauses := 0
+	for _, g := range readRules(t).Groups {
+		for _, r := range g.Rules {
+			if jobMatcher.MatchString(r.Expr) {
+				t.Errorf("%s selects a job by name: %s", r.Alert, r.Expr)
+			}
+			for _, m := range clause.FindAllStringSubmatch(r.Expr, -1) {
+				clauses++
+				var labels []string
+				for _, l := range strings.Split(m[2], ",") {
+					labels = append(labels, strings.TrimSpace(l))
+				}
+				if !slices.Contains(labels, "job") {
+					t.Errorf("%s: %s (%s) drops job: installs sharing a group name would mix", r.Alert, m[1], m[2])
+				}
+			}
+		}
+	}
+	if clauses < 10 {
+		t.Fatalf("only %d on/by clauses found in %s", clauses, rulesFile)
+	}
+	b, err := os.ReadFile(rulesTestFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobs := map[string]bool{}
+	for _, m := range regexp.MustCompile(`job="([^"]+)"`).FindAllStringSubmatch(string(b), -1) {
+		jobs[m[1]] = true
+	}
+	if !jobs["failoverd-eu"] || !jobs["failoverd-us"] {
+		t.Errorf("%s tests no two installs (jobs failoverd-eu and failoverd-us): %v", rulesTestFile, jobs)
+	}
+}
+
 // TestDeployUsesRegisteredMetrics: every failoverd_ metric an alert, a
 // dashboard panel, annotation or variable names is one metrics.New exports
 // (over a populated snapshot, so every collector series exists).
 func TestDeployUsesRegisteredMetrics(t *testing.T) {
 	registered := registeredNames(t)
+	// The sidecar's metrics are on its own registry: docs/metrics.md's
+	// rows of them stand in (package sidecar's TestDocsListEverySidecarMetric
+	// keeps those rows equal to what the sidecar exports).
+	for _, name := range documentedSidecarMetrics(t) {
+		registered[name] = true
+	}
 	metricName := regexp.MustCompile(`\bfailoverd_[a-z0-9_]+`)
 	check := func(where, expr string) {
 		for _, name := range metricName.FindAllString(expr, -1) {
@@ -475,6 +523,20 @@ func registeredNames(t *testing.T) map[string]bool {
 		}
 	}
 	return names
+}
+
+// documentedSidecarMetrics are the failoverd_sidecar_* rows of docs/metrics.md.
+func documentedSidecarMetrics(t *testing.T) []string {
+	t.Helper()
+	b, err := os.ReadFile(docsFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, m := range regexp.MustCompile("(?m)^\\| `(failoverd_sidecar_[a-z0-9_]+)` \\|").FindAllStringSubmatch(string(b), -1) {
+		out = append(out, m[1])
+	}
+	return out
 }
 
 // docAnchors returns the GitHub anchors of docs/metrics.md's headings.
