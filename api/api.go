@@ -6,7 +6,7 @@
 //
 // Each route takes one level of bearer token (Access; Routes lists them):
 //
-//	GET  /healthz                            the process answers                      (open)
+//	GET  /healthz                            the process answers and every group loop makes progress (open; 503 names a stalled one)
 //	GET  /readyz                             state loaded, leader known, first probes done (open)
 //	GET  /metrics                            Prometheus metrics                       (open)
 //	GET  /active-site?group=G                signed view (503 on a follower)          (open)
@@ -106,6 +106,13 @@ type Control interface {
 	// needs a restart) changes nothing and its error lists every problem
 	// (Detailed).
 	Reload(ctx context.Context, by Actor) (ReloadResult, error)
+}
+
+// LivenessSource is implemented by a Control whose work can wedge (the
+// daemon's group loops): GET /healthz answers 503 while Stalled lists
+// anything, one line each, and 200 otherwise.
+type LivenessSource interface {
+	Stalled() []string
 }
 
 // Detailed is an error that lists its problems, one line each (a refused

@@ -92,6 +92,23 @@ func (s *server) guard(a Access, h http.HandlerFunc) http.HandlerFunc {
 
 func (s *server) metrics(w http.ResponseWriter, r *http.Request) { s.Metrics.ServeHTTP(w, r) }
 
+// healthz answers 200 while the process runs and every group loop makes
+// progress, 503 naming each stalled loop otherwise: a liveness probe (or
+// the systemd watchdog, fed by the same signal) restarts a daemon whose
+// loop is wedged instead of keeping it for a live one.
+func (s *server) healthz(w http.ResponseWriter, _ *http.Request) {
+	if ls, ok := s.Control.(LivenessSource); ok {
+		if stalled := ls.Stalled(); len(stalled) > 0 {
+			// Prevents a wedged loop (no probe acted on, no failover) from
+			// passing for a live daemon.
+			writeJSON(w, http.StatusServiceUnavailable, ErrorBody{
+				Error: "unhealthy: " + strings.Join(stalled, "; "), Problems: stalled})
+			return
+		}
+	}
+	_, _ = w.Write([]byte("ok\n")) // a failed write means the client left
+}
+
 func (s *server) readyz(w http.ResponseWriter, _ *http.Request) {
 	d := s.Control.Snapshot().Daemon
 	if !d.Ready {

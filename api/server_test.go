@@ -480,3 +480,32 @@ func TestReload(t *testing.T) {
 		t.Fatalf("client: %v, want a 409 HTTPError with both problems", err)
 	}
 }
+
+// stallingControl is a fakeControl whose loops Stalled reports.
+type stallingControl struct {
+	*fakeControl
+	stalled []string
+}
+
+func (s *stallingControl) Stalled() []string { return s.stalled }
+
+// /healthz follows the Control's liveness: 200 while nothing is stalled,
+// 503 naming each stalled group loop otherwise (a liveness probe must
+// restart a daemon whose loop is wedged).
+func TestHealthzNamesStalledLoops(t *testing.T) {
+	c := &stallingControl{fakeControl: &fakeControl{ready: true, leader: true}}
+	srv := httptest.NewServer(Handler(Options{Control: c, Token: token, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}))
+	t.Cleanup(srv.Close)
+	if code, body := do(t, srv, call{method: "GET", path: "/healthz"}); code != 200 || body != "ok\n" {
+		t.Fatalf("healthz with every loop live: %d %q, want 200 ok", code, body)
+	}
+	c.stalled = []string{"group orders: no loop iteration for 1m0s (bound 30s)"}
+	code, body := do(t, srv, call{method: "GET", path: "/healthz"})
+	var eb ErrorBody
+	if err := json.Unmarshal([]byte(body), &eb); err != nil {
+		t.Fatalf("healthz body %q: %v", body, err)
+	}
+	if code != 503 || !strings.Contains(eb.Error, "group orders") || len(eb.Problems) != 1 {
+		t.Fatalf("healthz with a stalled loop: %d %q, want 503 naming group orders", code, body)
+	}
+}

@@ -37,6 +37,8 @@ func (g *group) switchCache(ctx context.Context, from, to string) error {
 	}
 	cctx, cancel := context.WithTimeout(ctx, 2*wait+5*time.Second)
 	defer cancel()
+	// A cache sync that waits until its deadline is not a wedged loop.
+	g.progress.within(g.now().Add(2*wait + 5*time.Second))
 	start := g.now()
 	res, err := c.Switchover(cctx, from, to)
 	if err != nil {

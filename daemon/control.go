@@ -15,8 +15,11 @@ import (
 	"github.com/failoverd/failoverd/view"
 )
 
-// The daemon is the API's Control.
-var _ api.Control = (*Daemon)(nil)
+// The daemon is the API's Control and the source of /healthz's verdict.
+var (
+	_ api.Control        = (*Daemon)(nil)
+	_ api.LivenessSource = (*Daemon)(nil)
+)
 
 // ActiveSite implements api.Control: the group's signed view.
 func (d *Daemon) ActiveSite(name string) (view.Signed, error) {

@@ -26,6 +26,7 @@ import (
 	"github.com/failoverd/failoverd/hooks"
 	"github.com/failoverd/failoverd/kube"
 	"github.com/failoverd/failoverd/mysqlctl"
+	"github.com/failoverd/failoverd/sdnotify"
 	"github.com/failoverd/failoverd/sitepair"
 	"github.com/failoverd/failoverd/statemachine"
 	"github.com/failoverd/failoverd/store"
@@ -66,6 +67,10 @@ type Options struct {
 	// Reloads reloads ConfigFile on every receive (SIGHUP); nil: only the
 	// API reloads.
 	Reloads <-chan os.Signal
+	// Notifier tells systemd the daemon is ready and pings its watchdog
+	// while every group loop makes progress (notify.go); nil: not run by
+	// systemd with Type=notify.
+	Notifier *sdnotify.Notifier
 }
 
 // Daemon runs every group of a configuration.
@@ -166,6 +171,10 @@ func New(ctx context.Context, cfg *configs.Config, opts Options) (*Daemon, error
 			return nil, err
 		}
 		d.groups = append(d.groups, g)
+	}
+	// The counters exist at 0 before the first scrape and the first event.
+	for _, g := range d.groups {
+		d.startSeries(g)
 	}
 	ln, err := net.Listen("tcp", cfg.Daemon.Listen)
 	if err != nil {
@@ -390,7 +399,9 @@ func (d *Daemon) Run(ctx context.Context) error {
 		d.reloads(ctx)
 	}()
 	d.log.Info("daemon.started", "groups", len(groups), "listen", d.Addr(), "store", d.store.Describe())
+	d.notifyReady(ctx)
 	<-ctx.Done()
+	d.sdNotify(sdnotify.Stopping)
 	// No reload starts from here, and none is under way past this point.
 	d.reloadMu.Lock()
 	d.mu.Lock()

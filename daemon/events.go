@@ -52,6 +52,42 @@ type Events interface {
 	ConfigReloaded(result string)
 }
 
+// SeriesStarter is implemented by Events that keep counters (the metrics
+// package): StartGroup creates every counter series of a group at 0 — its
+// sites, its routing and reader followers by name, its hooks (name → the
+// events each runs on) — before the group's first event and before a
+// scrape can see it, so the first event shows as an increase and no series
+// appears a scrape late. The daemon calls it for each group New builds and
+// each group a reload starts.
+type SeriesStarter interface {
+	StartGroup(group string, sites, followers []string, hooks map[string][]string)
+}
+
+// startSeries hands g's label values to the Events' counters.
+func (d *Daemon) startSeries(g *group) {
+	ss, ok := d.opts.Events.(SeriesStarter)
+	if !ok {
+		return
+	}
+	var sites, followers []string
+	for _, s := range g.cfg.Sites {
+		sites = append(sites, s.Name)
+	}
+	for _, h := range []*handoff{g.follow, g.readFollow} {
+		if h == nil {
+			continue
+		}
+		for _, f := range h.followers {
+			followers = append(followers, f.Name())
+		}
+	}
+	hooks := map[string][]string{}
+	for _, h := range g.cfg.Hooks {
+		hooks[h.Name] = h.Events
+	}
+	ss.StartGroup(g.cfg.Name, sites, followers, hooks)
+}
+
 // noEvents is the Events of a daemon without metrics.
 type noEvents struct{}
 

@@ -54,6 +54,9 @@ type group struct {
 
 	// actionTimeout bounds one action (a whole promotion sequence).
 	actionTimeout time.Duration
+	// progress is the loop's progress (progress.go): /healthz and the
+	// systemd watchdog read it.
+	progress loopProgress
 	// pace runs an action's parallel parts and its bounded waits.
 	pace pacer
 	// failpointHook, when set, is called after each persisted failover
@@ -177,6 +180,9 @@ func (g *group) run(ctx context.Context, lead func() (context.Context, time.Time
 		if lctx, since, ok := lead(); ok && ctx.Err() == nil {
 			g.round(lctx, since)
 		}
+		// A loop blocked in any step above past its bound shows in
+		// /healthz and stops the watchdog's pings (progress.go).
+		g.progress.beat(g.now())
 	}
 }
 
@@ -266,6 +272,8 @@ func (g *group) carryOut(ctx context.Context, d sitepair.Decision) {
 	}
 	actx, cancel := context.WithTimeout(ctx, g.actionTimeout)
 	defer cancel()
+	// An action blocked until its deadline is not a wedged loop.
+	g.progress.within(g.now().Add(g.actionTimeout))
 	g.fireBefore(d)
 	err := g.act(actx, ctx, d)
 	g.fireAfter(d, err, changed)

@@ -83,10 +83,14 @@ func (d *Daemon) startGroup(g *group) {
 func (d *Daemon) startLoop(g *group) {
 	done := make(chan struct{})
 	g.loopDone = done
+	// Recorded before the goroutine runs: a loop that never gets to run
+	// shows as stalled.
+	g.progress.start(d.opts.Clock())
 	d.wg.Add(1)
 	go func() {
 		defer d.wg.Done()
 		defer close(done)
+		defer g.progress.stop()
 		g.run(g.ctx, d.lead.current)
 	}()
 }

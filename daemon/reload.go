@@ -311,6 +311,7 @@ func (d *Daemon) apply(run context.Context, built map[string]*group) api.ReloadR
 			wait(gc.Name, fmt.Sprintf("cannot load its state: %v; tried again in %v", err, buildRetry), now.Add(buildRetry))
 			continue
 		}
+		d.startSeries(g) // before its loop's first event
 		d.setGroup(gc.Name, g)
 		if old == nil {
 			d.startGroup(g)

@@ -84,6 +84,7 @@ type reloadEvents struct {
 	noEvents
 	mu      sync.Mutex
 	reloads []string
+	started []string // groups whose counters were started (series_test.go)
 }
 
 func (e *reloadEvents) ConfigReloaded(result string) {

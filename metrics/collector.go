@@ -13,7 +13,6 @@ import (
 // snapshotCollector computes every gauge from one snapshot per scrape.
 type snapshotCollector struct {
 	snapshot func() status.Snapshot
-	m        *Metrics
 	build    prometheus.Metric
 
 	leader, ready, termStart, storeInfo, session *prometheus.Desc
@@ -33,7 +32,7 @@ type snapshotCollector struct {
 	paused, pauseRemaining, withheld, siteHold, failoverReady, expectedWritable, siteReader *prometheus.Desc
 }
 
-func newSnapshotCollector(o Options, m *Metrics) *snapshotCollector {
+func newSnapshotCollector(o Options) *snapshotCollector {
 	gs := []string{"group"}
 	ss := []string{"group", "site"}
 	d := func(name, help string, labels ...string) *prometheus.Desc {
@@ -44,7 +43,6 @@ func newSnapshotCollector(o Options, m *Metrics) *snapshotCollector {
 		prometheus.GaugeValue, 1, o.Version, o.Commit, runtime.Version())
 	return &snapshotCollector{
 		snapshot: o.Snapshot,
-		m:        m,
 		build:    build,
 
 		leader:    d("leader", "1 while this daemon leads (acts and serves views), else 0. Group and site gauges are exported by the leader only."),
@@ -139,9 +137,6 @@ func (c *snapshotCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(c.configLoaded, unix(cf.LoadedAt))
 		gauge(c.configOK, boolean(cf.LastRefusedAt.IsZero()))
 		gauge(c.configPending, float64(len(cf.Pending)))
-	}
-	for _, g := range snap.Groups {
-		c.m.zeroGroup(g)
 	}
 	// A standby neither decides nor acts: its view of a group is not the
 	// one that matters, and exporting it would double every series and

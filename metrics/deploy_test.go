@@ -72,7 +72,8 @@ const manifestHeader = `# Generated from failoverd-rules.yml by
 # ` + "`go test ./metrics -run TestPrometheusRuleManifest -update`" + `: edit that
 # file, not this one. The same alerts as a Prometheus Operator PrometheusRule;
 # add the labels your Prometheus's ruleSelector matches (kube-prometheus-stack:
-# release: <its release name>). The rules assume the scrape job "failoverd".
+# release: <its release name>). The rules select no job name: one job per
+# install, several installs alert apart.
 apiVersion: monitoring.coreos.com/v1
 kind: PrometheusRule
 metadata:
@@ -183,11 +184,58 @@ func TestAlerts(t *testing.T) {
 	}
 }
 
+// TestAlertsWorkForSeveralInstalls: no alert selects a job by name, and
+// every join (on) and aggregation (by) keeps job, so several failoverd
+// installs in one Prometheus (a job each, with the same group names) alert
+// apart; the promtool tests run two jobs.
+func TestAlertsWorkForSeveralInstalls(t *testing.T) {
+	jobMatcher := regexp.MustCompile(`\bjob\s*(=|!=|=~|!~)`)
+	clause := regexp.MustCompile(`\b(on|by)\s*\(([^)]*)\)`)
+	clauses := 0
+	for _, g := range readRules(t).Groups {
+		for _, r := range g.Rules {
+			if jobMatcher.MatchString(r.Expr) {
+				t.Errorf("%s selects a job by name: %s", r.Alert, r.Expr)
+			}
+			for _, m := range clause.FindAllStringSubmatch(r.Expr, -1) {
+				clauses++
+				var labels []string
+				for _, l := range strings.Split(m[2], ",") {
+					labels = append(labels, strings.TrimSpace(l))
+				}
+				if !slices.Contains(labels, "job") {
+					t.Errorf("%s: %s (%s) drops job: installs sharing a group name would mix", r.Alert, m[1], m[2])
+				}
+			}
+		}
+	}
+	if clauses < 10 {
+		t.Fatalf("only %d on/by clauses found in %s", clauses, rulesFile)
+	}
+	b, err := os.ReadFile(rulesTestFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobs := map[string]bool{}
+	for _, m := range regexp.MustCompile(`job="([^"]+)"`).FindAllStringSubmatch(string(b), -1) {
+		jobs[m[1]] = true
+	}
+	if !jobs["failoverd-eu"] || !jobs["failoverd-us"] {
+		t.Errorf("%s tests no two installs (jobs failoverd-eu and failoverd-us): %v", rulesTestFile, jobs)
+	}
+}
+
 // TestDeployUsesRegisteredMetrics: every failoverd_ metric an alert, a
 // dashboard panel, annotation or variable names is one metrics.New exports
 // (over a populated snapshot, so every collector series exists).
 func TestDeployUsesRegisteredMetrics(t *testing.T) {
 	registered := registeredNames(t)
+	// The sidecar's metrics are on its own registry: docs/metrics.md's
+	// rows of them stand in (package sidecar's TestDocsListEverySidecarMetric
+	// keeps those rows equal to what the sidecar exports).
+	for _, name := range documentedSidecarMetrics(t) {
+		registered[name] = true
+	}
 	metricName := regexp.MustCompile(`\bfailoverd_[a-z0-9_]+`)
 	check := func(where, expr string) {
 		for _, name := range metricName.FindAllString(expr, -1) {
@@ -250,7 +298,8 @@ func TestPromQLParses(t *testing.T) {
 
 // TestDocsListEveryMetric: docs/metrics.md has one table row per failoverd_
 // metric with its type and labels, and no row for a metric that is not
-// exported.
+// exported (the sidecar's failoverd_sidecar_* rows are package sidecar's
+// TestDocsListEverySidecarMetric).
 func TestDocsListEveryMetric(t *testing.T) {
 	b, err := os.ReadFile(docsFile)
 	if err != nil {
@@ -260,6 +309,9 @@ func TestDocsListEveryMetric(t *testing.T) {
 	type doc struct{ typ, labels string }
 	docs := map[string]doc{}
 	for _, m := range row.FindAllStringSubmatch(string(b), -1) {
+		if strings.HasPrefix(m[1], "failoverd_sidecar_") {
+			continue // the sidecar's own registry: package sidecar checks those rows
+		}
 		docs[m[1]] = doc{m[2], m[3]}
 	}
 	for _, mf := range gatherPopulated(t) {
@@ -419,6 +471,35 @@ func TestDashboardShape(t *testing.T) {
 	}
 }
 
+// TestDashboardQueriesSelectTheJob: every series selector of every
+// dashboard query (panels, annotations, the group variable) carries the
+// job matcher job=~"$job", so several failoverd installs in one Prometheus
+// (one job each) are charted apart; only the job variable itself spans
+// every job.
+func TestDashboardQueriesSelectTheJob(t *testing.T) {
+	selector := regexp.MustCompile(`\b(failoverd_[a-z0-9_]+|up)\b(\{[^}]*\})?`)
+	const job = `job=~"$job"`
+	checked := 0
+	for _, q := range dashboardQueries(t) {
+		if q.where == "variable job" {
+			continue
+		}
+		sels := selector.FindAllStringSubmatch(q.expr, -1)
+		if len(sels) == 0 {
+			t.Errorf("%s selects no series: %s", q.where, q.expr)
+		}
+		for _, m := range sels {
+			checked++
+			if !strings.Contains(m[2], job) {
+				t.Errorf("%s: %s%s lacks %s: %s", q.where, m[1], m[2], job, q.expr)
+			}
+		}
+	}
+	if checked < 40 {
+		t.Fatalf("only %d selectors found in %s", checked, dashboardFile)
+	}
+}
+
 func gatherPopulated(t *testing.T) []*dto.MetricFamily {
 	t.Helper()
 	mfs, err := populated(t).Gatherer().Gather()
@@ -442,6 +523,20 @@ func registeredNames(t *testing.T) map[string]bool {
 		}
 	}
 	return names
+}
+
+// documentedSidecarMetrics are the failoverd_sidecar_* rows of docs/metrics.md.
+func documentedSidecarMetrics(t *testing.T) []string {
+	t.Helper()
+	b, err := os.ReadFile(docsFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, m := range regexp.MustCompile("(?m)^\\| `(failoverd_sidecar_[a-z0-9_]+)` \\|").FindAllStringSubmatch(string(b), -1) {
+		out = append(out, m[1])
+	}
+	return out
 }
 
 // docAnchors returns the GitHub anchors of docs/metrics.md's headings.
@@ -483,4 +578,34 @@ func promtoolPath(t *testing.T) string {
 		t.Fatalf("promtool not found (%v): run scripts/deps", err)
 	}
 	return p
+}
+
+// scrapeExample is the plain Prometheus scrape configuration shipped for
+// daemons and sidecars.
+const scrapeExample = "../deploy/prometheus/scrape-config.example.yml"
+
+// TestScrapeConfigExample: the shipped scrape configuration passes
+// `promtool check config` (which also loads the rule file it names) and
+// scrapes both the daemons and the sidecars at /metrics.
+func TestScrapeConfigExample(t *testing.T) {
+	promtool := promtoolPath(t)
+	if out, err := exec.Command(promtool, "check", "config", scrapeExample).CombinedOutput(); err != nil {
+		t.Fatalf("promtool check config %s: %v\n%s", scrapeExample, err, out)
+	}
+	var cfg struct {
+		ScrapeConfigs []struct {
+			JobName     string `yaml:"job_name"`
+			MetricsPath string `yaml:"metrics_path"`
+		} `yaml:"scrape_configs"`
+	}
+	readYAML(t, scrapeExample, &cfg)
+	jobs := map[string]string{}
+	for _, sc := range cfg.ScrapeConfigs {
+		jobs[sc.JobName] = sc.MetricsPath
+	}
+	for _, job := range []string{"failoverd", "failoverd-sidecar"} {
+		if jobs[job] != "/metrics" {
+			t.Errorf("%s: job %s scrapes %q, want /metrics", scrapeExample, job, jobs[job])
+		}
+	}
 }

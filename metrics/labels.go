@@ -25,6 +25,7 @@ var (
 		string(sitepair.ProofSemiSync), string(sitepair.ProofOperatorConfirmed), string(sitepair.ProofNoFencing),
 	}
 	routingResults = []string{"ok", "error"}
+	hookResults    = []string{"ok", "failed"}
 	reloadResults  = []string{"applied", "refused"}
 	states         = []string{status.StateUnknown, status.StateWritable, status.StateReadOnly, status.StateUnreachable}
 	cacheRoles     = []string{"master", "replica"}

@@ -135,6 +135,7 @@ func New(o Options) *Metrics {
 		}, []string{"result"}),
 	}
 	// Both series exist from the start: an alert takes increase() of them.
+	// A group's counters start with the group (StartGroup).
 	for _, r := range reloadResults {
 		m.configReloads.WithLabelValues(r)
 	}
@@ -144,7 +145,7 @@ func New(o Options) *Metrics {
 		m.probeDuration, m.probeFailures, m.failovers, m.failoverDuration,
 		m.phaseDuration, m.writesUnavailable, m.fences, m.fenceProofs,
 		m.routingOperations, m.splitBrainResolved, m.cachePromotions, m.hookRuns, m.routingRepairs, m.configReloads,
-		newSnapshotCollector(o, m),
+		newSnapshotCollector(o),
 	)
 	return m
 }
@@ -228,9 +229,9 @@ func (m *Metrics) RoutingRepaired(group, follower string) {
 
 // HookDone records one finished run of an event hook.
 func (m *Metrics) HookDone(group, hook, event string, ok bool) {
-	result := "ok"
+	result := hookResults[0]
 	if !ok {
-		result = "failed"
+		result = hookResults[1]
 	}
 	m.hookRuns.WithLabelValues(group, hook, event, result).Inc()
 }
@@ -240,17 +241,41 @@ func (m *Metrics) ConfigReloaded(result string) {
 	m.configReloads.WithLabelValues(oneOf(result, reloadResults)).Inc()
 }
 
-// zeroGroup creates the zero series of a group's counters that alerts take
-// increase() of: a counter born at 1 by its first event would show no
-// increase. Called at each scrape for every group of the snapshot.
-func (m *Metrics) zeroGroup(g status.Group) {
+// StartGroup creates every counter series of group at 0, for its sites,
+// its routing and reader followers (by name) and its hooks (name → the
+// events each runs on), with every fixed word of the other labels. The
+// daemon calls it before the group's first event and before the first
+// scrape can see the group (daemon.SeriesStarter): a counter born at 1 by
+// its first event shows no increase(), so an alert on it would miss that
+// event, and a series created during a scrape appears a scrape late.
+func (m *Metrics) StartGroup(group string, sites, followers []string, hooks map[string][]string) {
 	for _, kind := range kinds {
 		for _, result := range failoverResults {
-			m.failovers.WithLabelValues(g.Name, kind, result)
+			m.failovers.WithLabelValues(group, kind, result)
 		}
 	}
-	m.splitBrainResolved.WithLabelValues(g.Name)
-	for _, s := range g.Sites {
-		m.probeFailures.WithLabelValues(g.Name, s.Name)
+	for _, p := range proofs {
+		m.fenceProofs.WithLabelValues(group, p)
+	}
+	m.splitBrainResolved.WithLabelValues(group)
+	for _, s := range sites {
+		m.probeFailures.WithLabelValues(group, s)
+		m.cachePromotions.WithLabelValues(group, s)
+		for _, by := range fencers {
+			m.fences.WithLabelValues(group, s, by)
+		}
+	}
+	for _, f := range followers {
+		m.routingRepairs.WithLabelValues(group, f)
+		for _, r := range routingResults {
+			m.routingOperations.WithLabelValues(group, f, r)
+		}
+	}
+	for hook, events := range hooks {
+		for _, e := range events {
+			for _, r := range hookResults {
+				m.hookRuns.WithLabelValues(group, hook, e, r)
+			}
+		}
 	}
 }

@@ -32,6 +32,15 @@ const (
 	WhyBadBinding = "bad-binding"
 )
 
+// The label values of each counter: every series exists at 0 from New on,
+// so an alert's increase() sees the first event and no series appears a
+// scrape late.
+var (
+	fenceReasons = []string{ReasonViewNamesOther, ReasonLeaseExpired, ReasonKilledMySQLD}
+	rejectWhys   = []string{WhyBadSignature, WhyOtherGroup, WhyOlderEpoch, WhyConflictingView, WhyEpochZero, WhyMalformed}
+	unboundWhys  = []string{WhyUnbound, WhyBadBinding}
+)
+
 type metrics struct {
 	reg      *prometheus.Registry
 	fences   *prometheus.CounterVec
@@ -67,13 +76,13 @@ func newMetrics(s *Sidecar) *metrics {
 	}, func() float64 { return float64(s.epoch()) })
 	m.reg.MustRegister(m.fences, m.rejected, m.unbound, lease, epoch)
 	// Zero series for every label value, so alerts see them before the first event.
-	for _, r := range []string{ReasonViewNamesOther, ReasonLeaseExpired, ReasonKilledMySQLD} {
+	for _, r := range fenceReasons {
 		m.fences.WithLabelValues(r)
 	}
-	for _, w := range []string{WhyBadSignature, WhyOtherGroup, WhyOlderEpoch, WhyConflictingView, WhyEpochZero, WhyMalformed} {
+	for _, w := range rejectWhys {
 		m.rejected.WithLabelValues(w)
 	}
-	for _, w := range []string{WhyUnbound, WhyBadBinding} {
+	for _, w := range unboundWhys {
 		m.unbound.WithLabelValues(w)
 	}
 	return m

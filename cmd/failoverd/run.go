@@ -14,6 +14,7 @@ import (
 
 	"github.com/failoverd/failoverd/daemon"
 	"github.com/failoverd/failoverd/metrics"
+	"github.com/failoverd/failoverd/sdnotify"
 	"github.com/failoverd/failoverd/status"
 )
 
@@ -52,12 +53,17 @@ every problem) and the daemon runs on unchanged.`,
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
+			// Type=notify under systemd: READY=1 and the watchdog's pings.
+			notifier, err := sdnotify.FromEnv()
+			if err != nil {
+				log.Warn("systemd.watchdog_ignored", "err", err)
+			}
 			// The metrics read the daemon's snapshot at scrape time; the
 			// server that scrapes starts in Run, after d is set.
 			var d *daemon.Daemon
 			m := metrics.New(metrics.Options{Snapshot: func() status.Snapshot { return d.Snapshot() }, Version: version, Commit: commit})
 			d, err = daemon.New(ctx, cfg, daemon.Options{Logger: log, Failpoint: failpointFromEnv(log),
-				Events: m, Metrics: m.Handler(), Version: version, Commit: commit, ConfigFile: c.configPath(), Reloads: hup})
+				Events: m, Metrics: m.Handler(), Version: version, Commit: commit, ConfigFile: c.configPath(), Reloads: hup, Notifier: notifier})
 			if err != nil {
 				log.Error("daemon.start_failed", "err", err)
 				return &exitError{code: 1, err: err}

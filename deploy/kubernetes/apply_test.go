@@ -27,26 +27,31 @@ import (
 )
 
 // PrometheusOperatorVersion is the github.com/prometheus-operator/prometheus-operator
-// module whose ServiceMonitor CRD is installed (scripts/deps puts it in the
-// module cache).
+// module whose ServiceMonitor and PodMonitor CRDs are installed
+// (scripts/deps puts it in the module cache).
 const PrometheusOperatorVersion = "v0.85.0"
 
 var crdGVR = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
 
-// serviceMonitorCRD returns the real ServiceMonitor CRD file from the
-// prometheus-operator module in the Go module cache.
-func serviceMonitorCRD(t *testing.T) string {
+// operatorCRDs returns the real ServiceMonitor and PodMonitor CRD files
+// from the prometheus-operator module in the Go module cache.
+func operatorCRDs(t *testing.T) []string {
 	t.Helper()
 	out, err := exec.Command("go", "env", "GOMODCACHE").Output()
 	if err != nil {
 		t.Fatalf("go env GOMODCACHE: %v", err)
 	}
-	p := filepath.Join(strings.TrimSpace(string(out)), "github.com", "prometheus-operator", "prometheus-operator@"+PrometheusOperatorVersion,
-		"example", "prometheus-operator-crd", "monitoring.coreos.com_servicemonitors.yaml")
-	if _, err := os.Stat(p); err != nil {
-		t.Fatalf("ServiceMonitor CRD of prometheus-operator %s not in the module cache (%v): run scripts/deps", PrometheusOperatorVersion, err)
+	dir := filepath.Join(strings.TrimSpace(string(out)), "github.com", "prometheus-operator", "prometheus-operator@"+PrometheusOperatorVersion,
+		"example", "prometheus-operator-crd")
+	var files []string
+	for _, f := range []string{"monitoring.coreos.com_servicemonitors.yaml", "monitoring.coreos.com_podmonitors.yaml"} {
+		p := filepath.Join(dir, f)
+		if _, err := os.Stat(p); err != nil {
+			t.Fatalf("%s of prometheus-operator %s not in the module cache (%v): run scripts/deps", f, PrometheusOperatorVersion, err)
+		}
+		files = append(files, p)
 	}
-	return p
+	return files
 }
 
 // warnings collects the API server's warnings (Pod Security, deprecations).
@@ -89,9 +94,11 @@ func startCluster(t *testing.T) *cluster {
 	if c.dyn, err = dynamic.NewForConfig(cfg); err != nil {
 		t.Fatal(err)
 	}
-	for _, crd := range readObjects(t, serviceMonitorCRD(t)) {
-		if _, err := c.dyn.Resource(crdGVR).Create(ctx, crd, metav1.CreateOptions{}); err != nil {
-			t.Fatalf("install CRD %s: %v", crd.GetName(), err)
+	for _, f := range operatorCRDs(t) {
+		for _, crd := range readObjects(t, f) {
+			if _, err := c.dyn.Resource(crdGVR).Create(ctx, crd, metav1.CreateOptions{}); err != nil {
+				t.Fatalf("install CRD %s: %v", crd.GetName(), err)
+			}
 		}
 	}
 	cs := k.Clientset(t)
@@ -113,12 +120,16 @@ func startCluster(t *testing.T) *cluster {
 	}
 	// Discovery serves a new CRD's kind a moment after it is Established.
 	want := schema.GroupKind{Group: "monitoring.coreos.com", Kind: "ServiceMonitor"}
+	alsoWant := schema.GroupKind{Group: "monitoring.coreos.com", Kind: "PodMonitor"}
 	for {
 		groups, err := restmapper.GetAPIGroupResources(dc)
 		if err == nil {
 			c.mapper = restmapper.NewDiscoveryRESTMapper(groups)
 			if _, err = c.mapper.RESTMapping(want); err == nil {
-				break
+				if _, err = c.mapper.RESTMapping(alsoWant); err == nil {
+					break
+				}
+				want = alsoWant
 			}
 		}
 		select {

@@ -30,7 +30,7 @@ import (
 
 // Files of this directory that kustomization.yaml leaves out on purpose:
 // each is applied on its own (see its header).
-var separate = []string{"secret.example.yaml", "sidecar-secret.example.yaml", "sidecar-snippet.yaml", "rbac-remote-cluster.yaml"}
+var separate = []string{"secret.example.yaml", "sidecar-secret.example.yaml", "sidecar-snippet.yaml", "sidecar-podmonitor.yaml", "rbac-remote-cluster.yaml"}
 
 // decodeObjects parses a multi-document YAML stream into objects, skipping
 // documents that hold only comments.

@@ -11,6 +11,7 @@ import (
 	"reflect"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -441,5 +442,52 @@ func TestUnitsPaths(t *testing.T) {
 		if !strings.Contains(strings.Join(d["SystemCallFilter"], "\n"), "@system-service") {
 			t.Errorf("%s: SystemCallFilter=%q lacks @system-service", unit, d["SystemCallFilter"])
 		}
+	}
+}
+
+// TestDaemonUnitNotifiesAndWatchdog: the daemon's unit waits for its
+// READY=1 (Type=notify), accepts notifications from the main process only,
+// and restarts a daemon whose loop is wedged (WatchdogSec: the daemon pings
+// every half of it only while every group loop makes progress; the stall
+// bound itself is 30 s or more, so a shorter watchdog adds little). The
+// notify socket is a unix socket: AF_UNIX stays allowed.
+func TestDaemonUnitNotifiesAndWatchdog(t *testing.T) {
+	d := unitDirectives(t, "failoverd.service")
+	for k, v := range map[string]string{"Type": "notify", "NotifyAccess": "main", "WatchdogSec": "30s", "Restart": "always"} {
+		if !slices.Equal(d[k], []string{v}) {
+			t.Errorf("failoverd.service: %s=%q, want %s", k, d[k], v)
+		}
+	}
+	if !slices.Contains(strings.Fields(strings.Join(d["RestrictAddressFamilies"], " ")), "AF_UNIX") {
+		t.Errorf("failoverd.service: RestrictAddressFamilies=%q: sd_notify needs AF_UNIX", d["RestrictAddressFamilies"])
+	}
+}
+
+// maxExposure is the daemon unit's `systemd-analyze security` exposure
+// (lower is safer) when issue 30 was filed: no change may raise it.
+const maxExposure = 1.5
+
+// TestDaemonUnitSecurityExposure: `systemd-analyze security --offline`
+// rates the daemon's unit at most maxExposure.
+func TestDaemonUnitSecurityExposure(t *testing.T) {
+	analyze, err := exec.LookPath("systemd-analyze")
+	if err != nil {
+		t.Fatal("systemd-analyze not found: run scripts/deps (make deps), which installs Debian's systemd package")
+	}
+	dir := t.TempDir()
+	unit := filepath.Join(dir, "failoverd.service")
+	if err := os.WriteFile(unit, []byte(readFile(t, "failoverd.service")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(analyze, "security", "--offline=yes", "--no-pager", unit).CombinedOutput()
+	if err != nil {
+		t.Fatalf("systemd-analyze security: %v\n%s", err, out)
+	}
+	m := regexp.MustCompile(`Overall exposure level for failoverd\.service: ([0-9.]+)`).FindSubmatch(out)
+	if m == nil {
+		t.Fatalf("no exposure level in:\n%s", out)
+	}
+	if got, _ := strconv.ParseFloat(string(m[1]), 64); got > maxExposure {
+		t.Errorf("failoverd.service exposure %.1f, more than %.1f: a hardening line was lost", got, maxExposure)
 	}
 }
