@@ -177,6 +177,15 @@ func TestCooldownBlocksSecondFailoverButSwitchoverWorks(t *testing.T) {
 		g.kill(0)
 		g.waitActive("site1", failoverTimeout)
 		g.waitFor("site2 follows site1", 30*time.Second, func() bool { return g.follows(g.topo.Sites[2], g.topo.Sites[1]) })
+		// site1 seen writable with semi-sync in effect: only then may it have
+		// acknowledged a write that lives on another site, which is what the
+		// switchover below must wait for. Killed sooner (a fast run killed it
+		// 120 ms after its promotion), the daemon rightly promotes at once:
+		// whatever site1 acknowledged without semi-sync is lost either way.
+		g.waitFor("site1 writable with semi-sync in effect", 30*time.Second, func() bool {
+			st, err := g.status()
+			return err == nil && st.RPO == "zero"
+		})
 		g.kill(1)
 		g.waitFor("cooldown reason", 30*time.Second, func() bool {
 			st, err := g.status()
