@@ -2,8 +2,10 @@
 # haproxy-readers.sh [CONFIG]: EXAMPLE failoverd command hook that keeps an
 # HAProxy reader backend serving exactly the group's reader set, through
 # HAProxy's runtime API (the stats socket). hooks/scripts_test.go runs it
-# against a stand-in runtime API that records the commands; try it on a
-# staging HAProxy first.
+# against a stand-in runtime API that records the commands, and test/e2e
+# against Debian's haproxy (TestHAProxyReadersHookSetsARealHAProxysServerStates,
+# and from a real daemon on a flapping replica); try it on a staging
+# HAProxy first.
 #
 # Configure it in failoverd.yaml, per group (readers.enabled: true):
 #   hooks:

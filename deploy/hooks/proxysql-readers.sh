@@ -2,7 +2,8 @@
 # proxysql-readers.sh [CONFIG]: EXAMPLE failoverd command hook that keeps a
 # ProxySQL reader hostgroup serving exactly the group's reader set, through
 # ProxySQL's admin interface. hooks/scripts_test.go runs it against a
-# stand-in client that records the statements; try it on a staging ProxySQL
+# stand-in client that records the statements (Debian has no ProxySQL
+# package, so no test runs a real one); try it on a staging ProxySQL
 # first.
 #
 # Configure it in failoverd.yaml, per group (readers.enabled: true):
