@@ -112,6 +112,8 @@ func (c *Config) located(problems *Problems) error {
 	out := &Problems{}
 	for _, p := range problems.List {
 		if c.src.hides(p.Path) {
+			// The value there had the wrong type and is reported as such;
+			// the zero value or default standing in for it is no problem.
 			continue
 		}
 		c.src.place(&p)

@@ -47,18 +47,7 @@ func (c *Config) Validate() error {
 		v.leaderVsSidecarLease(path, c.Daemon.LeaderElection, g)
 	}
 	v.oneServerPerSite(c.Groups)
-	out := &Problems{}
-	for _, p := range v.problems.List {
-		if c.src.hides(p.Path) {
-			// The value there had the wrong type and is reported as such;
-			// the zero value or default standing in for it is no problem.
-			continue
-		}
-		c.src.place(&p)
-		out.List = append(out.List, p)
-	}
-	out.sort()
-	return out.err()
+	return c.located(v.problems)
 }
 
 // leaderRetryJitter is client-go's leaderelection.JitterFactor: a candidate

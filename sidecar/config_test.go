@@ -119,13 +119,13 @@ func TestFromConfigOverrides(t *testing.T) {
 	}
 }
 
-// FromConfig logs in with the sidecar account, whose password and the view
-// key are the only secrets it reads: a configuration loaded for the sidecar
-// (configs.ParseSidecar) whose API token, kubeconfig and daemon accounts
-// are absent builds a working sidecar.
-func TestFromConfigReadsOnlyItsOwnSecrets(t *testing.T) {
+// sidecarOnlyConfig loads, as the sidecar does, a two-site group whose
+// API token, kubeconfig and daemon accounts are absent, with only the view
+// key and the sidecar account's password written (view.key holds key).
+func sidecarOnlyConfig(t *testing.T, key string) *configs.Config {
+	t.Helper()
 	dir := t.TempDir()
-	for name, content := range map[string]string{"view.key": "s3cret-view-key-of-at-least-32-bytes\n", "sidecar.pw": "sidecarpw\n"} {
+	for name, content := range map[string]string{"view.key": key + "\n", "sidecar.pw": "sidecarpw\n"} {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o600); err != nil {
 			t.Fatal(err)
 		}
@@ -156,11 +156,20 @@ groups:
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, opts, err := FromConfig(c, "orders", "east", Overrides{})
+	return c
+}
+
+// FromConfig logs in with the sidecar account, whose password and the view
+// key are the only secrets it reads: a configuration loaded for the sidecar
+// (configs.ParseSidecar) whose API token, kubeconfig and daemon accounts
+// are absent builds a working sidecar.
+func TestFromConfigReadsOnlyItsOwnSecrets(t *testing.T) {
+	const key = "s3cret-view-key-of-at-least-32-bytes"
+	cfg, opts, err := FromConfig(sidecarOnlyConfig(t, key), "orders", "east", Overrides{})
 	if err != nil {
 		t.Fatalf("FromConfig read a secret it does not use: %v", err)
 	}
-	if string(cfg.Key) != "s3cret-view-key-of-at-least-32-bytes" || opts.User != "failoverd_sidecar" || opts.Password != "sidecarpw" {
+	if string(cfg.Key) != key || opts.User != "failoverd_sidecar" || opts.Password != "sidecarpw" {
 		t.Errorf("key %q, account %s/%s: want the view key and the sidecar account", cfg.Key, opts.User, opts.Password)
 	}
 }
@@ -168,35 +177,7 @@ groups:
 // TestFromConfigRefusesAShortViewKey guards a sidecar against trusting views
 // signed with a key the daemon itself would refuse to start with.
 func TestFromConfigRefusesAShortViewKey(t *testing.T) {
-	dir := t.TempDir()
-	for name, content := range map[string]string{"view.key": "short\n", "sidecar.pw": "sidecarpw\n"} {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	c, err := configs.ParseSidecar(`
-daemon:
-  viewSigningKeyFile: view.key
-groups:
-  - name: orders
-    engine: mariadb
-    credentials:
-      admin: {user: failoverd, passwordFile: absent/admin.pw}
-      replication: {user: repl, passwordFile: absent/repl.pw}
-      sidecar: {user: failoverd_sidecar, passwordFile: sidecar.pw}
-    sidecar: {leaseTimeout: 4s, checkInterval: 500ms}
-    sites:
-      - name: east
-        mysql: {address: 10.0.0.1:3306}
-        sidecar: {address: 10.0.0.1:9300}
-      - name: west
-        mysql: {address: 10.0.0.2:3306}
-        sidecar: {address: 10.0.0.2:9300}
-`, dir, "orders", "east")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, _, err = FromConfig(c, "orders", "east", Overrides{})
+	_, _, err := FromConfig(sidecarOnlyConfig(t, "short"), "orders", "east", Overrides{})
 	if !errors.Is(err, ErrShortViewKey) || !strings.Contains(err.Error(), "fewer than 32") {
 		t.Fatalf("a 5-byte view key: got %v, want ErrShortViewKey naming the minimum", err)
 	}

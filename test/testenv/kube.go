@@ -182,6 +182,7 @@ func StartKube(t T, opts KubeOptions) *Kube {
 // own apiserver, certificates, token and kubeconfig.
 func StartKubes(t T, n int) []*Kube {
 	t.Helper()
+	skipIfShort(t)
 	e, err := startEtcd(t)
 	if err != nil {
 		t.Fatalf("testenv: start kubes: %v", err)

@@ -59,6 +59,7 @@ var shared struct {
 // connect to it (through proxies, with the accounts).
 func sharedMariaDB(t *testing.T) *Server {
 	t.Helper()
+	skipIfShort(t)
 	shared.dbOnce.Do(func() { shared.db, shared.dbErr = startServer(suite, ServerOptions{Engine: MariaDB, Name: "shared"}) })
 	if shared.dbErr != nil {
 		t.Fatalf("shared mariadb: %v", shared.dbErr)

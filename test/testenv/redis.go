@@ -271,6 +271,7 @@ func (r *Redis) WaitInSync(t T, primary *Redis, timeout time.Duration) {
 // sync when it returns.
 func StartRedisPair(t T) (primary, replica *Redis) {
 	t.Helper()
+	skipIfShort(t)
 	var errP, errR error
 	var wg sync.WaitGroup
 	wg.Go(func() { primary, errP = startRedis(t, RedisOptions{Name: "redis-primary"}) })
