@@ -64,15 +64,6 @@ func (c *cli) logger() (*slog.Logger, error) {
 	}
 }
 
-// loadConfig loads and validates the config file named by --config.
-func (c *cli) loadConfig() (*configs.Config, error) {
-	cfg, err := configs.Load(c.configPath())
-	if err != nil {
-		return nil, &exitError{code: 1, err: err}
-	}
-	return cfg, nil
-}
-
 func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	c := &cli{v: viper.New(), stdout: stdout, stderr: stderr}
 	root := &cobra.Command{
