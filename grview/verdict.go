@@ -22,11 +22,15 @@ type Site struct {
 // keeps it (and may persist it) and passes it back; nothing else is
 // remembered. The zero State is a daemon without history.
 type State struct {
-	// MaxViewSize is the largest view a verdict ever had quorum on, sticky:
-	// the denominator of every later majority (with the number of
-	// configured sites as its floor). A group that shrank for good keeps
-	// needing a majority of its old size until a human lowers it here:
-	// a member whose expulsion left a small view behind never wins alone.
+	// MaxViewSize is the denominator of every majority, sticky: the
+	// largest view a verdict had quorum on, and at least the number of
+	// configured sites when it was first set (0, no history, counts as the
+	// number of configured sites, so a daemon that just started never
+	// follows a member alone in a view of its own). A group that shrank
+	// keeps needing a majority of its old size until a human lowers it
+	// here, e.g. to the survivors after forcing the membership
+	// (mysqlctl's ForceMembers): a member whose peers were expelled never
+	// wins alone.
 	MaxViewSize int
 	// UUIDs maps each site to the server_uuid its own report last named.
 	UUIDs map[string]string
@@ -84,7 +88,7 @@ type Verdict struct {
 	GroupName, ViewID string
 	ViewSize          int
 	// Denominator is the member count a majority was taken of:
-	// max(State.MaxViewSize, configured sites, the view's own size).
+	// max(State.MaxViewSize (0: the configured sites), the view's own size).
 	Denominator int
 	// Primary is the winning view's primary (zero without one) and
 	// PrimarySite the configured site it is ("" when no site matches).
@@ -145,13 +149,13 @@ type ballot struct {
 //     is quorate (a majority of the view ONLINE or RECOVERING). Others do
 //     not vote: not-member, recovering, minority (SiteView.Standing).
 //  2. A vote is for (group name, view id, primary). A view wins when its
-//     votes are more than half of the denominator: the largest of
-//     State.MaxViewSize (sticky), the number of configured sites and the
-//     view's own size. So a single stale or lying member is always
-//     outvoted, and a member left alone in a small view (its peers
-//     expelled or a second group bootstrapped) never wins by itself.
-//     Every site votes at most once and the denominator is at least the
-//     number of sites, so two views never both win.
+//     votes are more than half of the denominator: the larger of
+//     State.MaxViewSize (sticky; without history the number of configured
+//     sites) and the view's own size. So a single stale or lying member is
+//     always outvoted, and a member left alone in a small view (its peers
+//     expelled or a second group bootstrapped) never wins by itself. Every
+//     site votes at most once and the denominator is at least the number
+//     of voters, so two views never both win.
 //  3. No winner: ReasonNoQuorum when a reached site is in a minority or
 //     even every unreached site voting for the strongest view would not
 //     make a majority; ReasonUnconfirmed otherwise. A winner with a
@@ -207,8 +211,16 @@ func Evaluate(prev State, sites []Site, reports []Report, now time.Time) (Verdic
 	}
 
 	// Every site votes at most once and the denominator is at least the
-	// number of sites, so two views can never both have a majority.
-	floor := max(prev.MaxViewSize, len(sites))
+	// number of voters, so two views can never both have a majority.
+	floor := prev.MaxViewSize
+	if floor <= 0 {
+		floor = len(sites)
+	}
+	voters := 0
+	for _, b := range ballots {
+		voters += len(b.sites)
+	}
+	floor = max(floor, voters)
 	var w *ballot
 	strongest := 0
 	for _, b := range ballots {
@@ -266,7 +278,7 @@ func Evaluate(prev State, sites []Site, reports []Report, now time.Time) (Verdic
 		v.Primary, v.PrimarySite = p, siteOf(p, sites, next.UUIDs)
 	}
 
-	next.MaxViewSize = max(prev.MaxViewSize, w.size)
+	next.MaxViewSize = max(floor, w.size)
 	next.GroupName = w.key.group
 	if v.ViewChanged = w.key.view != prev.ViewID; v.ViewChanged {
 		next.ViewID, next.ViewSince = w.key.view, now

@@ -226,6 +226,32 @@ func TestMaxViewSizeIsStickyAndTheDenominator(t *testing.T) {
 	}
 }
 
+// Without history the configured sites are the denominator, and the first
+// verdict makes them sticky even on a smaller view; after a forced
+// membership a human lowers MaxViewSize to the survivors, whose view then
+// wins, while a liar voting for another view beside it still does not.
+func TestDenominatorWithoutHistoryAndAfterAForcedMembership(t *testing.T) {
+	two := []Report{rep("a", "ua", "v2", prim("ua"), on("ub")), rep("b", "ub", "v2", prim("ua"), on("ub"))}
+	v, next := Evaluate(State{}, sitesABC, two, t0)
+	if v.Reason != ReasonQuorate || v.Denominator != 3 || next.MaxViewSize != 3 {
+		t.Fatalf("first verdict on a two-member view: %s over %d, MaxViewSize %d; want quorate over 3, 3", v.Reason, v.Denominator, next.MaxViewSize)
+	}
+	forced := rep("a", "ua", "v7", prim("ua"))
+	if v, _ := Evaluate(next, sitesABC, []Report{forced}, t0); v.Reason == ReasonQuorate {
+		t.Fatal("a lone member won against the sticky denominator")
+	}
+	lowered := next
+	lowered.MaxViewSize = 1
+	v, after := Evaluate(lowered, sitesABC, []Report{forced}, t0)
+	if v.Reason != ReasonQuorate || v.PrimarySite != "a" || after.MaxViewSize != 1 {
+		t.Fatalf("forced survivor with MaxViewSize 1: %s %q, MaxViewSize %d", v.Reason, v.PrimarySite, after.MaxViewSize)
+	}
+	liar := inGroup(rep("c", "uc", "x1", prim("uc")), "g2")
+	if v, _ := Evaluate(lowered, sitesABC, []Report{forced, liar}, t0); v.Reason == ReasonQuorate {
+		t.Fatalf("two one-member views both counted: %+v", v)
+	}
+}
+
 // A lying member claiming a huge view cannot raise the denominator: only
 // a winning view's size enters the state.
 func TestALyingBigViewNeitherWinsNorRaisesTheDenominator(t *testing.T) {
