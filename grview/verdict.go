@@ -340,11 +340,3 @@ func siteOf(m Member, sites []Site, uuids map[string]string) string {
 	}
 	return ""
 }
-
-func siteNames(sites []Site, idx []int) string {
-	n := make([]string, len(idx))
-	for j, i := range idx {
-		n[j] = sites[i].Name
-	}
-	return strings.Join(n, ", ")
-}
