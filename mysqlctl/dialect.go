@@ -126,13 +126,16 @@ var groupVariables = []string{
 // groupStatusMySQL returns one row per member of the server's own
 // replication_group_members table, each with the member's queues from
 // replication_group_member_stats, and on every row the server's own
-// server_uuid, read_only, super_read_only, gtid_executed, its view id
-// (VIEW_ID of its own stats row) and gr_variables. The one-row derived table
-// keeps a row (member columns NULL) when the member table is empty, as it is
-// without the plugin; gr_variables is then NULL, because the variables do not
-// exist (read through performance_schema so that is no error).
+// server_uuid, read_only, super_read_only, gtid_executed, gr_plugin (1 when
+// the group_replication plugin is active), its view id (VIEW_ID of its own
+// stats row) and gr_variables. The one-row derived table keeps a row (member
+// columns NULL) when the member table is empty, as it is without the plugin.
+// The variables are read through performance_schema, so those the plugin
+// brings are missing, not an error, without it (MySQL 8.4+ has
+// group_replication_consistency in the server itself).
 var groupStatusMySQL = "SELECT @@GLOBAL.server_uuid AS server_uuid, @@GLOBAL.read_only AS read_only, " +
 	"@@GLOBAL.super_read_only AS super_read_only, @@GLOBAL.gtid_executed AS gtid_executed, " +
+	"(SELECT COUNT(*) FROM information_schema.PLUGINS WHERE PLUGIN_NAME = 'group_replication' AND PLUGIN_STATUS = 'ACTIVE') AS gr_plugin, " +
 	pairsSubquery("performance_schema.global_variables", groupVariables, "gr_variables") + ", " +
 	"(SELECT VIEW_ID FROM performance_schema.replication_group_member_stats WHERE MEMBER_ID = @@GLOBAL.server_uuid LIMIT 1) AS view_id, " +
 	"m.MEMBER_ID AS member_id, m.MEMBER_HOST AS member_host, m.MEMBER_PORT AS member_port, m.MEMBER_STATE AS member_state, " +

@@ -102,11 +102,10 @@ func parseGroupStatus(rs *resultSet) (GroupStatus, error) {
 		return GroupStatus{}, errors.New("no row")
 	}
 	first := rs.row(0)
-	vars, ok := first.get("gr_variables")
-	if !ok || !vars.Valid {
+	if first.integer("gr_plugin") == 0 {
 		return GroupStatus{}, fmt.Errorf("%w: the group_replication plugin is not loaded (plugin-load-add=group_replication.so)", ErrNotSupported)
 	}
-	kv := pairs(vars.String)
+	kv := pairs(first.str("gr_variables"))
 	g := GroupStatus{
 		ServerUUID:    first.str("server_uuid"),
 		ViewID:        first.str("view_id"),

@@ -16,6 +16,7 @@ import (
 const (
 	mysqlGroupStatus = "SELECT @@GLOBAL.server_uuid AS server_uuid, @@GLOBAL.read_only AS read_only, " +
 		"@@GLOBAL.super_read_only AS super_read_only, @@GLOBAL.gtid_executed AS gtid_executed, " +
+		"(SELECT COUNT(*) FROM information_schema.PLUGINS WHERE PLUGIN_NAME = 'group_replication' AND PLUGIN_STATUS = 'ACTIVE') AS gr_plugin, " +
 		"(SELECT GROUP_CONCAT(CONCAT(LOWER(VARIABLE_NAME), '=', VARIABLE_VALUE)) FROM performance_schema.global_variables " +
 		"WHERE VARIABLE_NAME IN ('group_replication_group_name', 'group_replication_single_primary_mode', 'group_replication_local_address', " +
 		"'group_replication_consistency', 'group_replication_exit_state_action', 'group_replication_autorejoin_tries', " +
@@ -41,15 +42,20 @@ const (
 type groupMember struct{ id, port, state, role string }
 
 // groupRows answers mysqlGroupStatus as the server self (uuidA) in view
-// with members; no members gives the one row of an empty member table.
+// with members and the plugin active; no members gives the one row of an
+// empty member table.
 func groupRows(self, view, vars string, members ...groupMember) fakeResponse {
-	b := table("server_uuid", "read_only", "super_read_only", "gtid_executed", "gr_variables", "view_id",
+	return groupRowsPlugin("1", self, view, vars, members...)
+}
+
+func groupRowsPlugin(plugin, self, view, vars string, members ...groupMember) fakeResponse {
+	b := table("server_uuid", "read_only", "super_read_only", "gtid_executed", "gr_plugin", "gr_variables", "view_id",
 		"member_id", "member_host", "member_port", "member_state", "member_role", "member_version", "certify_queue", "applier_queue")
 	if len(members) == 0 {
-		return b.row(self, "1", "1", "", vars, "NULL", "NULL", "NULL", "NULL", "NULL", "NULL", "NULL", "NULL", "NULL").ok()
+		return b.row(self, "1", "1", "", plugin, vars, "NULL", "NULL", "NULL", "NULL", "NULL", "NULL", "NULL", "NULL", "NULL").ok()
 	}
 	for _, m := range members {
-		b = b.row(self, "0", "0", uuidA+":1-10", vars, view, m.id, "127.0.0.1", m.port, m.state, m.role, "9.7.4", "0", "2")
+		b = b.row(self, "0", "0", uuidA+":1-10", plugin, vars, view, m.id, "127.0.0.1", m.port, m.state, m.role, "9.7.4", "0", "2")
 	}
 	return b.ok()
 }
@@ -120,11 +126,12 @@ func TestGroupStatusHasQuorum(t *testing.T) {
 	}
 }
 
-// Without the plugin (gr_variables NULL, an empty member table) or on
-// MariaDB (which sends nothing) GroupStatus is ErrNotSupported.
+// Without the plugin (not active, an empty member table; MySQL 8.4+ still
+// has group_replication_consistency, seen on 9.7) or on MariaDB (which sends
+// nothing) GroupStatus is ErrNotSupported.
 func TestGroupStatusNotSupported(t *testing.T) {
 	inst, db, _ := newFake(mysql84)
-	db.on("SELECT @@GLOBAL.server_uuid", groupRows(uuidA, "", "NULL"))
+	db.on("SELECT @@GLOBAL.server_uuid", groupRowsPlugin("0", uuidA, "", "group_replication_consistency=BEFORE_ON_PRIMARY_FAILOVER"))
 	if _, err := inst.GroupStatus(context.Background()); !errors.Is(err, ErrNotSupported) || !strings.Contains(err.Error(), "group_replication.so") {
 		t.Fatalf("without the plugin: %v, want ErrNotSupported naming the plugin", err)
 	}

@@ -2,6 +2,7 @@ package mysqlctl
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"slices"
 	"testing"
@@ -18,7 +19,9 @@ import (
 // -9 of the primary grview's verdict names the primary the group elected;
 // SetAsPrimary moves it to the other survivor; when that one is killed too
 // the survivor is in a minority (no-quorum), and ForceMembers makes it a
-// group of one again, with group_replication_force_members cleared.
+// group of one again, with group_replication_force_members cleared; the
+// restarted first primary lists itself OFFLINE and does not vote; a server
+// without the plugin answers ErrNotSupported.
 func TestRealMySQLOnlyGroupReplicationStatus(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts real servers")
@@ -176,5 +179,34 @@ func TestRealMySQLOnlyGroupReplicationStatus(t *testing.T) {
 	survivor.Exec(t, "INSERT INTO app.gr VALUES (2)")
 	if n := survivor.QueryString(t, "SELECT COUNT(*) FROM app.gr"); n != "2" {
 		t.Fatalf("rows %s after the forced group took a write", n)
+	}
+
+	// The killed first primary, restarted: Group Replication does not start
+	// on boot here, so it lists itself alone, OFFLINE, and does not vote.
+	if err := g.Members[0].Restart(ctxFor(t, 2*time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	st, err := readers[0].GroupStatus(ctxFor(t, 30*time.Second))
+	if self, ok := st.Self(); err != nil || !ok || self.State != grview.StateOffline || st.HasQuorum() || len(st.Members) != 1 {
+		t.Fatalf("restarted member: %+v, %v", st, err)
+	}
+	v = waitVerdict("the restarted member seen outside the group", 10*time.Second, func(v grview.Verdict) bool {
+		return v.Reason == grview.ReasonQuorate && v.Sites[0].Standing == grview.StandingNotMember
+	})
+	if v.PrimarySite != elected {
+		t.Fatalf("after the restart: %+v", v)
+	}
+
+	// A MySQL server without the plugin: the same one statement answers,
+	// and GroupStatus says Group Replication is not there.
+	plain := testenv.StartMySQL(t, testenv.ServerOptions{Name: "no-gr"})
+	inst, err := Open(ctxFor(t, 30*time.Second), Options{Addr: plain.Addr(), User: testenv.DaemonUser, Password: testenv.DaemonPassword,
+		StatusOnly: true, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer inst.Close()
+	if st, err := inst.GroupStatus(ctxFor(t, 30*time.Second)); !errors.Is(err, ErrNotSupported) {
+		t.Fatalf("GroupStatus without the plugin: %+v, %v, want ErrNotSupported", st, err)
 	}
 }
