@@ -234,7 +234,29 @@ const (
 	FencingSemiSync = "semisync"
 	// FencingSemiSyncSidecar accepts either the semi-sync or the sidecar proof.
 	FencingSemiSyncSidecar = "semisync+sidecar"
+	// FencingGroup is not written in a configuration: it is the effective
+	// mode (FencingMode) of a replication: group group, whose members the
+	// group itself keeps from writing (a member without the majority blocks
+	// its commits, one that leaves goes read-only or offline); failoverd
+	// never fences or promotes one.
+	FencingGroup = "group"
 )
+
+// Replication modes (Group.Replication).
+const (
+	// ReplicationAsync: asynchronous or semi-synchronous replication from
+	// one primary; failoverd detects, fences, elects and promotes.
+	ReplicationAsync = "async"
+	// ReplicationGroup: MySQL Group Replication, single-primary; the group
+	// elects its primary and failoverd observes it, cross-checks every
+	// member's report and moves routing, cache, DNS, hooks and readers after
+	// the group (docs/design.md, "Group Replication groups").
+	ReplicationGroup = "group"
+)
+
+// MaxGroupReplicationMembers is the most members a MySQL Group Replication
+// group may have.
+const MaxGroupReplicationMembers = 9
 
 // Group is one MySQL failover group: two or more sites, one writable primary.
 type Group struct {
@@ -243,6 +265,16 @@ type Group struct {
 	// Engine is the database flavor: "mysql" (8.0.23+, 8.4, 9.x, Percona
 	// Server) or "mariadb" (10.11+).
 	Engine string `yaml:"engine" default:"mysql"`
+	// Replication is "async" (default: asynchronous or semi-synchronous
+	// replication; failoverd elects and promotes) or "group": the sites are
+	// the members of a single-primary MySQL Group Replication group, which
+	// elects its primary itself; failoverd follows it, never fences or
+	// promotes (engine mysql only; fencing is not set, and the settings
+	// that steer failoverd's own elections — detection, failoverCooldown,
+	// escalation, relayDrainTimeout, maxLagWait, maxCandidateLag, site
+	// priority — are not used). `failoverd validate` prints the my.cnf
+	// lines the group needs (docs/design.md, "Group Replication groups").
+	Replication string `yaml:"replication" default:"async"`
 	// Mode is "active" (default: the daemon acts on its decisions) or
 	// "observe": it polls and decides exactly as an active group would and
 	// logs each decision that would act as "decision.would", but changes
@@ -266,7 +298,8 @@ type Group struct {
 	Detection string `yaml:"detection" default:"corroborated"`
 	// Fencing is "confirmed", "semisync", "sidecar", "semisync+sidecar" or
 	// "none" (see docs/design.md, "Choosing a fencing mode"). Empty picks "sidecar" when
-	// every primary-candidate site has a sidecar, else "confirmed".
+	// every primary-candidate site has a sidecar, else "confirmed". Not set
+	// with replication: group (the group fences itself; FencingGroup).
 	Fencing string `yaml:"fencing"`
 	// FailoverCooldown is the minimum time between two automatic failovers
 	// (planned switchovers count as failovers here).

@@ -129,11 +129,59 @@ func (c *Config) Warnings() []string {
 		if g.FencingMode() == FencingNone {
 			w = append(w, fmt.Sprintf("groups[%d].fencing: none promotes without proof that the old primary stopped accepting writes; acknowledged writes can be lost (durability risk)", i))
 		}
-		if g.FailoverCooldown == 0 {
+		if g.FailoverCooldown == 0 && g.Replication != ReplicationGroup {
 			w = append(w, fmt.Sprintf("groups[%d].failoverCooldown: 0 disables anti-flap protection", i))
+		}
+		if g.Replication == ReplicationGroup {
+			w = append(w, g.groupReplicationWarnings(i)...)
 		}
 	}
 	return w
+}
+
+// groupReplicationWarnings are the warnings of the replication: group
+// group at index i: the my.cnf lines it relies on, and what the group
+// decides rather than failoverd.
+func (g Group) groupReplicationWarnings(i int) []string {
+	w := []string{fmt.Sprintf("groups[%d].replication: group: failoverd follows the group's own elections and relies on these lines in the [mysqld] section of every member's my.cnf "+
+		"(bootstrap the group once, by hand; docs/design.md, \"Group Replication groups\"):\n    %s", i, strings.Join(GroupReplicationSettings(), "\n    "))}
+	// A two-member group has no majority left after either fails.
+	if len(g.Sites) < 3 {
+		w = append(w, fmt.Sprintf("groups[%d].sites: %d members: a Group Replication group keeps its majority, so its primary, only while more than half of its members are up; "+
+			"with %d it loses it whenever one fails and then blocks every write until a human forces the membership. Use at least 3 members", i, len(g.Sites), len(g.Sites)))
+	}
+	for j, s := range g.Sites {
+		if s.Role == RoleDROnly {
+			w = append(w, fmt.Sprintf("groups[%d].sites[%d].role: dr-only does not stop the group electing %s: set group_replication_member_weight=0 on it "+
+				"(then it is elected only when no other member is left)", i, j, s.Name))
+		}
+	}
+	return w
+}
+
+// GroupReplicationSettings are the my.cnf lines (section [mysqld]) every
+// member of a replication: group group needs, as failoverd recommends them
+// (package grview checks the same values at run time:
+// grview.Settings.Unsafe).
+func GroupReplicationSettings() []string {
+	return []string{
+		"plugin-load-add=group_replication.so",
+		"gtid_mode=ON",
+		"enforce_gtid_consistency=ON",
+		"super_read_only=ON  # every member starts read-only; the group lifts it on its primary only",
+		"group_replication_single_primary_mode=ON",
+		"group_replication_enforce_update_everywhere_checks=OFF",
+		"group_replication_consistency=BEFORE_ON_PRIMARY_FAILOVER  # or BEFORE, AFTER, BEFORE_AND_AFTER: a new primary applies its backlog first",
+		"group_replication_exit_state_action=OFFLINE_MODE  # or READ_ONLY: a member that leaves takes no writes",
+		"group_replication_autorejoin_tries=3",
+		"group_replication_member_expel_timeout=5",
+		"group_replication_unreachable_majority_timeout=10  # a member cut off in a minority leaves instead of holding its clients",
+		"group_replication_start_on_boot=ON",
+		"group_replication_bootstrap_group=OFF  # never ON in a file: bootstrap once, by hand",
+		"group_replication_group_name=<the group's UUID>",
+		"group_replication_local_address=<this member's host>:33061",
+		"group_replication_group_seeds=<every member's local address, comma-separated>",
+	}
 }
 
 // UsesSidecarProof reports whether a fencing mode trusts sidecar proofs.
@@ -163,11 +211,14 @@ func SemiSyncSettings(engine string) string {
 		"rpl_semi_sync_source_enabled=ON on the primary only (failoverd moves it with the primary)"
 }
 
-// FencingMode is the effective fencing policy: the configured one, or
-// "sidecar" when every primary-candidate site declares a sidecar, else
-// "confirmed". Whether a sidecar really runs is checked at run time: the
+// FencingMode is the effective fencing policy: FencingGroup for a
+// replication: group group, else the configured one, or "sidecar" when
+// every primary-candidate site declares a sidecar, else "confirmed". Whether a sidecar really runs is checked at run time: the
 // lease proof needs the daemon to have received its reports.
 func (g Group) FencingMode() string {
+	if g.Replication == ReplicationGroup {
+		return FencingGroup
+	}
 	if g.Fencing != "" {
 		return g.Fencing
 	}
@@ -198,6 +249,10 @@ func (g Group) Summary() string {
 	}
 	if g.Observing() {
 		extras += ", mode observe (decides and logs, changes nothing)"
+	}
+	if g.Replication == ReplicationGroup {
+		return fmt.Sprintf("group %s: %s, replication group (the group elects; failoverd follows), %d members [%s], poll %s%s",
+			g.Name, g.Engine, len(g.Sites), strings.Join(sites, " "), g.PollInterval, extras)
 	}
 	return fmt.Sprintf("group %s: %s, %d sites [%s], poll %s, detection %s, fencing %s%s",
 		g.Name, g.Engine, len(g.Sites), strings.Join(sites, " "), g.PollInterval, g.Detection, g.FencingMode(), extras)
@@ -443,6 +498,10 @@ func (v *validator) group(path string, g Group) {
 		v.add(path+".engine", "%q is not supported; write mysql or mariadb", g.Engine)
 	}
 	v.oneOf(path+".mode", g.Mode, ModeActive, ModeObserve)
+	v.oneOf(path+".replication", g.Replication, ReplicationAsync, ReplicationGroup)
+	if g.Replication == ReplicationGroup {
+		v.groupReplication(path, g)
+	}
 	v.positive(path+".pollInterval", g.PollInterval)
 	v.positive(path+".probeTimeout", g.ProbeTimeout)
 	if g.ProbeTimeout >= g.PollInterval && g.PollInterval > 0 && v.intact(path+".pollInterval", path+".probeTimeout") {
@@ -452,7 +511,7 @@ func (v *validator) group(path string, g Group) {
 	v.atLeastOne(path+".failureThreshold", g.FailureThreshold)
 	v.atLeastOne(path+".recoveryThreshold", g.RecoveryThreshold)
 	v.oneOf(path+".detection", g.Detection, DetectionCorroborated, DetectionDaemonOnly)
-	if g.Fencing != "" {
+	if g.Fencing != "" && g.Replication != ReplicationGroup { // refused whole for a GR group (groupReplication)
 		v.oneOf(path+".fencing", g.Fencing, FencingConfirmed, FencingSemiSync, FencingSidecar, FencingSemiSyncSidecar, FencingNone)
 	}
 	if g.FailoverCooldown < 0 {
@@ -471,7 +530,7 @@ func (v *validator) group(path string, g Group) {
 	}
 	v.oneOf(path+".onDrainTimeout", g.OnDrainTimeout, "abort", "promote")
 	v.oneOf(path+".rejoin", g.Rejoin, RejoinManual, RejoinRecloneUnacknowledged)
-	if g.Rejoin == RejoinRecloneUnacknowledged {
+	if g.Rejoin == RejoinRecloneUnacknowledged && g.Replication != ReplicationGroup { // a GR group: groupReplication says why
 		// Prevents discarding transactions no proof shows unacknowledged.
 		if f := g.FencingMode(); f != FencingSemiSync && f != FencingSemiSyncSidecar {
 			v.add(path+".rejoin", "%q needs fencing semisync or semisync+sidecar (semi-sync is what proves the discarded transactions unacknowledged), not %q; set fencing, or use rejoin: manual", g.Rejoin, f)
@@ -506,6 +565,34 @@ func (v *validator) group(path string, g Group) {
 		if c.PasswordFile != "" {
 			v.readable(path+".cache.passwordFile", c.PasswordFile)
 		}
+	}
+}
+
+// groupReplication checks what replication: group rules out: failoverd
+// follows the group's own elections and never fences, elects or promotes,
+// so every setting that would have it do one is refused, naming why.
+func (v *validator) groupReplication(path string, g Group) {
+	const why = "replication: group: the group elects its primary and keeps the others from writing itself; failoverd follows it and never fences or promotes a member"
+	if g.Engine != EngineMySQL && v.intact(path+".engine") {
+		// Prevents a MariaDB group waiting for a Group Replication that cannot exist.
+		v.add(path+".engine", "%q has no Group Replication; replication: group needs engine: mysql (MySQL 8.0.23+), or use replication: async", g.Engine)
+	}
+	// Prevents an operator believing a fencing mode protects the group.
+	if g.Fencing != "" {
+		v.add(path+".fencing", "%q is not used with %s; remove fencing", g.Fencing, why)
+	}
+	// Prevents discarding transactions on a proof only async semi-sync gives.
+	if g.Rejoin == RejoinRecloneUnacknowledged {
+		v.add(path+".rejoin", "%q is not used with %s, and the group recovers a rejoining member itself (distributed recovery); use rejoin: manual", g.Rejoin, why)
+	}
+	if g.OnDrainTimeout == "promote" {
+		v.add(path+".onDrainTimeout", "\"promote\" (accept a loss to promote) is not used with %s; use abort", why)
+	}
+	if g.SplitBrain.PreferSite != "" {
+		v.add(path+".splitBrain.preferSite", "is not used with %s: a single-primary group has one writer; remove it", why)
+	}
+	if len(g.Sites) > MaxGroupReplicationMembers && v.intact(path+".sites") {
+		v.add(path+".sites", "%d sites; a Group Replication group has at most %d members", len(g.Sites), MaxGroupReplicationMembers)
 	}
 }
 
@@ -556,7 +643,7 @@ func (v *validator) sites(path string, g Group) {
 		}
 		if s.Sidecar != nil {
 			v.hostPort(sp+".sidecar.address", s.Sidecar.Address, false)
-		} else if UsesSidecarProof(g.Fencing) && s.Role == RolePrimaryCandidate && v.intact(sp+".role") {
+		} else if UsesSidecarProof(g.Fencing) && g.Replication != ReplicationGroup && s.Role == RolePrimaryCandidate && v.intact(sp+".role") {
 			v.add(sp+".sidecar.address", "missing; fencing: %s needs a sidecar at every primary-candidate (or choose fencing: confirmed or semisync)", g.Fencing)
 		}
 	}

@@ -101,7 +101,50 @@ type dialect struct {
 	// (MySQL super_read_only) while read_only stays on.
 	cloneUnfence     string
 	cloneUnsupported string // why clone is unsupported, naming the manual procedure
+
+	// groupStatusQuery reads one member's Group Replication state in one
+	// statement (see groupStatusMySQL); "" where the flavor has no Group
+	// Replication (groupUnsupported says why).
+	groupStatusQuery string
+	// setAsPrimary builds the call that asks the group to elect uuid,
+	// giving the old primary's running transactions timeout to finish.
+	setAsPrimary func(uuid string, timeout time.Duration) (string, error)
+	// forceMembers builds SET GLOBAL group_replication_force_members for a
+	// comma-separated list of group communication addresses ("" clears it).
+	forceMembers     func(list string) (string, error)
+	groupUnsupported string
 }
+
+// groupVariables are the Group Replication variables GroupStatus reads
+// (the gr_variables column, lower-case name=value pairs).
+var groupVariables = []string{
+	"group_replication_group_name", "group_replication_single_primary_mode", "group_replication_local_address",
+	"group_replication_consistency", "group_replication_exit_state_action", "group_replication_autorejoin_tries",
+	"group_replication_unreachable_majority_timeout", "group_replication_member_expel_timeout",
+}
+
+// groupStatusMySQL returns one row per member of the server's own
+// replication_group_members table, each with the member's queues from
+// replication_group_member_stats, and on every row the server's own
+// server_uuid, read_only, super_read_only, gtid_executed, gr_plugin (1 when
+// the group_replication plugin is active), its view id (VIEW_ID of its own
+// stats row) and gr_variables. The one-row derived table keeps a row (member
+// columns NULL) when the member table is empty, as it is without the plugin.
+// The variables are read through performance_schema, so those the plugin
+// brings are missing, not an error, without it (MySQL 8.4+ has
+// group_replication_consistency in the server itself).
+var groupStatusMySQL = "SELECT @@GLOBAL.server_uuid AS server_uuid, @@GLOBAL.read_only AS read_only, " +
+	"@@GLOBAL.super_read_only AS super_read_only, @@GLOBAL.gtid_executed AS gtid_executed, " +
+	"(SELECT COUNT(*) FROM information_schema.PLUGINS WHERE PLUGIN_NAME = 'group_replication' AND PLUGIN_STATUS = 'ACTIVE') AS gr_plugin, " +
+	pairsSubquery("performance_schema.global_variables", groupVariables, "gr_variables") + ", " +
+	"(SELECT VIEW_ID FROM performance_schema.replication_group_member_stats WHERE MEMBER_ID = @@GLOBAL.server_uuid LIMIT 1) AS view_id, " +
+	"m.MEMBER_ID AS member_id, m.MEMBER_HOST AS member_host, m.MEMBER_PORT AS member_port, m.MEMBER_STATE AS member_state, " +
+	"m.MEMBER_ROLE AS member_role, m.MEMBER_VERSION AS member_version, " +
+	"s.COUNT_TRANSACTIONS_IN_QUEUE AS certify_queue, s.COUNT_TRANSACTIONS_REMOTE_IN_APPLIER_QUEUE AS applier_queue " +
+	"FROM (SELECT 1 AS one) AS one_row " +
+	"LEFT JOIN performance_schema.replication_group_members AS m ON TRUE " +
+	"LEFT JOIN performance_schema.replication_group_member_stats AS s ON s.MEMBER_ID = m.MEMBER_ID " +
+	"ORDER BY m.MEMBER_ID"
 
 // newDialect returns the statements for f.
 func newDialect(f Flavor) dialect {
@@ -115,12 +158,12 @@ func newDialect(f Flavor) dialect {
 // variables and status counters without failing when they do not exist
 // (MySQL: plugin not loaded).
 func semiSyncColumns(varTable, statusTable string, vars, status []string) string {
-	return semiSyncSubquery(varTable, vars, "semi_sync_variables") + ", " + semiSyncSubquery(statusTable, status, "semi_sync_status")
+	return pairsSubquery(varTable, vars, "semi_sync_variables") + ", " + pairsSubquery(statusTable, status, "semi_sync_status")
 }
 
-// semiSyncSubquery returns a scalar subquery of the lower-case name=value
+// pairsSubquery returns a scalar subquery of the lower-case name=value
 // pairs of the named rows of table (NULL when none exists), as alias.
-func semiSyncSubquery(table string, names []string, alias string) string {
+func pairsSubquery(table string, names []string, alias string) string {
 	q := make([]string, len(names))
 	for i, n := range names {
 		q[i] = "'" + n + "'"
@@ -360,6 +403,25 @@ func mysqlDialect(f Flavor) dialect {
 		},
 		cloneStatusQuery: "SELECT STATE AS state, ERROR_NO AS error_no, ERROR_MESSAGE AS error_message FROM performance_schema.clone_status",
 		cloneUnfence:     "SET GLOBAL super_read_only = OFF",
+
+		groupStatusQuery: groupStatusMySQL,
+		setAsPrimary: func(uuid string, timeout time.Duration) (string, error) {
+			q, err := quote(uuid)
+			if err != nil {
+				return "", err
+			}
+			if !f.AtLeast(8, 0, 29) { // the running-transactions timeout argument came in 8.0.29
+				return fmt.Sprintf("SELECT group_replication_set_as_primary(%s) AS result", q), nil
+			}
+			return fmt.Sprintf("SELECT group_replication_set_as_primary(%s, %d) AS result", q, min(wholeSeconds(timeout), maxSetAsPrimaryWait)), nil
+		},
+		forceMembers: func(list string) (string, error) {
+			q, err := quote(list)
+			if err != nil {
+				return "", err
+			}
+			return "SET GLOBAL group_replication_force_members = " + q, nil
+		},
 	}
 }
 
@@ -378,7 +440,7 @@ func mariadbDialect(Flavor) dialect {
 	// 0.3-0.7 ms of server CPU a probe). information_schema works with
 	// performance_schema=OFF.
 	semiVars := semiSyncAtVariables(slices.Concat(primaryVars, replicaVars, timeoutVars, waitNoReplicaVars, waitPointVars))
-	semiStatus := semiSyncSubquery("information_schema.GLOBAL_STATUS", slices.Concat(primaryStatus, replicaStatus), "semi_sync_status")
+	semiStatus := pairsSubquery("information_schema.GLOBAL_STATUS", slices.Concat(primaryStatus, replicaStatus), "semi_sync_status")
 	vars := "SELECT @@GLOBAL.version AS version, @@GLOBAL.version_comment AS version_comment, " +
 		"@@GLOBAL.server_id AS server_id, @@GLOBAL.read_only AS read_only, " +
 		"@@GLOBAL.gtid_binlog_state AS gtid_binlog_state, @@GLOBAL.gtid_current_pos AS gtid_current_pos, " +
@@ -458,6 +520,7 @@ func mariadbDialect(Flavor) dialect {
 		kill:       killConnection,
 		setGlobal:  setGlobal,
 
+		groupUnsupported: "Group Replication does not exist in MariaDB (a group of MariaDB servers uses replication: async)",
 		cloneUnsupported: "MariaDB has no CLONE; provision the replica manually: " +
 			"mariadb-backup --backup on the donor, mariadb-backup --prepare, restore the datadir on the recipient, " +
 			"SET GLOBAL gtid_slave_pos to the GTID position mariadb-backup recorded (xtrabackup_binlog_info), " +

@@ -65,7 +65,8 @@
 //     REPLICATION CLIENT (SHOW REPLICA STATUS), CONNECTION_ADMIN (KILL other
 //     accounts' sessions), PROCESS (see every session), SELECT ON
 //     performance_schema.*, and CLONE_ADMIN and BACKUP_ADMIN for CloneFrom
-//     (recipient and donor). super_read_only also blocks this account,
+//     (recipient and donor), GROUP_REPLICATION_ADMIN for SetAsPrimary and
+//     ForceMembers (Group Replication). super_read_only also blocks this account,
 //     which only changes variables and replication, never data (CloneFrom
 //     alone lifts super_read_only, for the copy only: MySQL refuses CLONE
 //     INSTANCE under it; read_only stays on and the fence is set again

@@ -55,10 +55,11 @@ type Options struct {
 	MaxOpenConns int
 	// Logger receives operation and driver logs; default slog.Default().
 	Logger *slog.Logger
-	// StatusOnly opens an Instance that serves Status and nothing else (a
-	// poller's prober): its sessions accept multi-statement text, so Status
-	// reads the variables and the replica status in one round trip instead
-	// of two; every other operation fails with ErrInvalidArgument.
+	// StatusOnly opens an Instance that serves Status and GroupStatus and
+	// nothing else (a poller's prober): its sessions accept multi-statement
+	// text, so Status reads the variables and the replica status in one
+	// round trip instead of two; every other operation fails with
+	// ErrInvalidArgument.
 	StatusOnly bool
 }
 
@@ -160,11 +161,12 @@ func open(ctx context.Context, opts Options) (*Instance, error) {
 	return inst, nil
 }
 
-// statusOnlyAllowed is every statement Status may send: all a status-only
-// instance runs.
+// statusOnlyAllowed is every statement Status and GroupStatus may send: all
+// a status-only instance runs.
 func statusOnlyAllowed(d dialect) map[string]bool {
 	return map[string]bool{d.batchStatusQuery: true, d.semiStatusQuery: d.semiStatusQuery != "",
-		d.replicaStatusQuery: true, d.workerErrorQuery: d.workerErrorQuery != "", d.ackWaitsQuery: d.ackWaitsQuery != ""}
+		d.replicaStatusQuery: true, d.workerErrorQuery: d.workerErrorQuery != "", d.ackWaitsQuery: d.ackWaitsQuery != "",
+		d.groupStatusQuery: d.groupStatusQuery != ""}
 }
 
 // driverConfig is the driver's configuration for opts.

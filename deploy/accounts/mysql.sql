@@ -12,11 +12,14 @@
 -- (REPLICATION_SLAVE_ADMIN; RESET REPLICA ALL also wants RELOAD), SHOW
 -- REPLICA STATUS (REPLICATION CLIENT),
 -- killing the application's sessions at a fence (CONNECTION_ADMIN, PROCESS),
--- semi-sync and applier state (performance_schema), and CLONE as recipient
--- (CLONE_ADMIN) and donor (BACKUP_ADMIN). It never needs to write data:
+-- semi-sync and applier state (performance_schema), CLONE as recipient
+-- (CLONE_ADMIN) and donor (BACKUP_ADMIN), and in a Group Replication group
+-- (replication: group) group_replication_set_as_primary and
+-- group_replication_force_members (GROUP_REPLICATION_ADMIN; the group's own
+-- state is in performance_schema). It never needs to write data:
 -- super_read_only stops it too.
 CREATE USER 'failoverd'@'%' IDENTIFIED BY 'CHANGE-ME-daemon';
-GRANT SYSTEM_VARIABLES_ADMIN, REPLICATION_SLAVE_ADMIN, CONNECTION_ADMIN, CLONE_ADMIN, BACKUP_ADMIN ON *.* TO 'failoverd'@'%';
+GRANT SYSTEM_VARIABLES_ADMIN, REPLICATION_SLAVE_ADMIN, CONNECTION_ADMIN, CLONE_ADMIN, BACKUP_ADMIN, GROUP_REPLICATION_ADMIN ON *.* TO 'failoverd'@'%';
 GRANT RELOAD, REPLICATION CLIENT, PROCESS ON *.* TO 'failoverd'@'%';
 GRANT SELECT ON performance_schema.* TO 'failoverd'@'%';
 

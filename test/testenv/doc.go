@@ -13,6 +13,9 @@
 //     site; the code under test makes one writable (package
 //     test/testenv/promote does it through mysqlctl for tests that need a
 //     writable primary up front).
+//   - A single-primary MySQL Group Replication group of n members
+//     (StartGroupReplication, MySQL only): the settings `failoverd
+//     validate` recommends, member 0 bootstraps, the others join.
 //   - Redis (StartRedis, StartRedisPair).
 //   - etcd clusters of n members, one per site (StartEtcdCluster,
 //     StartEtcdClusterWith: Kill, Restart, Isolate from the quorum).
