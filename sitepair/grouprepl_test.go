@@ -1,0 +1,89 @@
+package sitepair
+
+import (
+	"testing"
+
+	"github.com/failoverd/failoverd/grview"
+)
+
+func grVerdict(reason grview.Reason, primarySite string, standings ...grview.Standing) grview.Verdict {
+	v := grview.Verdict{Reason: reason, Quorate: reason == grview.ReasonQuorate || reason == grview.ReasonNoPrimary, ViewID: "v:2", Denominator: 3}
+	if primarySite != "" || reason == grview.ReasonQuorate {
+		v.Primary = grview.Member{ID: "uuid-" + primarySite, Host: "h", Port: 3306}
+		v.PrimarySite = primarySite
+	}
+	for i, s := range []string{"a", "b", "c"} {
+		st := grview.StandingAgrees
+		if i < len(standings) {
+			st = standings[i]
+		}
+		v.Sites = append(v.Sites, grview.SiteView{Site: s, Standing: st})
+	}
+	return v
+}
+
+// The group decides; failoverd follows: only a quorate verdict naming a
+// configured site other than the recorded one moves the epoch (AdoptPrimary
+// to it, epoch+1), and every other verdict keeps the recorded site.
+func TestGroupReplicationDecisionFollowsOnlyAQuorateVerdict(t *testing.T) {
+	st := Persisted{Epoch: 4, ActiveSite: "a"}
+	for _, tc := range []struct {
+		name   string
+		v      grview.Verdict
+		st     Persisted
+		action Action
+		reason Reason
+		target string
+	}{
+		{"same primary, all agree", grVerdict(grview.ReasonQuorate, "a"), st, None, ReasonGroupHealthy, ""},
+		{"same primary, one member out", grVerdict(grview.ReasonQuorate, "a", grview.StandingAgrees, grview.StandingAgrees, grview.StandingUnreached), st, Alert, ReasonGroupMemberNotOnline, ""},
+		{"group elected b", grVerdict(grview.ReasonQuorate, "b"), st, AdoptPrimary, ReasonGroupPrimaryElected, "b"},
+		{"first start adopts", grVerdict(grview.ReasonQuorate, "c"), Persisted{}, AdoptPrimary, ReasonGroupAdoptPrimary, "c"},
+		{"no quorum", grVerdict(grview.ReasonNoQuorum, ""), st, Alert, ReasonGroupNoQuorum, ""},
+		{"unconfirmed", grVerdict(grview.ReasonUnconfirmed, ""), st, Alert, ReasonGroupUnconfirmed, ""},
+		{"no primary", grVerdict(grview.ReasonNoPrimary, ""), st, Alert, ReasonGroupNoPrimary, ""},
+		{"primary no configured site", grVerdict(grview.ReasonQuorate, ""), st, Alert, ReasonGroupPrimaryNotConfigured, ""},
+		{"unknown verdict", grVerdict("bogus", ""), st, Alert, ReasonInvalidInput, ""},
+	} {
+		d := DecideGroupReplication(tc.v, tc.st)
+		if d.Action != tc.action || d.Reason != tc.reason || d.Target != tc.target || d.Message == "" {
+			t.Errorf("%s: %s target %q (%q), want %s (%s) target %q", tc.name, d.Action, d.Target, d.Message, tc.action, tc.reason, tc.target)
+		}
+		wantEpoch := tc.st.Epoch
+		if d.Action == AdoptPrimary {
+			wantEpoch++
+		}
+		if d.Epoch != wantEpoch {
+			t.Errorf("%s: epoch %d, want %d", tc.name, d.Epoch, wantEpoch)
+		}
+		if a, _ := ActionOf(d.Reason); a != d.Action {
+			t.Errorf("%s: action %s, the reason table says %s", tc.name, d.Action, a)
+		}
+		if d.Action == AdoptPrimary {
+			next := Apply(tc.st, d, now)
+			if next.ActiveSite != tc.target || next.Epoch != tc.st.Epoch+1 {
+				t.Errorf("%s: applied state %+v, want %s at epoch %d", tc.name, next, tc.target, tc.st.Epoch+1)
+			}
+		}
+	}
+}
+
+// Whatever the verdict, the Group Replication decision never writes to a
+// server: no revoke, promote, fence, re-assert, rejoin, detach or semi-sync
+// change (the group elects and fences itself).
+func TestGroupReplicationDecisionNeverWritesToAServer(t *testing.T) {
+	sts := []Persisted{{}, {Epoch: 7, ActiveSite: "a"}, {Epoch: 7, ActiveSite: "b", Pause: &Pause{By: "ann"}}}
+	for _, r := range []grview.Reason{grview.ReasonQuorate, grview.ReasonNoPrimary, grview.ReasonNoQuorum, grview.ReasonUnconfirmed} {
+		for _, p := range []string{"", "a", "b", "c"} {
+			for _, st := range sts {
+				d := DecideGroupReplication(grVerdict(r, p), st)
+				if d.Action != None && d.Action != Alert && d.Action != AdoptPrimary {
+					t.Errorf("verdict %s primary %q state %+v: action %s writes to a server", r, p, st, d.Action)
+				}
+				if d.MakesWritable() != "" || len(d.Fence) > 0 || len(d.Repoint) > 0 || len(d.Detach) > 0 {
+					t.Errorf("verdict %s primary %q: decision %+v touches a server", r, p, d)
+				}
+			}
+		}
+	}
+}
