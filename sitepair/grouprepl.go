@@ -3,6 +3,7 @@ package sitepair
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/failoverd/failoverd/grview"
 )
@@ -73,4 +74,50 @@ func orNone(s string) string {
 		return "(none)"
 	}
 	return s
+}
+
+// DecideGroupSwitchover decides an operator's switchover of a Group
+// Replication group to target from the last verdict: accepted
+// (ReasonGroupSwitchover, with the target's server_uuid returned) only when the verdict is
+// quorate, the target is a configured site ONLINE in its view and not
+// already its primary, and the group is not paused. Accepted or refused,
+// the Action is None: the switchover is the group's own election, asked of
+// it with group_replication_set_as_primary; the epoch moves only when a
+// later quorate verdict names the target (DecideGroupReplication). Pure.
+func DecideGroupSwitchover(v grview.Verdict, st Persisted, target string, now time.Time) (Decision, string) {
+	d := Decision{Action: None, Target: target, Epoch: st.Epoch}
+	var uuid string
+	var state grview.MemberState
+	for _, s := range v.Sites {
+		if s.Site == target {
+			uuid, state = s.UUID, s.State
+		}
+	}
+	online := false
+	for _, m := range v.Members {
+		if m.ID == uuid && uuid != "" && m.State == grview.StateOnline {
+			online = true
+		}
+	}
+	switch {
+	case st.Pause.ActiveAt(now):
+		d.Reason = ReasonSwitchoverPaused
+		d.Message = fmt.Sprintf("the group is paused by %s until %s: resume it first", st.Pause.By, st.Pause.Until.UTC().Format(time.RFC3339))
+	case !v.Quorate:
+		d.Reason = ReasonSwitchoverGroupNoQuorum
+		d.Message = fmt.Sprintf("the group has no quorate view (%s): no member can be elected", v.Reason)
+	case v.PrimarySite == target:
+		d.Reason = ReasonSwitchoverTargetIsPrimary
+		d.Message = fmt.Sprintf("%s already is the group's primary (view %s)", target, v.ViewID)
+	case !online:
+		d.Reason = ReasonSwitchoverTargetNotOnline
+		d.Message = fmt.Sprintf("%s is not ONLINE in the group's view %s (its own state: %s; server_uuid %q): only an ONLINE member can be elected",
+			target, v.ViewID, orNone(string(state)), uuid)
+	default:
+		d.Reason = ReasonGroupSwitchover
+		d.Message = fmt.Sprintf("the group is asked to elect %s (%s) in place of %s; routing follows its next quorate view naming it",
+			target, uuid, orNone(v.PrimarySite))
+		return d, uuid
+	}
+	return d, ""
 }

@@ -2,6 +2,7 @@ package sitepair
 
 import (
 	"testing"
+	"time"
 
 	"github.com/failoverd/failoverd/grview"
 )
@@ -84,6 +85,40 @@ func TestGroupReplicationDecisionNeverWritesToAServer(t *testing.T) {
 					t.Errorf("verdict %s primary %q: decision %+v touches a server", r, p, d)
 				}
 			}
+		}
+	}
+}
+
+// A Group Replication switchover is asked of the group only for a target
+// ONLINE in a quorate view, not already primary, in a group not paused;
+// every refusal names its reason and returns no server_uuid to elect.
+func TestGroupSwitchoverRefusesWithReasons(t *testing.T) {
+	v := grVerdict(grview.ReasonQuorate, "a")
+	v.Sites[1].UUID, v.Sites[2].UUID = "uuid-b", "uuid-c"
+	v.Members = []grview.Member{{ID: "uuid-a", State: grview.StateOnline, Role: grview.RolePrimary},
+		{ID: "uuid-b", State: grview.StateOnline, Role: grview.RoleSecondary}, {ID: "uuid-c", State: grview.StateRecovering}}
+	st := Persisted{Epoch: 3, ActiveSite: "a"}
+	noQuorum := grVerdict(grview.ReasonNoQuorum, "")
+	paused := st
+	paused.Pause = &Pause{By: "ann", Until: now.Add(time.Hour)}
+	for _, tc := range []struct {
+		name   string
+		v      grview.Verdict
+		st     Persisted
+		target string
+		reason Reason
+		uuid   string
+	}{
+		{"online secondary", v, st, "b", ReasonGroupSwitchover, "uuid-b"},
+		{"recovering member", v, st, "c", ReasonSwitchoverTargetNotOnline, ""},
+		{"unknown site", v, st, "z", ReasonSwitchoverTargetNotOnline, ""},
+		{"already primary", v, st, "a", ReasonSwitchoverTargetIsPrimary, ""},
+		{"no quorum", noQuorum, st, "b", ReasonSwitchoverGroupNoQuorum, ""},
+		{"paused", v, paused, "b", ReasonSwitchoverPaused, ""},
+	} {
+		d, uuid := DecideGroupSwitchover(tc.v, tc.st, tc.target, now)
+		if d.Reason != tc.reason || uuid != tc.uuid || d.Action != None || d.Message == "" || d.Epoch != tc.st.Epoch {
+			t.Errorf("%s: %s %s uuid %q (%s), want %s uuid %q", tc.name, d.Action, d.Reason, uuid, d.Message, tc.reason, tc.uuid)
 		}
 	}
 }

@@ -284,6 +284,17 @@ const (
 	// ReasonGroupPrimaryNotConfigured: the primary the quorate view names
 	// is no configured site: routing cannot name it and stays.
 	ReasonGroupPrimaryNotConfigured Reason = "group-primary-not-configured"
+	// ReasonGroupSwitchover: an operator's switchover of a Group
+	// Replication group is accepted: the group is asked to elect the target
+	// (group_replication_set_as_primary); routing follows its next quorate
+	// view naming it (ReasonGroupPrimaryElected).
+	ReasonGroupSwitchover Reason = "group-switchover"
+	// ReasonSwitchoverGroupNoQuorum: a Group Replication switchover is
+	// refused: the last verdict has no quorate view.
+	ReasonSwitchoverGroupNoQuorum Reason = "switchover-refused-group-no-quorum"
+	// ReasonSwitchoverTargetNotOnline: a Group Replication switchover is
+	// refused: the target is not ONLINE in the group's quorate view.
+	ReasonSwitchoverTargetNotOnline Reason = "switchover-refused-target-not-online"
 )
 
 // Class sorts a Reason by what it means for an operator: the status
@@ -409,6 +420,9 @@ var reasonTable = []ReasonInfo{
 	{ReasonGroupUnconfirmed, Alert, ClassWaiting, "Group Replication: no majority of members agrees on a view (view change, members unreached): routing stays"},
 	{ReasonGroupNoPrimary, Alert, ClassNoPrimary, "Group Replication: the quorate view has no single ONLINE primary (election under way): routing stays"},
 	{ReasonGroupPrimaryNotConfigured, Alert, ClassBlocked, "Group Replication: the elected primary is no configured site: routing stays"},
+	{ReasonGroupSwitchover, None, ClassActing, "Group Replication: switchover accepted: the group is asked to elect the target; routing follows its next quorate view"},
+	{ReasonSwitchoverGroupNoQuorum, None, ClassActing, "switchover refused: the Group Replication group has no quorate view"},
+	{ReasonSwitchoverTargetNotOnline, None, ClassActing, "switchover refused: the target is not ONLINE in the group's quorate view"},
 }
 
 // reasonIndex finds a reason's row in reasonTable.
