@@ -145,6 +145,19 @@ func (g *group) handle(req request, lead func() (context.Context, time.Time, boo
 	st := g.rec.Persisted
 	g.mu.Unlock()
 	entry := store.AuditEntry{At: g.now(), Action: req.kind, Site: req.target, By: req.by, Result: store.AuditAccepted}
+	if g.gr != nil {
+		switch req.kind {
+		case kindSwitchover:
+			return g.grSwitchover(ctx, req, st, entry)
+		case kindConfirmFence, kindReclone, kindHold:
+			// Prevents a human step of the async loop (a promotion on a
+			// confirmed fence, a reclone, a no-promote or maintenance
+			// hold) on a group whose members the group itself elects.
+			err := fmt.Errorf("%w: %s is not used with replication: group (the group elects, fences and recovers its members itself)", ErrRefused, req.kind)
+			g.auditRefused(ctx, entry, err)
+			return err
+		}
+	}
 	switch req.kind {
 	case kindSwitchover:
 		return g.switchover(ctx, req, since, st, entry)

@@ -76,6 +76,7 @@ func (g *group) snapshotOf(now time.Time, withReadiness bool) status.Group {
 		Action: string(last.Action), Reason: string(last.Reason), Class: classOf(last.Reason),
 		Message: last.Message, Detection: string(last.Detection.Code), DecidedAt: decidedAt,
 		EscalationHalted: st.EscalationHalted, OperatorFenced: slices.Clone(st.OperatorFenced),
+		GroupReplication: g.grStatus(),
 	}
 	if last.Reason == "" {
 		out.Class = status.ClassWaiting
@@ -95,7 +96,9 @@ func (g *group) snapshotOf(now time.Time, withReadiness bool) status.Group {
 	if w := last.Withheld; w != nil {
 		out.Withheld = &status.Withheld{Action: string(w.Action), Reason: string(w.Reason), Target: w.Target, Message: w.Message}
 	}
-	if withReadiness && !decidedAt.IsZero() && len(o.Sites) > 0 {
+	// A Group Replication group never fails over by itself (the group
+	// elects): readiness of failoverd's own failover does not apply.
+	if withReadiness && g.gr == nil && !decidedAt.IsZero() && len(o.Sites) > 0 {
 		out.Readiness = g.readiness(o, st, now)
 	}
 	if f := stored.LastFailover; f != nil {

@@ -51,6 +51,9 @@ type Metrics struct {
 	hookRuns           *prometheus.CounterVec
 	routingRepairs     *prometheus.CounterVec
 	configReloads      *prometheus.CounterVec
+	// Group Replication: primary changes followed, and how fast.
+	groupPrimaryChanges *prometheus.CounterVec
+	groupFollow         *prometheus.HistogramVec
 }
 
 // Bucket layouts, in seconds.
@@ -129,6 +132,15 @@ func New(o Options) *Metrics {
 			Name: "failoverd_hook_runs_total",
 			Help: "Runs of an event hook (hooks in the group's configuration) by event and result (ok, failed).",
 		}, []string{"group", "hook", "event", "result"}),
+		groupPrimaryChanges: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "failoverd_group_replication_primary_changes_total",
+			Help: "Primary changes of a Group Replication group failoverd followed (published an epoch naming the new primary), by kind (failover-observed: elected by the group itself; switchover: asked by an operator).",
+		}, []string{"group", "kind"}),
+		groupFollow: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "failoverd_group_replication_follow_seconds",
+			Help:    "Time from the first round whose quorate verdict named a Group Replication group's new primary until the epoch naming it was published.",
+			Buckets: phaseBuckets,
+		}, []string{"group"}),
 		configReloads: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "failoverd_config_reloads_total",
 			Help: "Reloads of the configuration file (SIGHUP or POST /v1/reload) by result (applied, refused).",
@@ -144,6 +156,7 @@ func New(o Options) *Metrics {
 		m.probeDuration, m.probeFailures, m.failovers, m.failoverDuration,
 		m.phaseDuration, m.writesUnavailable, m.fences, m.fenceProofs,
 		m.routingOperations, m.splitBrainResolved, m.cachePromotions, m.hookRuns, m.routingRepairs, m.configReloads,
+		m.groupPrimaryChanges, m.groupFollow,
 		newSnapshotCollector(o, m),
 	)
 	return m
@@ -240,6 +253,13 @@ func (m *Metrics) ConfigReloaded(result string) {
 	m.configReloads.WithLabelValues(oneOf(result, reloadResults)).Inc()
 }
 
+// GroupPrimaryFollowed records a Group Replication primary change
+// failoverd followed, d after the first round that saw it.
+func (m *Metrics) GroupPrimaryFollowed(group, kind string, d time.Duration) {
+	m.groupPrimaryChanges.WithLabelValues(group, oneOf(kind, groupKinds)).Inc()
+	m.groupFollow.WithLabelValues(group).Observe(d.Seconds())
+}
+
 // zeroGroup creates the zero series of a group's counters that alerts take
 // increase() of: a counter born at 1 by its first event would show no
 // increase. Called at each scrape for every group of the snapshot.
@@ -250,6 +270,11 @@ func (m *Metrics) zeroGroup(g status.Group) {
 		}
 	}
 	m.splitBrainResolved.WithLabelValues(g.Name)
+	if g.GroupReplication != nil {
+		for _, kind := range groupKinds {
+			m.groupPrimaryChanges.WithLabelValues(g.Name, kind)
+		}
+	}
 	for _, s := range g.Sites {
 		m.probeFailures.WithLabelValues(g.Name, s.Name)
 	}
