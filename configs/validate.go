@@ -602,6 +602,15 @@ func (v *validator) groupReplication(path string, g Group) {
 	if g.SplitBrain.PreferSite != "" {
 		v.add(path+".splitBrain.preferSite", "is not used with %s: a single-primary group has one writer; remove it", why)
 	}
+	for j, s := range g.Sites {
+		// Prevents a sidecar from fencing a member the group made primary
+		// (or unfencing one it expelled): the group alone decides who
+		// writes, and failoverd's view only follows it.
+		if s.Sidecar != nil {
+			v.add(fmt.Sprintf("%s.sites[%d].sidecar", path, j), "is not used with %s: a sidecar fences its MySQL when the view names another site, "+
+				"which would fight the group's own election; remove the sidecar", why)
+		}
+	}
 	if len(g.Sites) > MaxGroupReplicationMembers && v.intact(path+".sites") {
 		v.add(path+".sites", "%d sites; a Group Replication group has at most %d members", len(g.Sites), MaxGroupReplicationMembers)
 	}
