@@ -172,8 +172,8 @@ func (g *grGroup) index(site string) int {
 // writeStatement matches what failoverd must never run on a Group
 // Replication member (fence, promote, replica threads, the group's own
 // membership), and set_as_primary, which only a switchover may.
-var writeStatement = regexp.MustCompile(`(?i)read_only|offline_mode|STOP\s+GROUP_REPLICATION|START\s+GROUP_REPLICATION|STOP\s+(REPLICA|SLAVE)|START\s+(REPLICA|SLAVE)|` +
-	`RESET\s+(REPLICA|SLAVE)|CHANGE\s+(REPLICATION|MASTER)|\bKILL\b|rpl_semi_sync|force_members|group_replication_set_as_primary|CLONE\s`)
+var writeStatement = regexp.MustCompile(`(?is)^\s*(SET\s+(GLOBAL|PERSIST|@@GLOBAL|@@PERSIST)\b|STOP\b|START\b|RESET\b|CHANGE\b|KILL\b|CLONE\b|FLUSH\b)|` +
+	`group_replication_set_as_primary|group_replication_force_members`)
 
 // daemonWrites lists the statements of the daemon's account in m's general
 // log that writeStatement matches.
@@ -276,6 +276,11 @@ func TestGroupReplicationMySQLOnlyKillPrimaryAndSwitchoverUnderLoad(t *testing.T
 			routed = s.At
 		}
 	}
+	var steps []string
+	for _, s := range rec.Timeline {
+		steps = append(steps, fmt.Sprintf("%s +%.3fs", s.Step, s.SinceStartSeconds))
+	}
+	t.Logf("failoverd saw the group's view change → routing (the cache) followed: %v; timeline %s", routed.Sub(seen), strings.Join(steps, ", "))
 	if seen.IsZero() || routed.Sub(seen) > time.Second {
 		t.Errorf("failoverd's routing (the cache) followed %v after it saw the group's view change (want within 1 s): %+v", routed.Sub(seen), rec.Timeline)
 	}
