@@ -1,10 +1,14 @@
 package sitepair
 
 import (
+	"errors"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/failoverd/failoverd/grview"
+	"github.com/failoverd/failoverd/gtid"
 )
 
 func grVerdict(reason grview.Reason, primarySite string, standings ...grview.Standing) grview.Verdict {
@@ -120,5 +124,68 @@ func TestGroupSwitchoverRefusesWithReasons(t *testing.T) {
 		if d.Reason != tc.reason || uuid != tc.uuid || d.Action != None || d.Message == "" || d.Epoch != tc.st.Epoch {
 			t.Errorf("%s: %s %s uuid %q (%s), want %s uuid %q", tc.name, d.Action, d.Reason, uuid, d.Message, tc.reason, tc.uuid)
 		}
+	}
+}
+
+// recoveryVerdict: a no-quorum verdict where a, b, c each report their own
+// state and view (reached when state is set).
+func recoveryVerdict(reason grview.Reason, states map[string]grview.MemberState) grview.Verdict {
+	v := grview.Verdict{Reason: reason, Denominator: 3}
+	for _, s := range []string{"a", "b", "c"} {
+		sv := grview.SiteView{Site: s, Standing: grview.StandingUnreached}
+		if st, ok := states[s]; ok {
+			sv.Reached, sv.State, sv.ViewID, sv.GroupName, sv.Standing = true, st, "v:7", "g1", grview.StandingMinority
+		}
+		v.Sites = append(v.Sites, sv)
+	}
+	return v
+}
+
+// Recovery forces the membership only from the survivor whose GTID set
+// contains every other survivor's, only when the group lost its majority;
+// incomparable survivors, a survivor behind another, a quorate or
+// unconfirmed group, a survivor outside any group are refused with the
+// reason; the confirmation token changes when the survivor's set changes.
+func TestGroupRecoveryNeedsAProvableSurvivor(t *testing.T) {
+	gsMy := func(s string) gtid.Set { return gtid.MustParse(gtid.MySQL, s) }
+	const u = "aaaaaaaa-aaaa-aaaa-aaaa-aaaaaaaaaaaa"
+	two := map[string]grview.MemberState{"b": grview.StateOnline, "c": grview.StateOnline}
+	for _, tc := range []struct {
+		name     string
+		v        grview.Verdict
+		exec     map[string]gtid.Set
+		survivor string
+		refusal  RecoveryRefusal
+		members  []string
+	}{
+		{"dominating survivor", recoveryVerdict(grview.ReasonNoQuorum, two), map[string]gtid.Set{"b": gsMy(u + ":1-10"), "c": gsMy(u + ":1-8")}, "b", "", []string{"b", "c"}},
+		{"lone survivor", recoveryVerdict(grview.ReasonNoQuorum, map[string]grview.MemberState{"c": grview.StateOnline}), map[string]gtid.Set{"c": gsMy(u + ":1-8")}, "c", "", []string{"c"}},
+		{"survivor behind", recoveryVerdict(grview.ReasonNoQuorum, two), map[string]gtid.Set{"b": gsMy(u + ":1-10"), "c": gsMy(u + ":1-8")}, "c", RecoverySurvivorBehind, nil},
+		{"incomparable", recoveryVerdict(grview.ReasonNoQuorum, two), map[string]gtid.Set{"b": gsMy(u + ":1-10"), "c": gsMy(u + ":1-8:11")}, "b", RecoveryIncomparable, nil},
+		{"quorate", recoveryVerdict(grview.ReasonQuorate, two), map[string]gtid.Set{"b": gsMy(u + ":1-10")}, "b", RecoveryGroupHasQuorum, nil},
+		{"unconfirmed", recoveryVerdict(grview.ReasonUnconfirmed, two), map[string]gtid.Set{"b": gsMy(u + ":1-10")}, "b", RecoveryUnconfirmed, nil},
+		{"survivor offline", recoveryVerdict(grview.ReasonNoQuorum, map[string]grview.MemberState{"b": grview.StateOffline, "c": grview.StateOnline}), map[string]gtid.Set{"b": gsMy(u + ":1-10"), "c": gsMy(u + ":1-8")}, "b", RecoverySurvivorNotInGroup, nil},
+		{"set unread", recoveryVerdict(grview.ReasonNoQuorum, two), map[string]gtid.Set{"b": gsMy(u + ":1-10")}, "b", RecoveryUnknownSet, nil},
+	} {
+		r, err := PlanGroupRecovery(tc.v, tc.exec, tc.survivor)
+		if tc.refusal != "" {
+			if !errors.Is(err, ErrGroupRecoveryRefused) || !strings.Contains(err.Error(), string(tc.refusal)) {
+				t.Errorf("%s: %v, want refused (%s)", tc.name, err, tc.refusal)
+			}
+			continue
+		}
+		if err != nil || !slices.Equal(r.Members, tc.members) || r.Survivor != tc.survivor || len(r.Token) != 12 || !strings.Contains(r.Summary, "a") {
+			t.Errorf("%s: %+v, %v; want members %v", tc.name, r, err, tc.members)
+		}
+		if !slices.Contains(r.Excluded, "a") {
+			t.Errorf("%s: excluded %v, want a", tc.name, r.Excluded)
+		}
+	}
+	v := recoveryVerdict(grview.ReasonNoQuorum, two)
+	r1, _ := PlanGroupRecovery(v, map[string]gtid.Set{"b": gsMy(u + ":1-10"), "c": gsMy(u + ":1-8")}, "b")
+	r2, _ := PlanGroupRecovery(v, map[string]gtid.Set{"b": gsMy(u + ":1-11"), "c": gsMy(u + ":1-8")}, "b")
+	r3, _ := PlanGroupRecovery(v, map[string]gtid.Set{"b": gsMy(u + ":1-10"), "c": gsMy(u + ":1-9")}, "b")
+	if r1.Token == r2.Token || r1.Token != r3.Token {
+		t.Errorf("tokens %s %s %s: want a new token when the survivor's set changes, the same one otherwise", r1.Token, r2.Token, r3.Token)
 	}
 }
