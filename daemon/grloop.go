@@ -65,6 +65,7 @@ const grSwitchoverWait = 30 * time.Second
 type grMember interface {
 	GroupStatus(ctx context.Context) (mysqlctl.GroupStatus, error)
 	SetAsPrimary(ctx context.Context, uuid string, timeout time.Duration) error
+	ForceMembers(ctx context.Context, addrs []string, timeout time.Duration) error
 }
 
 var _ grMember = (*mysqlctl.Instance)(nil)
@@ -171,12 +172,25 @@ func (r grInstance) SetAsPrimary(ctx context.Context, uuid string, timeout time.
 	return m.SetAsPrimary(ctx, uuid, timeout)
 }
 
+// ForceMembers forces the group's membership (a human's recovery).
+func (r grInstance) ForceMembers(ctx context.Context, addrs []string, timeout time.Duration) error {
+	// Prevents an observing group from changing the group's membership.
+	if r.observing {
+		return fmt.Errorf("force members on %s: %w", r.site, ErrObserveOnly)
+	}
+	m, ok := r.in.(grMember)
+	if !ok {
+		return fmt.Errorf("force members on %s: %w", r.site, mysqlctl.ErrNotSupported)
+	}
+	return m.ForceMembers(ctx, addrs, timeout)
+}
+
 // grRound is one round of a Group Replication group: read every member,
 // cross-check, decide, carry out (only ever a new epoch naming the
 // group's primary). ctx is the leadership term's.
 func (g *group) grRound(ctx context.Context, servingSince time.Time) {
 	g.expireModes(ctx)
-	reports, errs, settings := g.readMembers(ctx)
+	reports, errs, settings, _ := g.readMembers(ctx)
 	now := g.now()
 	g.mu.Lock()
 	l := g.gr
@@ -200,13 +214,14 @@ func (g *group) grRound(ctx context.Context, servingSince time.Time) {
 
 // readMembers reads every configured member's report at once, each
 // bounded by the probe timeout: a hung member never holds up the others.
-func (g *group) readMembers(ctx context.Context) ([]grview.Report, map[string]string, map[string][]string) {
+func (g *group) readMembers(ctx context.Context) ([]grview.Report, map[string]string, map[string][]string, map[string]mysqlctl.GroupStatus) {
 	var (
 		mu       sync.Mutex
 		wg       sync.WaitGroup
 		reports  []grview.Report
 		errs     = map[string]string{}
 		settings = map[string][]string{}
+		statuses = map[string]mysqlctl.GroupStatus{}
 	)
 	timeout := g.cfg.ProbeTimeout
 	if timeout <= 0 {
@@ -235,6 +250,7 @@ func (g *group) readMembers(ctx context.Context) ([]grview.Report, map[string]st
 				return
 			}
 			reports = append(reports, gs.Report(s.Name))
+			statuses[s.Name] = gs
 			if u := gs.Settings.Unsafe(); len(u) > 0 && gs.GroupName != "" {
 				settings[s.Name] = u
 			}
@@ -244,7 +260,7 @@ func (g *group) readMembers(ctx context.Context) ([]grview.Report, map[string]st
 	// Configuration order, so a verdict never depends on which read
 	// finished first.
 	slices.SortFunc(reports, func(a, b grview.Report) int { return g.siteIndex(a.Site) - g.siteIndex(b.Site) })
-	return reports, errs, settings
+	return reports, errs, settings, statuses
 }
 
 func (g *group) siteIndex(name string) int {
@@ -367,6 +383,84 @@ func (g *group) grSwitchover(ctx context.Context, req request, st sitepair.Persi
 	}
 	g.rec.audit = store.AppendAudit(g.rec.audit, entry)
 	g.mu.Unlock()
+	if k, ok := g.obs.(kicker); ok {
+		k.Kick()
+	}
+	return nil
+}
+
+// kindForceMembers is the audit kind of a human's recovery of a Group
+// Replication group that lost its majority.
+const kindForceMembers = "force-members"
+
+// grForceTimeout bounds group_replication_force_members.
+const grForceTimeout = 60 * time.Second
+
+// grForceMembers carries out a human's recovery of a Group Replication
+// group that lost its majority: every member is read now, the plan
+// (sitepair.PlanGroupRecovery) must hold and req.token must repeat its
+// confirmation token (a refusal answers the consequence summary and the
+// token); then group_replication_force_members runs on the survivor with
+// the survivors' group communication addresses, and the majority's
+// denominator is lowered to them (grview.State.MaxViewSize), so the next
+// round follows the forced group's primary.
+func (g *group) grForceMembers(ctx context.Context, req request, entry store.AuditEntry) error {
+	refuse := func(err error) error {
+		g.log.Warn("group.force_members_refused", "site", req.target, "by", req.by, "err", err)
+		err = fmt.Errorf("%w: %w", ErrRefused, err)
+		g.auditRefused(ctx, entry, err)
+		return err
+	}
+	reports, _, _, statuses := g.readMembers(ctx)
+	g.mu.Lock()
+	v, _ := grview.Evaluate(g.gr.state, g.gr.sites, reports, g.now())
+	g.mu.Unlock()
+	executed := map[string]gtid.Set{}
+	for site, gs := range statuses {
+		executed[site] = gs.Executed
+	}
+	plan, err := sitepair.PlanGroupRecovery(v, executed, req.target)
+	if err != nil {
+		return refuse(err)
+	}
+	if req.token != plan.Token {
+		// Prevents forcing on a plan the human did not see: the token
+		// changes with the view, the survivors and the survivor's set.
+		return refuse(fmt.Errorf("%w: confirmation-needed: %s. To do it, repeat with the confirmation token %s", sitepair.ErrGroupRecoveryRefused, plan.Summary, plan.Token))
+	}
+	var addrs []string
+	for _, m := range plan.Members {
+		a := statuses[m].LocalAddress
+		if a == "" {
+			return refuse(fmt.Errorf("%w: %s has no group_replication_local_address", sitepair.ErrGroupRecoveryRefused, m))
+		}
+		addrs = append(addrs, a)
+	}
+	g.log.Warn("group.force_members", "survivor", plan.Survivor, "members", plan.Members, "excluded", plan.Excluded, "by", req.by, "addresses", addrs)
+	err = g.servers.conns.do(ctx, plan.Survivor, func(in Instance) error {
+		m, ok := in.(grMember)
+		if !ok {
+			return fmt.Errorf("force members on %s: %w", plan.Survivor, mysqlctl.ErrNotSupported)
+		}
+		return m.ForceMembers(ctx, addrs, grForceTimeout)
+	})
+	if err != nil {
+		err = fmt.Errorf("force members on %s: %w (read failoverd status: the membership may have been forced)", plan.Survivor, err)
+		g.log.Error("group.force_members_failed", "err", err)
+		g.auditRefused(ctx, entry, err)
+		return err
+	}
+	entry.Result = fmt.Sprintf("%s: %s", store.AuditAccepted, plan.Summary)
+	g.mu.Lock()
+	// The human lowered the group to its survivors: their majority is the
+	// group's from now on (grview.State.MaxViewSize).
+	g.gr.state.MaxViewSize = len(plan.Members)
+	next := g.rec
+	g.mu.Unlock()
+	next.audit = store.AppendAudit(next.audit, entry)
+	if err := g.persist(ctx, next); err != nil {
+		g.log.Warn("audit.write_failed", "action", entry.Action, "err", err)
+	}
 	if k, ok := g.obs.(kicker); ok {
 		k.Kick()
 	}

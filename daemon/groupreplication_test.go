@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -54,6 +56,7 @@ func (f *fakeGroup) statusOf(site string) mysqlctl.GroupStatus {
 		return s
 	}
 	gs := mysqlctl.GroupStatus{ServerUUID: grUUID(site), GroupName: "aaaaaaaa-aaaa-aaaa-aaaa-aaaaaaaaaaaa", ViewID: f.view,
+		LocalAddress: "127.0.0.1:3306" + site,
 		Settings: grSettings, Executed: gtid.MustParse(gtid.MySQL, "aaaaaaaa-aaaa-aaaa-aaaa-aaaaaaaaaaaa:1-10")}
 	for i, s := range grSites {
 		if f.down[s] && !f.unreachable[s] {
@@ -104,6 +107,22 @@ func (m fakeMember) SetAsPrimary(ctx context.Context, uuid string, timeout time.
 			m.g.view = strings.Replace(m.g.view, ":", ":1", 1)
 		}
 	}
+	return nil
+}
+
+func (m fakeMember) ForceMembers(ctx context.Context, addrs []string, timeout time.Duration) error {
+	m.note("force-members " + strings.Join(addrs, ","))
+	m.g.mu.Lock()
+	defer m.g.mu.Unlock()
+	for _, s := range grSites {
+		if !slices.Contains(addrs, "127.0.0.1:3306"+s) {
+			m.g.down[s], m.g.unreachable[s] = true, false
+		}
+	}
+	if m.g.down[m.g.primary] {
+		m.g.primary = m.site
+	}
+	m.g.view = "1700000000:9"
 	return nil
 }
 
@@ -426,5 +445,58 @@ func TestGroupReplicationRefusesAsyncOnlyRequests(t *testing.T) {
 	}
 	if w := writesRun(fg.ops); len(w) > 0 {
 		t.Fatalf("statements reached the members: %v", w)
+	}
+}
+
+// Recovery of a group that lost its majority is a human's, on a plan the
+// daemon proves: refused while the group has quorum; without the
+// confirmation token it answers the plan (survivors, members left out) and
+// its token and runs nothing; with it, group_replication_force_members
+// runs on the survivor with the survivors' group addresses, the majority
+// is taken of them from then on, and the next round follows the forced
+// group's primary.
+func TestGroupReplicationForceMembersNeedsItsTokenAndAProvableSurvivor(t *testing.T) {
+	fg := newFakeGroup()
+	h, _ := grHarness(t, fg, newTestStore(t))
+	grRound(t, h)
+	lead := func() (context.Context, time.Time, bool) { return context.Background(), t0, true }
+	if err := h.g.handle(request{kind: kindForceMembers, target: "c", by: "ann"}, lead); !errors.Is(err, ErrRefused) ||
+		!strings.Contains(err.Error(), string(sitepair.RecoveryGroupHasQuorum)) {
+		t.Fatalf("force-members with quorum = %v, want refused (%s)", err, sitepair.RecoveryGroupHasQuorum)
+	}
+	fg.mu.Lock()
+	for _, s := range []string{"a", "b"} {
+		fg.down[s], fg.unreachable[s] = true, true
+	}
+	fg.mu.Unlock()
+	grRound(t, h)
+	err := h.g.handle(request{kind: kindForceMembers, target: "c", token: "not-the-token", by: "ann"}, lead)
+	m := regexp.MustCompile(`confirmation token ([0-9a-f]{12})`).FindStringSubmatch(fmt.Sprint(err))
+	if !errors.Is(err, ErrRefused) || m == nil || !strings.Contains(err.Error(), "left out: a, b") {
+		t.Fatalf("force-members without the token = %v, want refused with the plan and its token", err)
+	}
+	if w := writesRun(fg.ops); len(w) > 0 {
+		t.Fatalf("a refused recovery ran %v", w)
+	}
+	if err := h.g.handle(request{kind: kindForceMembers, target: "c", token: m[1], by: "ann"}, lead); err != nil {
+		t.Fatalf("force-members with the token: %v", err)
+	}
+	if w := writesRun(fg.ops); len(w) != 1 || w[0] != "c:force-members 127.0.0.1:3306c" {
+		t.Fatalf("statements %v, want force_members of c alone on c", w)
+	}
+	if d := grRound(t, h); d.Reason != sitepair.ReasonGroupPrimaryElected || d.Target != "c" || h.State().ActiveSite != "c" {
+		t.Fatalf("after forcing: %s, active %s; want routing on c", d, h.State().ActiveSite)
+	}
+	if gr := h.g.snapshot(t0).GroupReplication; gr == nil || !gr.HasQuorum || gr.Denominator != 1 {
+		t.Fatalf("status %+v, want quorum of the one survivor", gr)
+	}
+	var audited bool
+	for _, e := range h.g.history(t0).Entries {
+		if a := e.Action; a != nil && a.Action == kindForceMembers && a.By == "ann" && strings.HasPrefix(a.Result, store.AuditAccepted) {
+			audited = true
+		}
+	}
+	if !audited {
+		t.Fatal("the forced membership is not in the history")
 	}
 }

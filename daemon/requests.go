@@ -58,6 +58,22 @@ func (d *Daemon) Switchover(ctx context.Context, group, target string, opt api.S
 	return answer, err
 }
 
+// ForceMembers implements api.Control: a human's recovery of a Group
+// Replication group that lost its majority (grForceMembers).
+func (d *Daemon) ForceMembers(ctx context.Context, group, site, confirm string, by api.Actor) error {
+	g, err := d.commandGroup(group)
+	if err != nil {
+		return err
+	}
+	if !g.hasSite(site) {
+		return fmt.Errorf("%w: group %s has no site %s", api.ErrNotFound, group, site)
+	}
+	if g.gr == nil {
+		return fmt.Errorf("%w: group %s is no replication: group group: force-members is for a Group Replication group that lost its majority", ErrRefused, group)
+	}
+	return g.submit(ctx, request{kind: kindForceMembers, target: site, token: confirm, by: by.String()})
+}
+
 // Acknowledge implements api.Control.
 func (d *Daemon) Acknowledge(ctx context.Context, group string, by api.Actor) error {
 	g, err := d.commandGroup(group)
@@ -149,6 +165,8 @@ func (g *group) handle(req request, lead func() (context.Context, time.Time, boo
 		switch req.kind {
 		case kindSwitchover:
 			return g.grSwitchover(ctx, req, st, entry)
+		case kindForceMembers:
+			return g.grForceMembers(ctx, req, entry)
 		case kindConfirmFence, kindReclone, kindHold:
 			// Prevents a human step of the async loop (a promotion on a
 			// confirmed fence, a reclone, a no-promote or maintenance
