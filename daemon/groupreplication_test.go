@@ -57,7 +57,7 @@ func (f *fakeGroup) statusOf(site string) mysqlctl.GroupStatus {
 	}
 	gs := mysqlctl.GroupStatus{ServerUUID: grUUID(site), GroupName: "aaaaaaaa-aaaa-aaaa-aaaa-aaaaaaaaaaaa", ViewID: f.view,
 		LocalAddress: "127.0.0.1:3306" + site,
-		Settings: grSettings, Executed: gtid.MustParse(gtid.MySQL, "aaaaaaaa-aaaa-aaaa-aaaa-aaaaaaaaaaaa:1-10")}
+		Settings:     grSettings, Executed: gtid.MustParse(gtid.MySQL, "aaaaaaaa-aaaa-aaaa-aaaa-aaaaaaaaaaaa:1-10")}
 	for i, s := range grSites {
 		if f.down[s] && !f.unreachable[s] {
 			continue // expelled
