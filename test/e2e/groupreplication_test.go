@@ -3,6 +3,7 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -328,10 +329,20 @@ func TestGroupReplicationMySQLOnlyKillPrimaryAndSwitchoverUnderLoad(t *testing.T
 // Two of three members killed: the survivor is in a minority. failoverd
 // reports no quorum (group-no-quorum) within a few rounds, keeps its view
 // and routing, runs nothing on the survivor, and a switchover to it is
-// refused with the reason (MySQL only).
-func TestGroupReplicationMySQLOnlyQuorumLostIsReportedAndNothingDestructiveIsDone(t *testing.T) {
+// refused with the reason. The recovery command without its confirmation
+// token is refused with the plan and the token, and runs nothing; with
+// it, the survivor (whose set contains every other survivor's: it is the
+// only one) is forced to a group of one and routing follows it (MySQL only).
+func TestGroupReplicationMySQLOnlyQuorumLostIsReportedAndRecoveredByAHuman(t *testing.T) {
 	grMySQLOnly(t)
 	g := newGRGroup(t)
+	// The survivor must still be in its minority view when the human
+	// forces it: with the recommended 10 s it would leave the group first
+	// (OFFLINE_MODE), and a member outside any group needs a bootstrap,
+	// which failoverd does not do.
+	for _, m := range g.gr.Members {
+		m.Exec(t, "SET GLOBAL group_replication_unreachable_majority_timeout = 300")
+	}
 	g.startDaemon()
 	first := g.waitActive("site0", 30*time.Second)
 	g.waitFor("the group verdict is quorate", 30*time.Second, func() bool {
@@ -359,4 +370,52 @@ func TestGroupReplicationMySQLOnlyQuorumLostIsReportedAndNothingDestructiveIsDon
 	if w := daemonWrites(t, g.gr.Members[2]); len(w) > 0 {
 		t.Fatalf("failoverd ran on the survivor without quorum: %q", w)
 	}
+
+	code, body = g.postJSON("/v1/groups/orders/force-members", `{"site": "site2"}`)
+	m := regexp.MustCompile(`confirmation token ([0-9a-f]{12})`).FindStringSubmatch(body)
+	if code != http.StatusConflict || m == nil || !strings.Contains(body, "left out: site0, site1") {
+		t.Fatalf("force-members without its token: %d %s, want 409 with the plan and its token", code, body)
+	}
+	if w := daemonWrites(t, g.gr.Members[2]); len(w) > 0 {
+		t.Fatalf("a refused recovery ran %q", w)
+	}
+	code, body = g.postJSON("/v1/groups/orders/force-members", `{"site": "site2", "confirm": "`+m[1]+`"}`)
+	if code != http.StatusAccepted {
+		t.Fatalf("force-members with its token: %d %s", code, body)
+	}
+	g.waitFor("routing follows the forced group to site2", 30*time.Second, func() bool {
+		s, err := g.status()
+		return err == nil && s.ActiveSite == "site2" && s.GroupReplication != nil && s.GroupReplication.HasQuorum && s.GroupReplication.Denominator == 1
+	})
+	if p := g.gr.Primary(t); p != g.gr.Members[2] {
+		t.Fatalf("the group's primary is %v, want member2", p)
+	}
+	if w := daemonWrites(t, g.gr.Members[2]); len(w) != 1 || !strings.Contains(w[0], "group_replication_force_members") {
+		// The clearing SET GLOBAL group_replication_force_members='' is
+		// the same variable: count the statements naming it.
+		var forced int
+		for _, s := range w {
+			if strings.Contains(s, "group_replication_force_members") {
+				forced++
+			}
+		}
+		if forced != len(w) {
+			t.Fatalf("failoverd ran on the survivor: %q, want only force_members (set and cleared)", w)
+		}
+	}
+}
+
+// postJSON calls a command endpoint with a JSON body and the API token.
+func (g *grGroup) postJSON(path, body string) (int, string) {
+	g.t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, "http://"+g.listen+path, strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+apiToken)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		g.t.Fatalf("POST %s: %v", path, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
 }
