@@ -255,6 +255,9 @@ func TestGroupReplicationFollowsTheGroupsElectionAndNeverFencesOrPromotes(t *tes
 	if gr := snap.GroupReplication; gr == nil || !gr.HasQuorum || gr.PrimarySite != "b" || gr.ViewSize != 2 || gr.Denominator != 3 || gr.Members["ONLINE"] != 2 {
 		t.Fatalf("status %+v, want quorate, b primary, view of 2 of a denominator of 3", snap.GroupReplication)
 	}
+	if snap.RPO != status.RPOZero || !strings.Contains(snap.RPONote, "Group Replication") {
+		t.Errorf("status RPO %s (%s), want zero by the group's certification, not semi-sync's", snap.RPO, snap.RPONote)
+	}
 	if snap.LastFailover == nil || snap.LastFailover.Kind != kindObserved {
 		t.Fatalf("status lastFailover %+v, want a failover-observed", snap.LastFailover)
 	}

@@ -1,18 +1,24 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"log"
 	"net/http"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/go-sql-driver/mysql"
 
 	"github.com/failoverd/failoverd/status"
 	"github.com/failoverd/failoverd/test/testenv"
@@ -418,4 +424,74 @@ func (g *grGroup) postJSON(path, body string) (int, string) {
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(b)
+}
+
+// playgroundGroupReplication is `make playground ARGS=--replication=group`:
+// a real three-member MySQL Group Replication group on loopback, a Redis
+// per member, the daemon following the group, and a write load through a
+// router that follows the daemon's view; then the primary is killed, the
+// group elects, and the playground prints failoverd's history of it.
+func playgroundGroupReplication(t *testing.T) {
+	out := io.Writer(os.Stdout)
+	if !testing.Verbose() {
+		out = io.Discard
+	}
+	say := func(format string, args ...any) { fmt.Fprintf(out, "playground: "+format+"\n", args...) }
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	_ = mysql.SetLogger(log.New(io.Discard, "", 0))
+	start := time.Now()
+	say("starting a 3-member MySQL Group Replication group (single-primary) and a Redis per member ...")
+	g := newGRGroup(t)
+	g.startDaemon()
+	g.waitActive("site0", 30*time.Second)
+	g.follow()
+	load := testenv.StartWriteLoad(t, []string{testenv.SiteDSN(g.router.Addr(), testenv.AppUser, testenv.AppPassword)}, testenv.WriteLoadOptions{Workers: 2})
+	load.WaitForAcks(t, 50, 20*time.Second)
+	bin := *playBinary
+	if bin == "" {
+		bin = binary
+	}
+	say("ready in %.1fs; a write load runs through the router %s, which follows failoverd's view", time.Since(start).Seconds(), g.router.Addr())
+	fmt.Fprintf(out, "\n  watch it:    %s status -w --server http://%s\n  history:     %s history orders --server http://%s\n  config:      %s\n\n",
+		bin, g.listen, bin, g.listen, g.config)
+	if _, table, _ := g.cli("status"); table != "" {
+		fmt.Fprintln(out, indent(table))
+	}
+	if ctx.Err() != nil {
+		return
+	}
+	say("killing site0's mysqld (SIGKILL), the group's primary, under write load: the group elects, failoverd follows ...")
+	killed := time.Now()
+	g.kill(0)
+	g.waitFor("failoverd follows the group's election", failoverTimeout, func() bool {
+		st, err := g.status()
+		return err == nil && st.ActiveSite != "" && st.ActiveSite != "site0"
+	})
+	st, _ := g.status()
+	before := len(load.Acked())
+	load.WaitForAcks(t, before+50, 30*time.Second)
+	load.Stop()
+	missing := load.Missing(t, g.gr.Members[g.index(st.ActiveSite)].AppDB(t))
+	say("the group elected %s; failoverd published epoch %d naming it %.1fs after the kill", st.ActiveSite, st.Epoch, time.Since(killed).Seconds())
+	for _, e := range g.history().Entries {
+		if f := e.Failover; f != nil && f.Kind == "failover-observed" {
+			for _, s := range f.Timeline {
+				fmt.Fprintf(out, "  %8s  %s\n", fmt.Sprintf("+%dms", s.At.Sub(killed).Milliseconds()), s.Step)
+			}
+		}
+	}
+	fmt.Fprintf(out, "  acknowledged writes lost: %d (of %d acknowledged)\n\n", len(missing), len(load.Acked()))
+	if len(missing) > 0 {
+		t.Fatalf("%d acknowledged writes missing on %s", len(missing), st.ActiveSite)
+	}
+	if _, table, _ := g.cli("status"); table != "" {
+		fmt.Fprintln(out, indent(table))
+	}
+	if *playInteractive {
+		say("everything keeps running; try `%s switchover orders site2 --token-file %s` (group_replication_set_as_primary); Ctrl-C stops it all",
+			bin, filepath.Join(g.dir, "api.token"))
+		<-ctx.Done()
+		say("Ctrl-C: tearing down")
+	}
 }
