@@ -22,6 +22,17 @@ func grBase() map[string]any {
 	return m
 }
 
+// The Group Replication loop computes no reader set: readers.enabled is
+// refused rather than leave a reader Service or record that never moves.
+func TestGroupReplicationRefusesReadersUntilBuilt(t *testing.T) {
+	m := grBase()
+	group(m)["readers"] = map[string]any{"enabled": true}
+	_, err := parseMap(t, m, secrets(t))
+	if paths := problemPaths(t, err); !slices.Contains(paths, "groups[0].readers.enabled") {
+		t.Fatalf("problems at %v, want groups[0].readers.enabled", paths)
+	}
+}
+
 // A sidecar fences its MySQL when the view names another site: with
 // replication: group it would fight the group's own election, so each
 // site's sidecar is refused at its own field.
