@@ -188,7 +188,8 @@ func writesRun(l *opLog) []string {
 
 // The group elects, failoverd follows: the first round adopts the group's
 // primary; after the primary is killed and the survivors elect b, the next
-// round publishes a new epoch naming b, routing follows it, the history
+// round publishes a new epoch naming b, routing follows it, the
+// after-promote hooks run, the history
 // records a failover-observed with its timeline (primary-lost, view-changed,
 // published, routed), and no statement but the group reads ever reached a
 // member (no fence, promote, read_only, replica or semi-sync statement).
@@ -196,6 +197,8 @@ func TestGroupReplicationFollowsTheGroupsElectionAndNeverFencesOrPromotes(t *tes
 	fg := newFakeGroup()
 	ms := newTestStore(t)
 	h, fol := grHarness(t, fg, ms)
+	hk := &recordedHooks{}
+	h.g.hooks = hk
 	ctx := context.Background()
 
 	if d := grRound(t, h); d.Reason != sitepair.ReasonGroupAdoptPrimary || h.State().ActiveSite != "a" || h.State().Epoch != 1 {
@@ -250,6 +253,9 @@ func TestGroupReplicationFollowsTheGroupsElectionAndNeverFencesOrPromotes(t *tes
 	}
 	if w := writesRun(fg.ops); len(w) > 0 {
 		t.Fatalf("failoverd ran statements on the group's members: %v", w)
+	}
+	if got := hk.types(); !slices.Contains(got, configs.HookAfterPromote+":b") {
+		t.Fatalf("hooks fired %v, want after-promote of b (the hooks move what routing does not)", got)
 	}
 	snap := h.g.snapshot(t0)
 	if gr := snap.GroupReplication; gr == nil || !gr.HasQuorum || gr.PrimarySite != "b" || gr.ViewSize != 2 || gr.Denominator != 3 || gr.Members["ONLINE"] != 2 {
