@@ -91,7 +91,7 @@ bench-quick: deps ## reduced benchmarks (a few minutes); fails when a figure it 
 	  ./scripts/leftovers || rc=1; \
 	  $(GO) run ./test/benchreport -check -since $$start || rc=1; exit $$rc
 
-playground: ## a real three-site group on 127.0.0.1 and a scripted failover (ARGS="--engine=mysql --interactive --with-kubernetes")
+playground: ## a real three-site group on 127.0.0.1 and a scripted failover (ARGS="--engine=mysql --interactive --with-kubernetes", or --replication=group)
 	@if echo " $(ARGS) " | grep -q -- "-with-kubernetes"; then ./scripts/deps; else ./scripts/deps --servers-only; fi
 	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o bin/failoverd ./cmd/failoverd
 	$(GO) test -count=1 -timeout 0 -run '^TestPlayground$$' -v ./test/e2e -args -failoverd=$(CURDIR)/bin/failoverd $(ARGS)

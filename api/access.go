@@ -102,6 +102,8 @@ func (s *server) routes() []route {
 		{Route{"POST", "/v1/groups/{group}/confirm-fence", Admin}, s.command(s.confirmFence)},
 		// Throws away what the site holds that the primary lacks.
 		{Route{"POST", "/v1/groups/{group}/reclone", Admin}, s.command(s.reclone)},
+		// Forces a Group Replication group's membership to its survivors.
+		{Route{"POST", "/v1/groups/{group}/force-members", Admin}, s.command(s.forceMembers)},
 	}
 }
 

@@ -55,6 +55,7 @@ var routeAccess = map[string]Access{
 	"POST /v1/reload":                              Operate,
 	"POST /v1/groups/{group}/confirm-fence":        Admin,
 	"POST /v1/groups/{group}/reclone":              Admin,
+	"POST /v1/groups/{group}/force-members":        Admin,
 }
 
 // routeCall is a request of route that its handler accepts (2xx) once its
@@ -69,6 +70,8 @@ func routeCall(r Route) call {
 		c.body = `{"site":"a"}`
 	case strings.HasSuffix(path, "/reclone"):
 		c.body = `{"site":"b","token":"b"}`
+	case strings.HasSuffix(path, "/force-members"):
+		c.body = `{"site":"b","confirm":"0123456789ab"}`
 	case strings.HasSuffix(path, "/pause"):
 		c.body = `{"for":"1m"}`
 	case strings.HasSuffix(path, "/hold"):

@@ -25,6 +25,7 @@
 //	POST /v1/reload                          {} re-read the configuration file        (operate)
 //	POST /v1/groups/{g}/confirm-fence        {"site": "OLD-PRIMARY" or a lost replica} (admin)
 //	POST /v1/groups/{g}/reclone              {"site": "S", "token": "T"}              (admin)
+//	POST /v1/groups/{g}/force-members        {"site": "S", "confirm": "T"}            (admin)
 //
 // Read routes are open without a read token; admin routes take the operate
 // token without an admin token.
@@ -85,6 +86,12 @@ type Control interface {
 	// the primary lacks, read from both when the request arrives (the site
 	// name when there is none).
 	Reclone(ctx context.Context, group, site, token string, by Actor) error
+	// ForceMembers recovers a Group Replication group that lost its
+	// majority: it forces the membership to the survivors of site's view,
+	// from site, whose GTID set must contain every other survivor's;
+	// confirm must repeat the plan's confirmation token, which a refusal
+	// names with the plan's consequences.
+	ForceMembers(ctx context.Context, group, site, confirm string, by Actor) error
 	// Pause stops the group's automatic actions (failover, switchover,
 	// fence, re-assert, rejoin) for d, for reason; observing, reporting and
 	// routing repair go on.
@@ -205,6 +212,16 @@ type ConfirmFenceRequest struct {
 	// (at ack-holder-unreachable) the unreachable replica asserted lost.
 	Site string `json:"site"`
 	By   string `json:"by,omitempty"`
+}
+
+// ForceMembersRequest is the body of POST /v1/groups/{g}/force-members.
+type ForceMembersRequest struct {
+	// Site is the survivor to force the membership on.
+	Site string `json:"site"`
+	// Confirm is the plan's confirmation token; without it (or with an
+	// old one) the request is refused (409) with the plan and its token.
+	Confirm string `json:"confirm,omitempty"`
+	By      string `json:"by,omitempty"`
 }
 
 // RecloneRequest is the body of POST /v1/groups/{g}/reclone.

@@ -108,6 +108,12 @@ func (c *Client) Acknowledge(ctx context.Context, group, by string) error {
 	return c.do(ctx, http.MethodPost, "/v1/groups/"+url.PathEscape(group)+"/acknowledge", AcknowledgeRequest{By: by}, nil)
 }
 
+// ForceMembers recovers a Group Replication group that lost its majority
+// from the survivor site (see ForceMembersRequest for confirm).
+func (c *Client) ForceMembers(ctx context.Context, group, site, confirm, by string) error {
+	return c.do(ctx, http.MethodPost, "/v1/groups/"+url.PathEscape(group)+"/force-members", ForceMembersRequest{Site: site, Confirm: confirm, By: by}, nil)
+}
+
 // Reclone starts re-seeding site of group from the primary (see
 // RecloneRequest for the token).
 func (c *Client) Reclone(ctx context.Context, group, site, token, by string) error {

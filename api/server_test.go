@@ -102,6 +102,11 @@ func (f *fakeControl) Reclone(_ context.Context, group, site, token string, by A
 	return f.err
 }
 
+func (f *fakeControl) ForceMembers(_ context.Context, group, site, confirm string, by Actor) error {
+	f.calls = append(f.calls, fmt.Sprintf("force-members %s %s %s by %s", group, site, confirm, by.Name))
+	return f.err
+}
+
 func (f *fakeControl) ConfirmFence(_ context.Context, group, site string, by Actor) error {
 	f.calls = append(f.calls, fmt.Sprintf("confirm-fence %s %s by %s", group, site, by.Name))
 	return f.err
@@ -273,6 +278,9 @@ func TestCommands(t *testing.T) {
 		{name: "missing site", token: token, c: call{path: "confirm-fence", auth: bearer, body: `{}`}, code: 400, contains: "site missing"},
 		{name: "reclone", token: token, c: call{path: "reclone", auth: bearer, body: `{"site":"c","token":"0-3-12","by":"ann"}`},
 			code: 202, called: "reclone orders c 0-3-12 by ann"},
+		{name: "force-members", token: token, c: call{path: "force-members", auth: bearer, body: `{"site":"c","confirm":"0123456789ab","by":"ann"}`},
+			code: 202, called: "force-members orders c 0123456789ab by ann"},
+		{name: "force-members without a site", token: token, c: call{path: "force-members", auth: bearer, body: `{"confirm":"x"}`}, code: 400, contains: "site missing"},
 		{name: "reclone without a token", token: token, c: call{path: "reclone", auth: bearer, body: `{"site":"c"}`}, code: 400, contains: "token missing"},
 		{name: "reclone without the bearer token", token: token, c: call{path: "reclone", body: `{"site":"c","token":"c"}`}, code: 401},
 		{name: "refused", token: token, err: fmt.Errorf("%w: cooldown", ErrRefused), c: call{path: "switchover", auth: bearer, body: `{"target":"b"}`},

@@ -269,7 +269,7 @@ type Group struct {
 	// replication; failoverd elects and promotes) or "group": the sites are
 	// the members of a single-primary MySQL Group Replication group, which
 	// elects its primary itself; failoverd follows it, never fences or
-	// promotes (engine mysql only; fencing is not set, and the settings
+	// promotes (engine mysql only; fencing and site sidecars are not set, and the settings
 	// that steer failoverd's own elections — detection, failoverCooldown,
 	// escalation, relayDrainTimeout, maxLagWait, maxCandidateLag, site
 	// priority — are not used). `failoverd validate` prints the my.cnf

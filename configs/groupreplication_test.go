@@ -16,7 +16,34 @@ func grBase() map[string]any {
 	m := base()
 	group(m)["engine"] = "mysql"
 	group(m)["replication"] = "group"
+	for i := range 3 {
+		delete(siteN(m, i), "sidecar")
+	}
 	return m
+}
+
+// The Group Replication loop computes no reader set: readers.enabled is
+// refused rather than leave a reader Service or record that never moves.
+func TestGroupReplicationRefusesReadersUntilBuilt(t *testing.T) {
+	m := grBase()
+	group(m)["readers"] = map[string]any{"enabled": true}
+	_, err := parseMap(t, m, secrets(t))
+	if paths := problemPaths(t, err); !slices.Contains(paths, "groups[0].readers.enabled") {
+		t.Fatalf("problems at %v, want groups[0].readers.enabled", paths)
+	}
+}
+
+// A sidecar fences its MySQL when the view names another site: with
+// replication: group it would fight the group's own election, so each
+// site's sidecar is refused at its own field.
+func TestGroupReplicationRefusesSidecars(t *testing.T) {
+	m := grBase()
+	siteN(m, 0)["sidecar"] = map[string]any{"address": "east:8081"}
+	siteN(m, 2)["sidecar"] = map[string]any{"address": "dr:8081"}
+	_, err := parseMap(t, m, secrets(t))
+	if paths := problemPaths(t, err); !slices.Equal(paths, []string{"groups[0].sites[0].sidecar", "groups[0].sites[2].sidecar"}) {
+		t.Fatalf("problems at %v, want each sidecar refused", paths)
+	}
 }
 
 func problemPaths(t *testing.T, err error) []string {

@@ -591,6 +591,22 @@ func (v *validator) groupReplication(path string, g Group) {
 	if g.SplitBrain.PreferSite != "" {
 		v.add(path+".splitBrain.preferSite", "is not used with %s: a single-primary group has one writer; remove it", why)
 	}
+	for j, s := range g.Sites {
+		// Prevents a sidecar from fencing a member the group made primary
+		// (or unfencing one it expelled): the group alone decides who
+		// writes, and failoverd's view only follows it.
+		if s.Sidecar != nil {
+			v.add(fmt.Sprintf("%s.sites[%d].sidecar", path, j), "is not used with %s: a sidecar fences its MySQL when the view names another site, "+
+				"which would fight the group's own election; remove the sidecar", why)
+		}
+	}
+	// Prevents a reader set that never moves: the Group Replication loop
+	// does not compute readers (yet), so a reader Service or DNS record
+	// would keep listing whatever it listed when the group last changed.
+	if g.Readers.Enabled {
+		v.add(path+".readers.enabled", "is not supported with replication: group yet: the group's secondaries are not routed as readers by failoverd; "+
+			"remove readers (route reads to the group's secondaries by other means)")
+	}
 	if len(g.Sites) > MaxGroupReplicationMembers && v.intact(path+".sites") {
 		v.add(path+".sites", "%d sites; a Group Replication group has at most %d members", len(g.Sites), MaxGroupReplicationMembers)
 	}

@@ -265,25 +265,14 @@ func (d *Daemon) newGroup(gc configs.Group) (*group, error) {
 	return g, nil
 }
 
-// ErrGroupReplicationNotRun: a group with replication: group was given to
-// this daemon, whose loop so far runs async groups only. `failoverd
-// validate` checks such a group and prints the settings it needs; `run`
-// refuses it rather than run the async loop on it.
-var ErrGroupReplicationNotRun = errors.New("replication: group is checked by validate but not run by this daemon yet " +
-	"(its loop for asynchronous replication would fence and promote members the group elects itself)")
-
 // newGroupCore is a group's decision loop and its servers, without routing,
 // cache, hooks or events (the daemon adds them; the harness runs without).
 func newGroupCore(gc configs.Group, st store.Store, pub *publisher, dial Dialer, clock func() time.Time,
 	failpoint func(string), log *slog.Logger) (*group, error) {
-	// Prevents the async loop from fencing, electing or promoting members of
-	// a Group Replication group, which elects its own primary: such a
-	// group needs the loop that follows the group (grview's verdict).
-	if gc.Replication == configs.ReplicationGroup {
-		return nil, fmt.Errorf("group %s: %w", gc.Name, ErrGroupReplicationNotRun)
-	}
 	pol := policyOf(gc)
-	if err := pol.Validate(); err != nil {
+	// The async decisions never run on a Group Replication group (round
+	// runs grRound): its policy is not used, so not checked.
+	if err := pol.Validate(); err != nil && gc.Replication != configs.ReplicationGroup {
 		return nil, fmt.Errorf("group %s: %w", gc.Name, err)
 	}
 	g := &group{
@@ -299,8 +288,16 @@ func newGroupCore(gc configs.Group, st store.Store, pub *publisher, dial Dialer,
 		retire:        make(chan chan string),
 		gone:          make(chan struct{}),
 	}
-	// Prevents any MySQL write by an observing group, whichever path asks.
-	dial = observeOnlyDial(gc, dial)
+	if gc.Replication == configs.ReplicationGroup {
+		// Prevents any fence, promote, read_only or replica statement on a
+		// member of a Group Replication group, whichever path asks: the
+		// group elects and fences itself (grloop.go).
+		dial = groupReplicationDial(gc, dial)
+		g.gr = newGRLoop(gc)
+	} else {
+		// Prevents any MySQL write by an observing group, whichever path asks.
+		dial = observeOnlyDial(gc, dial)
+	}
 	g.servers = &servers{group: gc, conns: newConnections(dial, gc.Sites), log: log, secret: gc.Credentials.Replication.Password}
 	if gc.Observing() {
 		log.Warn("group.observe_mode", "note", "decides and logs what it would do (decision.would); changes nothing on MySQL, routing, the cache, hooks or the epoch")

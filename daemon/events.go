@@ -50,6 +50,11 @@ type Events interface {
 	// ConfigReloaded: a reload of the configuration file (SIGHUP or the
 	// API) was "applied" or "refused".
 	ConfigReloaded(result string)
+	// GroupPrimaryFollowed: a Group Replication group's primary changed
+	// (kind "failover-observed" by the group itself, "switchover" asked
+	// by an operator) and failoverd published the epoch naming it, d after
+	// the first round that saw the new primary's quorate view.
+	GroupPrimaryFollowed(group, kind string, d time.Duration)
 }
 
 // SeriesStarter is implemented by Events that keep counters (the metrics
@@ -103,6 +108,7 @@ func (noEvents) CachePromoted(string, string)                       {}
 func (noEvents) HookDone(string, string, string, bool)              {}
 func (noEvents) RoutingRepaired(string, string)                     {}
 func (noEvents) ConfigReloaded(string)                              {}
+func (noEvents) GroupPrimaryFollowed(string, string, time.Duration) {}
 
 // ev is the group's Events (none in tests that build a bare group).
 func (g *group) ev() Events {

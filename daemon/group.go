@@ -113,6 +113,9 @@ type group struct {
 	// it would have made applied (mode.go); in memory only, never persisted
 	// or published. Nil for an active group.
 	shadow *sitepair.Persisted
+	// gr is the Group Replication loop's state (grloop.go); nil for an
+	// async group.
+	gr *grLoop
 }
 
 // pendingRestarts are the replicas a re-assert of primary at epoch has not
@@ -189,6 +192,12 @@ func (g *group) run(ctx context.Context, lead func() (context.Context, time.Time
 // round decides once, on settled observations, and carries the decision out.
 // ctx is the leadership term's context.
 func (g *group) round(ctx context.Context, servingSince time.Time) {
+	// A Group Replication group follows the group's own elections: it
+	// never runs the async decisions, which would fence and promote.
+	if g.gr != nil {
+		g.grRound(ctx, servingSince)
+		return
+	}
 	// A pause or hold that ran out is dropped first: its end is what the
 	// operator asked for when setting it.
 	g.expireModes(ctx)
@@ -322,6 +331,14 @@ func (g *group) logDecision(ctx context.Context, d sitepair.Decision) {
 // context, for work that outlives the action (a reclone's copy). A
 // failover's decisions run as steps of its sequence (failover.go).
 func (g *group) act(ctx, term context.Context, d sitepair.Decision) error {
+	if g.gr != nil {
+		// Prevents failoverd from fencing, promoting or repointing a member
+		// of a Group Replication group: it only ever follows the group.
+		if d.Action != sitepair.AdoptPrimary {
+			return fmt.Errorf("%s (%s): %w", d.Action, d.Reason, ErrGroupReplicationNoWrite)
+		}
+		return g.followGroup(ctx, d)
+	}
 	switch d.Action {
 	case sitepair.RecloneSite:
 		return g.recloneByPolicy(ctx, term, d)

@@ -41,7 +41,9 @@ func (g *group) fireBefore(d sitepair.Decision) {
 // whether d differs from the previous decision (a standing alert fires once).
 func (g *group) fireAfter(d sitepair.Decision, err error, changed bool) {
 	switch {
-	case d.Action == sitepair.Promote && err == nil:
+	case (d.Action == sitepair.Promote || d.Reason == sitepair.ReasonGroupPrimaryElected) && err == nil:
+		// A Group Replication group's new primary, followed: the hooks
+		// move what routing does not, as after a promotion.
 		g.fire(configs.HookAfterPromote, d, d.Target)
 	case (d.Action == sitepair.Promote || d.Action == sitepair.RevokeEpoch) && err != nil:
 		g.fire(configs.HookFailoverFailed, d, d.Target)

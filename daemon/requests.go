@@ -58,6 +58,22 @@ func (d *Daemon) Switchover(ctx context.Context, group, target string, opt api.S
 	return answer, err
 }
 
+// ForceMembers implements api.Control: a human's recovery of a Group
+// Replication group that lost its majority (grForceMembers).
+func (d *Daemon) ForceMembers(ctx context.Context, group, site, confirm string, by api.Actor) error {
+	g, err := d.commandGroup(group)
+	if err != nil {
+		return err
+	}
+	if !g.hasSite(site) {
+		return fmt.Errorf("%w: group %s has no site %s", api.ErrNotFound, group, site)
+	}
+	if g.gr == nil {
+		return fmt.Errorf("%w: group %s is no replication: group group: force-members is for a Group Replication group that lost its majority", ErrRefused, group)
+	}
+	return g.submit(ctx, request{kind: kindForceMembers, target: site, token: confirm, by: by.String()})
+}
+
 // Acknowledge implements api.Control.
 func (d *Daemon) Acknowledge(ctx context.Context, group string, by api.Actor) error {
 	g, err := d.commandGroup(group)
@@ -145,6 +161,21 @@ func (g *group) handle(req request, lead func() (context.Context, time.Time, boo
 	st := g.rec.Persisted
 	g.mu.Unlock()
 	entry := store.AuditEntry{At: g.now(), Action: req.kind, Site: req.target, By: req.by, Result: store.AuditAccepted}
+	if g.gr != nil {
+		switch req.kind {
+		case kindSwitchover:
+			return g.grSwitchover(ctx, req, st, entry)
+		case kindForceMembers:
+			return g.grForceMembers(ctx, req, entry)
+		case kindConfirmFence, kindReclone, kindHold:
+			// Prevents a human step of the async loop (a promotion on a
+			// confirmed fence, a reclone, a no-promote or maintenance
+			// hold) on a group whose members the group itself elects.
+			err := fmt.Errorf("%w: %s is not used with replication: group (the group elects, fences and recovers its members itself)", ErrRefused, req.kind)
+			g.auditRefused(ctx, entry, err)
+			return err
+		}
+	}
 	switch req.kind {
 	case kindSwitchover:
 		return g.switchover(ctx, req, since, st, entry)

@@ -76,6 +76,7 @@ func (g *group) snapshotOf(now time.Time, withReadiness bool) status.Group {
 		Action: string(last.Action), Reason: string(last.Reason), Class: classOf(last.Reason),
 		Message: last.Message, Detection: string(last.Detection.Code), DecidedAt: decidedAt,
 		EscalationHalted: st.EscalationHalted, OperatorFenced: slices.Clone(st.OperatorFenced),
+		GroupReplication: g.grStatus(),
 	}
 	if last.Reason == "" {
 		out.Class = status.ClassWaiting
@@ -95,7 +96,9 @@ func (g *group) snapshotOf(now time.Time, withReadiness bool) status.Group {
 	if w := last.Withheld; w != nil {
 		out.Withheld = &status.Withheld{Action: string(w.Action), Reason: string(w.Reason), Target: w.Target, Message: w.Message}
 	}
-	if withReadiness && !decidedAt.IsZero() && len(o.Sites) > 0 {
+	// A Group Replication group never fails over by itself (the group
+	// elects): readiness of failoverd's own failover does not apply.
+	if withReadiness && g.gr == nil && !decidedAt.IsZero() && len(o.Sites) > 0 {
 		out.Readiness = g.readiness(o, st, now)
 	}
 	if f := stored.LastFailover; f != nil {
@@ -111,6 +114,12 @@ func (g *group) snapshotOf(now time.Time, withReadiness bool) status.Group {
 		out.FenceConfirmedBy = f.OperatorConfirmed.By
 	}
 	out.RPO, out.RPONote = rpo(o, st.ActiveSite)
+	if g.gr != nil {
+		// Semi-sync says nothing of a Group Replication group: a commit is
+		// acknowledged once a majority of the group certified it.
+		out.RPO, out.RPONote = status.RPOZero, "Group Replication: a commit is acknowledged once a majority of the group certified it; "+
+			"the group elects a member that has it (group_replication_consistency BEFORE_ON_PRIMARY_FAILOVER or stronger applies it before taking writes)"
+	}
 	if f := stored.InFlight; f != nil {
 		out.InFlight = &status.InFlight{ID: f.ID, Kind: f.Kind, From: f.From, To: f.To, Step: f.Step, StepDone: f.StepDone, StartedAt: f.StartedAt}
 	}
@@ -135,7 +144,9 @@ func (g *group) snapshotOf(now time.Time, withReadiness bool) status.Group {
 		if h, ok := st.HoldAt(so.Name, now); ok {
 			site.Hold = &status.Pause{Kind: string(h.Kind), By: h.By, Reason: h.Reason, Since: h.Since, Until: h.Until}
 		}
-		site.Recovery = recovery(site, so, st, oldPrimary)
+		if g.gr == nil { // the old primary of a Group Replication group rejoins by the group's own recovery
+			site.Recovery = recovery(site, so, st, oldPrimary)
+		}
 		// The role failoverd last gave the site's cache (not re-read).
 		if i < len(g.cfg.Sites) && g.cfg.Sites[i].Cache != nil && cacheMaster != "" {
 			site.CacheRole = "replica"

@@ -53,7 +53,7 @@ func TestLabelBounds(t *testing.T) {
 
 	enums := map[string][]string{
 		"state": states, "role": cacheRoles, "action": actions, "reason": reasons, "class": classes,
-		"kind": kinds, "phase": phases, "by": fencers, "proof": proofs, "fault": faults,
+		"kind": lastFailoverKinds, "phase": phases, "by": fencers, "proof": proofs, "fault": faults,
 	}
 	// A site hold's kind is a hold kind, not a failover kind.
 	holdKind := func(metric, label string) bool { return metric == "failoverd_site_hold" && label == "kind" }

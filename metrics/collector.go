@@ -30,6 +30,8 @@ type snapshotCollector struct {
 	routingInSync *prometheus.Desc
 
 	paused, pauseRemaining, withheld, siteHold, failoverReady, expectedWritable, siteReader *prometheus.Desc
+
+	grQuorum, grMembers, grViewSize, grDenominator, grGroupNames *prometheus.Desc
 }
 
 func newSnapshotCollector(o Options) *snapshotCollector {
@@ -93,6 +95,11 @@ func newSnapshotCollector(o Options) *snapshotCollector {
 		siteHold:         d("site_hold", "1 for an operator's hold in effect on the site, by kind (no-promote, maintenance); absent without one.", "group", "site", "kind"),
 		failoverReady:    d("failover_ready", "1 when the group would fail over on its own if its primary were lost now by fault (crash: mysqld exits; lost: it answers nothing), else 0; absent before the first decision.", "group", "fault"),
 		siteReader:       d("site_reader", "1 while the site is in the group's reader set (read routing: readers.enabled), else 0; absent while read routing is off.", ss...),
+		grQuorum:         d("group_replication_quorum", "1 while a majority of the Group Replication group's members (of the sticky denominator), each ONLINE in a view it sees quorate, report the same view; else 0. Only for replication: group groups, after the first round.", gs...),
+		grMembers:        d("group_replication_members", "Members of the Group Replication group's winning view per MEMBER_STATE (ONLINE, RECOVERING, UNREACHABLE, ERROR, OFFLINE); 0 for every state without a winning view.", "group", "state"),
+		grViewSize:       d("group_replication_view_size", "Members in the Group Replication group's winning view (0 without one).", gs...),
+		grDenominator:    d("group_replication_denominator", "The member count the Group Replication majority is taken of: the sticky largest quorate view, at least the configured members before the first verdict.", gs...),
+		grGroupNames:     d("group_replication_group_names", "Distinct group names the configured members report (more than 1: two groups run among them, a second bootstrap).", gs...),
 		expectedWritable: d("failover_expected_writable_seconds", "Expected time from the fault to the candidate writable (detection plus the wait for the proof); only while failover_ready is 1.", "group", "fault"),
 	}
 }
@@ -107,6 +114,7 @@ func (c *snapshotCollector) Describe(ch chan<- *prometheus.Desc) {
 		c.leaseAge, c.lastProbe, c.cacheRole, c.routingInSync,
 		c.gtidLag, c.applierBlocked, c.writesStalled, c.ackWaiting,
 		c.paused, c.pauseRemaining, c.withheld, c.siteHold, c.failoverReady, c.expectedWritable, c.siteReader,
+		c.grQuorum, c.grMembers, c.grViewSize, c.grDenominator, c.grGroupNames,
 	} {
 		ch <- d
 	}
@@ -172,9 +180,18 @@ func (c *snapshotCollector) collectGroup(g status.Group, now time.Time, gauge fu
 	gauge(c.inFlight, boolean(g.InFlight != nil), n)
 	gauge(c.observeOnly, boolean(g.Mode == status.ModeObserve), n)
 	if f := g.LastFailover; f != nil && !f.At.IsZero() {
-		gauge(c.lastFailover, unix(f.At), n, oneOf(f.Kind, kinds))
+		gauge(c.lastFailover, unix(f.At), n, oneOf(f.Kind, lastFailoverKinds))
 	}
 	c.collectModes(g, now, gauge)
+	if gr := g.GroupReplication; gr != nil && gr.Verdict != "" {
+		gauge(c.grQuorum, boolean(gr.HasQuorum), n)
+		for _, st := range memberStates {
+			gauge(c.grMembers, float64(gr.Members[st]), n, st)
+		}
+		gauge(c.grViewSize, float64(gr.ViewSize), n)
+		gauge(c.grDenominator, float64(gr.Denominator), n)
+		gauge(c.grGroupNames, float64(len(gr.GroupNames)), n)
+	}
 
 	writable := 0
 	for _, s := range g.Sites {

@@ -13,7 +13,14 @@ const other = "other"
 
 // The fixed words of each enum label ("other" is always allowed besides).
 var (
-	kinds           = []string{"failover", "switchover"}
+	kinds = []string{"failover", "switchover"}
+	// groupKinds are the kinds of a Group Replication primary change
+	// failoverd followed: elected by the group itself, or asked by an
+	// operator; lastFailoverKinds every kind a last failover can have.
+	groupKinds        = []string{"failover-observed", "switchover"}
+	lastFailoverKinds = []string{"failover", "switchover", "failover-observed"}
+	// memberStates are Group Replication MEMBER_STATE values (grview).
+	memberStates    = []string{"ONLINE", "RECOVERING", "UNREACHABLE", "ERROR", "OFFLINE"}
 	failoverResults = []string{"promoted", "failed", "superseded"}
 	phases          = []string{"revoke", "proof", "drain", "detach", "publish", "writable", "repoint"}
 	fencers         = []string{"daemon", "sidecar"}

@@ -51,6 +51,9 @@ type Metrics struct {
 	hookRuns           *prometheus.CounterVec
 	routingRepairs     *prometheus.CounterVec
 	configReloads      *prometheus.CounterVec
+	// Group Replication: primary changes followed, and how fast.
+	groupPrimaryChanges *prometheus.CounterVec
+	groupFollow         *prometheus.HistogramVec
 }
 
 // Bucket layouts, in seconds.
@@ -129,6 +132,15 @@ func New(o Options) *Metrics {
 			Name: "failoverd_hook_runs_total",
 			Help: "Runs of an event hook (hooks in the group's configuration) by event and result (ok, failed).",
 		}, []string{"group", "hook", "event", "result"}),
+		groupPrimaryChanges: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "failoverd_group_replication_primary_changes_total",
+			Help: "Primary changes of a Group Replication group failoverd followed (published an epoch naming the new primary), by kind (failover-observed: elected by the group itself; switchover: asked by an operator).",
+		}, []string{"group", "kind"}),
+		groupFollow: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "failoverd_group_replication_follow_seconds",
+			Help:    "Time from the first round whose quorate verdict named a Group Replication group's new primary until the epoch naming it was published.",
+			Buckets: phaseBuckets,
+		}, []string{"group"}),
 		configReloads: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "failoverd_config_reloads_total",
 			Help: "Reloads of the configuration file (SIGHUP or POST /v1/reload) by result (applied, refused).",
@@ -145,6 +157,7 @@ func New(o Options) *Metrics {
 		m.probeDuration, m.probeFailures, m.failovers, m.failoverDuration,
 		m.phaseDuration, m.writesUnavailable, m.fences, m.fenceProofs,
 		m.routingOperations, m.splitBrainResolved, m.cachePromotions, m.hookRuns, m.routingRepairs, m.configReloads,
+		m.groupPrimaryChanges, m.groupFollow,
 		newSnapshotCollector(o),
 	)
 	return m
@@ -241,6 +254,13 @@ func (m *Metrics) ConfigReloaded(result string) {
 	m.configReloads.WithLabelValues(oneOf(result, reloadResults)).Inc()
 }
 
+// GroupPrimaryFollowed records a Group Replication primary change
+// failoverd followed, d after the first round that saw it.
+func (m *Metrics) GroupPrimaryFollowed(group, kind string, d time.Duration) {
+	m.groupPrimaryChanges.WithLabelValues(group, oneOf(kind, groupKinds)).Inc()
+	m.groupFollow.WithLabelValues(group).Observe(d.Seconds())
+}
+
 // StartGroup creates every counter series of group at 0, for its sites,
 // its routing and reader followers (by name) and its hooks (name → the
 // events each runs on), with every fixed word of the other labels. The
@@ -258,6 +278,10 @@ func (m *Metrics) StartGroup(group string, sites, followers []string, hooks map[
 		m.fenceProofs.WithLabelValues(group, p)
 	}
 	m.splitBrainResolved.WithLabelValues(group)
+	// Every group gets them (a group's replication mode may change on a reload).
+	for _, kind := range groupKinds {
+		m.groupPrimaryChanges.WithLabelValues(group, kind)
+	}
 	for _, s := range sites {
 		m.probeFailures.WithLabelValues(group, s)
 		m.cachePromotions.WithLabelValues(group, s)

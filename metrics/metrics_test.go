@@ -38,6 +38,7 @@ type daemonEvents interface {
 	HookDone(group, hook, event string, ok bool)
 	RoutingRepaired(group, follower string)
 	ConfigReloaded(result string)
+	GroupPrimaryFollowed(group, kind string, d time.Duration)
 }
 
 var _ daemonEvents = (*metrics.Metrics)(nil)
@@ -642,13 +643,63 @@ func TestHelpAndLint(t *testing.T) {
 	}
 }
 
+// withGroupReplication is the fixture with a replication: group group
+// whose survivor lost its majority.
+func withGroupReplication() status.Snapshot {
+	s := fixture()
+	s.Groups = append(s.Groups, status.Group{Name: "gr", Engine: "mysql", Fencing: "group", ActiveSite: "a", Epoch: 3,
+		Action: "alert", Reason: "group-no-quorum", Class: "blocked",
+		Sites: []status.Site{{Name: "a", State: status.StateReadOnly}, {Name: "b", State: status.StateUnreachable}, {Name: "c", State: status.StateUnreachable}},
+		GroupReplication: &status.GroupReplication{Verdict: "no-quorum", Denominator: 3, MaxViewSize: 3, GroupNames: []string{"g1"},
+			Members: map[string]int{}}})
+	return s
+}
+
+// A Group Replication group's quorum, members per state, view size and
+// sticky denominator are gauges; a followed primary change is counted by
+// kind and timed.
+func TestGroupReplicationGauges(t *testing.T) {
+	m := metrics.New(metrics.Options{Snapshot: func() status.Snapshot {
+		s := withGroupReplication()
+		gr := s.Groups[len(s.Groups)-1].GroupReplication
+		gr.Verdict, gr.HasQuorum, gr.ViewSize, gr.Members = "quorate", true, 2, map[string]int{"ONLINE": 2}
+		return s
+	}})
+	m.GroupPrimaryFollowed("gr", "failover-observed", 300*time.Millisecond)
+	m.GroupPrimaryFollowed("gr", "teleport", time.Second)
+	g := m.Gatherer()
+	for name, want := range map[string]float64{"failoverd_group_replication_quorum": 1, "failoverd_group_replication_view_size": 2,
+		"failoverd_group_replication_denominator": 3, "failoverd_group_replication_group_names": 1} {
+		if got := gaugeValue(t, g, name, map[string]string{"group": "gr"}); got != want {
+			t.Errorf("%s = %v, want %v", name, got, want)
+		}
+	}
+	if got := gaugeValue(t, g, "failoverd_group_replication_members", map[string]string{"group": "gr", "state": "ONLINE"}); got != 2 {
+		t.Errorf("ONLINE members = %v, want 2", got)
+	}
+	if got := gaugeValue(t, g, "failoverd_group_replication_members", map[string]string{"group": "gr", "state": "UNREACHABLE"}); got != 0 {
+		t.Errorf("UNREACHABLE members = %v, want 0", got)
+	}
+	c := find(t, g, "failoverd_group_replication_primary_changes_total", map[string]string{"group": "gr", "kind": "failover-observed"})
+	if c == nil || c.GetCounter().GetValue() != 1 {
+		t.Errorf("primary changes %v, want 1 failover-observed", c)
+	}
+	if h := histogram(t, g, "failoverd_group_replication_follow_seconds", map[string]string{"group": "gr"}); h == nil || h.GetSampleCount() != 2 {
+		t.Errorf("follow histogram %v, want 2 samples", h)
+	}
+	if find(t, g, "failoverd_group_replication_quorum", map[string]string{"group": "orders"}) != nil {
+		t.Error("an async group exports a Group Replication quorum")
+	}
+}
+
 var nonBaseUnit = regexp.MustCompile(`_(ms|us|ns|milliseconds|microseconds|nanoseconds|minutes|hours|days|kilobytes|megabytes|percent)(_|$)`)
 
 // populated returns metrics over the fixture with every event called once,
 // gathered once so the zero series exist: every failoverd_ family is there.
 func populated(t *testing.T) *metrics.Metrics {
 	t.Helper()
-	m := newFixture()
+	m := metrics.New(metrics.Options{Snapshot: withGroupReplication, Version: "v1.2.3", Commit: "abc123"})
+	m.GroupPrimaryFollowed("gr", "failover-observed", 300*time.Millisecond)
 	m.ProbeDone("orders", "east", time.Millisecond, true)
 	m.ProbeDone("orders", "dr", time.Second, false)
 	m.FailoverDone("orders", "failover", "promoted", time.Second)

@@ -254,6 +254,47 @@ const (
 	// would have carried out (Decision.Withheld) writes to a server: only
 	// observing, reporting and routing repair go on until the pause ends.
 	ReasonPausedWithheld Reason = "paused-withheld"
+
+	// Group Replication (replication: group; DecideGroupReplication). The
+	// group elects its primary; these reasons only ever follow it or wait.
+
+	// ReasonGroupHealthy: a quorate verdict names the recorded active site
+	// primary and every configured member is ONLINE in its view.
+	ReasonGroupHealthy Reason = "group-healthy"
+	// ReasonGroupMemberNotOnline: a quorate verdict names the recorded
+	// active site primary, but a configured member is not ONLINE in the
+	// view (unreached, recovering, expelled, outvoted).
+	ReasonGroupMemberNotOnline Reason = "group-member-not-online"
+	// ReasonGroupAdoptPrimary: no active site recorded yet: the primary a
+	// quorate verdict names is adopted (new epoch naming it).
+	ReasonGroupAdoptPrimary Reason = "group-adopt-primary"
+	// ReasonGroupPrimaryElected: a quorate verdict names another primary
+	// than the recorded active site: the group elected it, failoverd
+	// follows (new epoch naming it; routing, cache, DNS, readers move).
+	ReasonGroupPrimaryElected Reason = "group-primary-elected"
+	// ReasonGroupNoQuorum: the group lost its majority (grview no-quorum):
+	// it takes no writes; routing stays, nothing destructive is done.
+	ReasonGroupNoQuorum Reason = "group-no-quorum"
+	// ReasonGroupUnconfirmed: no majority of the members agrees on a view
+	// (a view change under way, too few members reached): routing stays.
+	ReasonGroupUnconfirmed Reason = "group-unconfirmed"
+	// ReasonGroupNoPrimary: the group's quorate view has no single ONLINE
+	// primary (an election under way): routing stays.
+	ReasonGroupNoPrimary Reason = "group-no-primary"
+	// ReasonGroupPrimaryNotConfigured: the primary the quorate view names
+	// is no configured site: routing cannot name it and stays.
+	ReasonGroupPrimaryNotConfigured Reason = "group-primary-not-configured"
+	// ReasonGroupSwitchover: an operator's switchover of a Group
+	// Replication group is accepted: the group is asked to elect the target
+	// (group_replication_set_as_primary); routing follows its next quorate
+	// view naming it (ReasonGroupPrimaryElected).
+	ReasonGroupSwitchover Reason = "group-switchover"
+	// ReasonSwitchoverGroupNoQuorum: a Group Replication switchover is
+	// refused: the last verdict has no quorate view.
+	ReasonSwitchoverGroupNoQuorum Reason = "switchover-refused-group-no-quorum"
+	// ReasonSwitchoverTargetNotOnline: a Group Replication switchover is
+	// refused: the target is not ONLINE in the group's quorate view.
+	ReasonSwitchoverTargetNotOnline Reason = "switchover-refused-target-not-online"
 )
 
 // Class sorts a Reason by what it means for an operator: the status
@@ -370,6 +411,18 @@ var reasonTable = []ReasonInfo{
 	{ReasonSwitchoverPaused, None, ClassActing, "switchover refused: the group is paused"},
 
 	{ReasonPausedWithheld, Alert, ClassBlocked, "the group is paused: a decision that writes to a server (failover, fence, re-assert, rejoin...) is withheld until the pause ends"},
+
+	{ReasonGroupHealthy, None, ClassHealthy, "Group Replication: the quorate view names the recorded primary and every member is ONLINE"},
+	{ReasonGroupMemberNotOnline, Alert, ClassDegraded, "Group Replication: the quorate view names the recorded primary; a configured member is not ONLINE in it"},
+	{ReasonGroupAdoptPrimary, AdoptPrimary, ClassActing, "Group Replication: no active site recorded yet: the primary of the quorate view is adopted"},
+	{ReasonGroupPrimaryElected, AdoptPrimary, ClassActing, "Group Replication: the group elected another primary: a new epoch names it and routing follows"},
+	{ReasonGroupNoQuorum, Alert, ClassBlocked, "Group Replication: the group lost its majority: it takes no writes, routing stays, nothing destructive is done"},
+	{ReasonGroupUnconfirmed, Alert, ClassWaiting, "Group Replication: no majority of members agrees on a view (view change, members unreached): routing stays"},
+	{ReasonGroupNoPrimary, Alert, ClassNoPrimary, "Group Replication: the quorate view has no single ONLINE primary (election under way): routing stays"},
+	{ReasonGroupPrimaryNotConfigured, Alert, ClassBlocked, "Group Replication: the elected primary is no configured site: routing stays"},
+	{ReasonGroupSwitchover, None, ClassActing, "Group Replication: switchover accepted: the group is asked to elect the target; routing follows its next quorate view"},
+	{ReasonSwitchoverGroupNoQuorum, None, ClassActing, "switchover refused: the Group Replication group has no quorate view"},
+	{ReasonSwitchoverTargetNotOnline, None, ClassActing, "switchover refused: the target is not ONLINE in the group's quorate view"},
 }
 
 // reasonIndex finds a reason's row in reasonTable.

@@ -111,9 +111,12 @@ const (
 
 // Group is one failover group.
 type Group struct {
-	Name    string `json:"name"`
-	Engine  string `json:"engine"`
-	Fencing string `json:"fencing"`
+	Name string `json:"name"`
+	// GroupReplication is the group's Group Replication verdict
+	// (replication: group only; nil for an async group).
+	GroupReplication *GroupReplication `json:"groupReplication,omitempty"`
+	Engine           string            `json:"engine"`
+	Fencing          string            `json:"fencing"`
 	// Mode is ModeActive or ModeObserve (configs.Group.Mode): an observing
 	// group's decision below is what it would do; it changes nothing and
 	// its epoch and active site stay as they were persisted.
@@ -491,4 +494,64 @@ type Reader struct {
 	// LagSeconds is the lag the decision used (the larger of
 	// Seconds_Behind and the GTID-measured backlog); -1 when unknown.
 	LagSeconds float64 `json:"lagSeconds"`
+}
+
+// GroupReplication is a replication: group group's cross-checked view of
+// itself (package grview), as of the daemon's last round.
+type GroupReplication struct {
+	// Verdict is grview's reason: quorate, no-primary, no-quorum,
+	// unconfirmed ("" before the first round).
+	Verdict string `json:"verdict"`
+	// HasQuorum: a majority of Denominator members, each ONLINE in a view
+	// it sees quorate, report the same view.
+	HasQuorum bool `json:"hasQuorum"`
+	// GroupName, ViewID and ViewSize are the winning view's ("" and 0
+	// without one).
+	GroupName string `json:"groupName,omitempty"`
+	ViewID    string `json:"viewId,omitempty"`
+	ViewSize  int    `json:"viewSize"`
+	// Denominator is the member count the majority was taken of: the
+	// sticky largest quorate view (MaxViewSize), at least the configured
+	// members before the first verdict.
+	Denominator int `json:"denominator"`
+	MaxViewSize int `json:"maxViewSize"`
+	// Primary (server_uuid) and PrimarySite are the winning view's primary.
+	Primary     string `json:"primary,omitempty"`
+	PrimarySite string `json:"primarySite,omitempty"`
+	// Members counts the winning view's members per MEMBER_STATE.
+	Members map[string]int `json:"members"`
+	// Sites is each configured member's own report and how it counted.
+	Sites []GroupReplicationSite `json:"sites"`
+	// GroupNames lists the group names the members report; TwoGroups is
+	// set when there is more than one (a second bootstrap).
+	GroupNames []string `json:"groupNames,omitempty"`
+	TwoGroups  bool     `json:"twoGroups,omitempty"`
+	// Warnings need a human's attention (two groups, multi-primary, a
+	// member that is no configured site).
+	Warnings []string `json:"warnings,omitempty"`
+	// SwitchoverTo is the target of a switchover asked of the group that
+	// routing has not followed yet.
+	SwitchoverTo string `json:"switchoverTo,omitempty"`
+	// EvaluatedAt is when the verdict was computed.
+	EvaluatedAt time.Time `json:"evaluatedAt,omitzero"`
+}
+
+// GroupReplicationSite is one configured member's report.
+type GroupReplicationSite struct {
+	Site string `json:"site"`
+	UUID string `json:"uuid,omitempty"`
+	// State and Role are its own row of its own member table.
+	State    string `json:"state,omitempty"`
+	Role     string `json:"role,omitempty"`
+	ViewID   string `json:"viewId,omitempty"`
+	ViewSize int    `json:"viewSize"`
+	Quorate  bool   `json:"quorate"`
+	// Standing is how its report counted (grview.Standing: agrees,
+	// stale-view, minority, unreached, ...).
+	Standing string `json:"standing"`
+	// Error is why its report could not be read this round.
+	Error string `json:"error,omitempty"`
+	// UnsafeSettings are its Group Replication settings failoverd's
+	// following relies on that do not hold.
+	UnsafeSettings []string `json:"unsafeSettings,omitempty"`
 }

@@ -70,6 +70,9 @@ func writeTable(w io.Writer, d status.Daemon, groups []status.Group, now time.Ti
 				fmt.Fprintf(tw, "  if the primary %s: NO automatic failover (%s)\n", faultVerb(r.Fault), r.Reason)
 			}
 		}
+		if gr := g.GroupReplication; gr != nil {
+			writeGroupReplication(tw, gr)
+		}
 		if g.RPO == status.RPONotZero {
 			fmt.Fprintf(tw, "  RPO NOT ZERO: %s\n", g.RPONote)
 		}
@@ -137,6 +140,42 @@ func writeTable(w io.Writer, d status.Daemon, groups []status.Group, now time.Ti
 		}
 	}
 	_ = tw.Flush() // a failed write to stdout has nowhere better to go
+}
+
+// writeGroupReplication writes a replication: group group's verdict: its
+// quorum, view and each member's own report.
+func writeGroupReplication(tw io.Writer, gr *status.GroupReplication) {
+	quorum := "QUORUM"
+	if !gr.HasQuorum {
+		quorum = "NO QUORUM"
+	}
+	var states []string
+	for _, st := range []string{"ONLINE", "RECOVERING", "UNREACHABLE", "ERROR", "OFFLINE"} {
+		if n := gr.Members[st]; n > 0 {
+			states = append(states, fmt.Sprintf("%d %s", n, st))
+		}
+	}
+	fmt.Fprintf(tw, "  group replication: %s (%s), view %s of %d members (majority of %d), primary %s, members: %s\n", quorum, orDash(gr.Verdict),
+		orDash(gr.ViewID), gr.ViewSize, gr.Denominator, orDash(gr.PrimarySite), orDash(strings.Join(states, ", ")))
+	for _, s := range gr.Sites {
+		line := fmt.Sprintf("    %s: %s %s, view %s (%d members), %s", s.Site, orDash(s.State), orDash(s.Role), orDash(s.ViewID), s.ViewSize, s.Standing)
+		if s.Error != "" {
+			line += ": " + truncate(s.Error, 100)
+		}
+		fmt.Fprintln(tw, line)
+		for _, u := range s.UnsafeSettings {
+			fmt.Fprintf(tw, "      UNSAFE SETTING: %s\n", truncate(u, 160))
+		}
+	}
+	if gr.TwoGroups {
+		fmt.Fprintf(tw, "  TWO GROUPS among the configured members: %s\n", strings.Join(gr.GroupNames, ", "))
+	}
+	for _, w := range gr.Warnings {
+		fmt.Fprintf(tw, "  WARNING: %s\n", truncate(w, 200))
+	}
+	if gr.SwitchoverTo != "" {
+		fmt.Fprintf(tw, "  switchover to %s asked of the group: routing follows once its view names it\n", gr.SwitchoverTo)
+	}
 }
 
 func orDash(s string) string {

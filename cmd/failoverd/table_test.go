@@ -112,3 +112,22 @@ func TestStatusTableRecloneAdviceParses(t *testing.T) {
 		t.Fatalf("advice %q: %v", advice, err)
 	}
 }
+
+// For a replication: group group the table says whether the group has
+// quorum, its view against the sticky majority denominator, each member's
+// own report and standing, and two groups among the members.
+func TestStatusTableShowsGroupReplicationQuorumAndMembers(t *testing.T) {
+	g := status.Group{Name: "gr", Epoch: 2, ActiveSite: "a", Class: status.ClassBlocked, Reason: "group-no-quorum", Message: "m",
+		GroupReplication: &status.GroupReplication{Verdict: "no-quorum", Denominator: 3, TwoGroups: true, GroupNames: []string{"g1", "g2"},
+			Sites: []status.GroupReplicationSite{{Site: "a", State: "ONLINE", Role: "PRIMARY", ViewID: "v:3", ViewSize: 3, Standing: "minority"},
+				{Site: "b", Standing: "unreached", Error: "connection refused"}}}}
+	var b strings.Builder
+	writeTable(&b, status.Daemon{}, []status.Group{g}, time.Now())
+	out := b.String()
+	for _, want := range []string{"group replication: NO QUORUM (no-quorum), view - of 0 members (majority of 3)", "a: ONLINE PRIMARY, view v:3 (3 members), minority",
+		"b: - -, view - (0 members), unreached: connection refused", "TWO GROUPS among the configured members: g1, g2"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("status table lacks %q:\n%s", want, out)
+		}
+	}
+}

@@ -28,6 +28,7 @@ var (
 	playInteractive = flag.Bool("interactive", false, "playground: leave everything running until Ctrl-C")
 	playKube        = flag.Bool("with-kubernetes", false, "playground: also etcd and kube-apiserver, with a Service, node taints and a DNSEndpoint that follow the primary")
 	playBinary      = flag.String("failoverd", "", "playground: the failoverd binary to show in the printed commands (default: the one this test built)")
+	playReplication = flag.String("replication", "async", "playground: async (sites replicating from one primary) or group (a MySQL Group Replication group of 3 members: the group elects, failoverd follows)")
 	playEngine      = flag.String("engine", "", "playground: the sites' engine, mariadb or mysql (default: mariadb when run by make playground, i.e. with -failoverd; otherwise every engine FAILOVERD_TEST_ENGINE selects)")
 )
 
@@ -38,6 +39,17 @@ var (
 // old primary coming back. Run without -v (make test) it is the CI check
 // that the playground works on every engine: no acknowledged write lost.
 func TestPlayground(t *testing.T) {
+	switch *playReplication {
+	case "group":
+		if e := strings.ToLower(*playEngine); e != "" && e != string(testenv.MySQL) {
+			t.Fatalf("-replication=group needs -engine=mysql (Group Replication is MySQL's), not %s", *playEngine)
+		}
+		playgroundGroupReplication(t)
+		return
+	case "async", "":
+	default:
+		t.Fatalf("-replication=%s: want async or group", *playReplication)
+	}
 	if *playEngine == "" && *playBinary == "" {
 		testenv.ForEachEngine(t, playground) // make test
 		return
