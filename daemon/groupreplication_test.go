@@ -36,6 +36,13 @@ type fakeGroup struct {
 	stale map[string]mysqlctl.GroupStatus
 	// elect, when set, is what set_as_primary does (nil: elects at once).
 	setAsPrimaryErr error
+	// offline members run, their Group Replication stopped (a total
+	// outage): OFFLINE alone in their table, in no view.
+	offline map[string]bool
+	// executed overrides a member's gtid_executed.
+	executed map[string]string
+	// startErr fails START GROUP_REPLICATION on a member.
+	startErr map[string]error
 }
 
 var grSites = []string{"a", "b", "c"}
@@ -44,7 +51,8 @@ func grUUID(site string) string { return "00000000-0000-0000-0000-00000000000" +
 
 func newFakeGroup() *fakeGroup {
 	return &fakeGroup{ops: &opLog{}, view: "1700000000:1", primary: "a", down: map[string]bool{}, unreachable: map[string]bool{},
-		recovering: map[string]bool{}, stale: map[string]mysqlctl.GroupStatus{}}
+		recovering: map[string]bool{}, stale: map[string]mysqlctl.GroupStatus{}, offline: map[string]bool{}, executed: map[string]string{},
+		startErr: map[string]error{}}
 }
 
 var grSettings = grview.Settings{SinglePrimaryMode: true, Consistency: "BEFORE_ON_PRIMARY_FAILOVER", ExitStateAction: "OFFLINE_MODE",
@@ -55,12 +63,21 @@ func (f *fakeGroup) statusOf(site string) mysqlctl.GroupStatus {
 	if s, ok := f.stale[site]; ok {
 		return s
 	}
+	executed := "aaaaaaaa-aaaa-aaaa-aaaa-aaaaaaaaaaaa:1-10"
+	if e, ok := f.executed[site]; ok {
+		executed = e
+	}
 	gs := mysqlctl.GroupStatus{ServerUUID: grUUID(site), GroupName: "aaaaaaaa-aaaa-aaaa-aaaa-aaaaaaaaaaaa", ViewID: f.view,
 		LocalAddress: "127.0.0.1:3306" + site,
-		Settings:     grSettings, Executed: gtid.MustParse(gtid.MySQL, "aaaaaaaa-aaaa-aaaa-aaaa-aaaaaaaaaaaa:1-10")}
+		Settings:     grSettings, Executed: gtid.MustParse(gtid.MySQL, executed)}
+	if f.offline[site] {
+		gs.ViewID = ""
+		gs.Members = []grview.Member{{ID: grUUID(site), Host: "127.0.0.1", Port: 3306 + slices.Index(grSites, site), State: grview.StateOffline}}
+		return gs
+	}
 	for i, s := range grSites {
-		if f.down[s] && !f.unreachable[s] {
-			continue // expelled
+		if f.down[s] && !f.unreachable[s] || f.offline[s] {
+			continue // expelled, or not started
 		}
 		m := grview.Member{ID: grUUID(s), Host: "127.0.0.1", Port: 3306 + i, State: grview.StateOnline, Role: grview.RoleSecondary}
 		switch {
@@ -123,6 +140,26 @@ func (m fakeMember) ForceMembers(ctx context.Context, addrs []string, timeout ti
 		m.g.primary = m.site
 	}
 	m.g.view = "1700000000:9"
+	return nil
+}
+
+func (m fakeMember) BootstrapGroup(ctx context.Context, timeout time.Duration) error {
+	m.note("bootstrap-group")
+	m.g.mu.Lock()
+	defer m.g.mu.Unlock()
+	m.g.offline[m.site] = false
+	m.g.primary, m.g.view = m.site, "1800000000:1"
+	return nil
+}
+
+func (m fakeMember) StartGroupReplication(ctx context.Context, timeout time.Duration) error {
+	m.note("start-group-replication")
+	m.g.mu.Lock()
+	defer m.g.mu.Unlock()
+	if err := m.g.startErr[m.site]; err != nil {
+		return err
+	}
+	m.g.offline[m.site] = false
 	return nil
 }
 
@@ -457,5 +494,111 @@ func TestGroupReplicationForceMembersNeedsItsTokenAndAProvableSurvivor(t *testin
 	}
 	if !audited {
 		t.Fatal("the forced membership is not in the history")
+	}
+}
+
+// Re-bootstrapping after a total outage is a human's, on a plan the daemon
+// proves: refused while the group runs, while a member is unreached, and
+// from a member whose GTID set lacks another's (naming the one to choose);
+// without the confirmation token it answers the plan and runs nothing; with
+// it, the dominant member bootstraps the group, the others start Group
+// Replication after it (in that order, nothing else runs), it is audited,
+// and the next round follows the new group's primary at a new epoch with
+// the majority taken of every configured member again.
+func TestGroupReplicationBootstrapNeedsEveryMemberStoppedAndItsToken(t *testing.T) {
+	fg := newFakeGroup()
+	h, _ := grHarness(t, fg, newTestStore(t))
+	grRound(t, h)
+	lead := func() (context.Context, time.Time, bool) { return context.Background(), t0, true }
+	bootstrap := func(site, token string) error {
+		return h.g.handle(request{kind: kindBootstrapGroup, target: site, token: token, by: "ann"}, lead)
+	}
+	if err := bootstrap("b", ""); !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), string(sitepair.RecoveryGroupHasQuorum)) {
+		t.Fatalf("bootstrap of a running group = %v, want refused (%s)", err, sitepair.RecoveryGroupHasQuorum)
+	}
+	// The total outage: every member restarted, its Group Replication
+	// stopped; b holds the most transactions, a is still down.
+	fg.mu.Lock()
+	for _, s := range grSites {
+		fg.offline[s] = true
+	}
+	fg.down["a"] = true
+	fg.executed["a"] = "aaaaaaaa-aaaa-aaaa-aaaa-aaaaaaaaaaaa:1-9"
+	fg.executed["b"] = "aaaaaaaa-aaaa-aaaa-aaaa-aaaaaaaaaaaa:1-12"
+	fg.executed["c"] = "aaaaaaaa-aaaa-aaaa-aaaa-aaaaaaaaaaaa:1-11"
+	fg.mu.Unlock()
+	if d := grRound(t, h); d.Reason != sitepair.ReasonGroupNoQuorum || h.State().ActiveSite != "a" {
+		t.Fatalf("after the outage: %s, active %s; want group-no-quorum, routing kept", d, h.State().ActiveSite)
+	}
+	if err := bootstrap("b", ""); !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), string(sitepair.BootstrapMemberUnreachable)) {
+		t.Fatalf("bootstrap with a unreached = %v, want refused (%s)", err, sitepair.BootstrapMemberUnreachable)
+	}
+	fg.mu.Lock()
+	fg.down["a"] = false
+	fg.mu.Unlock()
+	if err := bootstrap("c", ""); !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), string(sitepair.BootstrapMemberBehind)) ||
+		!strings.Contains(err.Error(), "bootstrap b instead") {
+		t.Fatalf("bootstrap of c = %v, want refused (%s) naming b", err, sitepair.BootstrapMemberBehind)
+	}
+	err := bootstrap("b", "not-the-token")
+	m := regexp.MustCompile(`confirmation token ([0-9a-f]{12})`).FindStringSubmatch(fmt.Sprint(err))
+	if !errors.Is(err, ErrRefused) || m == nil || !strings.Contains(err.Error(), "starts Group Replication on a, c") {
+		t.Fatalf("bootstrap without the token = %v, want refused with the plan and its token", err)
+	}
+	if w := writesRun(fg.ops); len(w) > 0 {
+		t.Fatalf("a refused bootstrap ran %v", w)
+	}
+	if err := bootstrap("b", m[1]); err != nil {
+		t.Fatalf("bootstrap with the token: %v", err)
+	}
+	if w, want := writesRun(fg.ops), []string{"b:bootstrap-group", "a:start-group-replication", "c:start-group-replication"}; !slices.Equal(w, want) {
+		t.Fatalf("statements %v, want %v", w, want)
+	}
+	epoch := h.State().Epoch
+	if d := grRound(t, h); d.Reason != sitepair.ReasonGroupPrimaryElected || d.Target != "b" || h.State().ActiveSite != "b" || h.State().Epoch != epoch+1 {
+		t.Fatalf("after the bootstrap: %s, active %s; want routing on b at a new epoch", d, h.State().ActiveSite)
+	}
+	if gr := h.g.snapshot(t0).GroupReplication; gr == nil || !gr.HasQuorum || gr.Denominator != 3 {
+		t.Fatalf("status %+v, want quorum of the three members", gr)
+	}
+	var audited bool
+	for _, e := range h.g.history(t0).Entries {
+		if a := e.Action; a != nil && a.Action == kindBootstrapGroup && a.By == "ann" && strings.HasPrefix(a.Result, store.AuditAccepted) {
+			audited = true
+		}
+	}
+	if !audited {
+		t.Fatal("the bootstrap is not in the history")
+	}
+}
+
+// A joiner that fails to start does not stop the others; the answer names
+// it and says the group is bootstrapped, so the human starts it by hand.
+func TestGroupReplicationBootstrapReportsAMemberThatDidNotJoin(t *testing.T) {
+	fg := newFakeGroup()
+	h, _ := grHarness(t, fg, newTestStore(t))
+	grRound(t, h)
+	fg.mu.Lock()
+	for _, s := range grSites {
+		fg.offline[s] = true
+	}
+	fg.startErr["a"] = errors.New("Error 3092: The server is not configured properly")
+	fg.mu.Unlock()
+	grRound(t, h)
+	lead := func() (context.Context, time.Time, bool) { return context.Background(), t0, true }
+	err := h.g.handle(request{kind: kindBootstrapGroup, target: "b", by: "ann"}, lead)
+	m := regexp.MustCompile(`confirmation token ([0-9a-f]{12})`).FindStringSubmatch(fmt.Sprint(err))
+	if m == nil {
+		t.Fatalf("bootstrap without the token = %v, want the plan's token", err)
+	}
+	err = h.g.handle(request{kind: kindBootstrapGroup, target: "b", token: m[1], by: "ann"}, lead)
+	if err == nil || !strings.Contains(err.Error(), "bootstrapped on b") || !strings.Contains(err.Error(), "a: ") {
+		t.Fatalf("bootstrap with a failing joiner = %v, want the group bootstrapped and a named", err)
+	}
+	if w, want := writesRun(fg.ops), []string{"b:bootstrap-group", "a:start-group-replication", "c:start-group-replication"}; !slices.Equal(w, want) {
+		t.Fatalf("statements %v, want %v", w, want)
+	}
+	if d := grRound(t, h); d.Target != "b" || h.State().ActiveSite != "b" {
+		t.Fatalf("with b and c in the group: %s; want routing on b", d)
 	}
 }
