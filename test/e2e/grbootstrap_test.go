@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -75,6 +76,12 @@ func TestGroupReplicationMySQLOnlyBootstrapAfterTotalOutage(t *testing.T) {
 		t.Fatalf("bootstrap with site2 down: %d %s, want 409 member-unreachable", code, body)
 	}
 	restart(2)
+	// The general log (a table, off again after a restart) shows every
+	// statement failoverd runs from now on.
+	for _, m := range g.gr.Members {
+		m.Exec(t, "SET GLOBAL log_output = 'TABLE'")
+		m.Exec(t, "SET GLOBAL general_log = ON")
+	}
 
 	target := "site2"
 	var token string
@@ -118,6 +125,17 @@ func TestGroupReplicationMySQLOnlyBootstrapAfterTotalOutage(t *testing.T) {
 		}
 	}
 	g.gr.WaitOnline(t, g.gr.Members[n], 3, 60*time.Second)
+	// What failoverd ran: the bootstrap on the target, START
+	// GROUP_REPLICATION alone on the others; nothing else.
+	for i, m := range g.gr.Members {
+		want := []string{"START GROUP_REPLICATION"}
+		if i == n {
+			want = []string{"SET GLOBAL group_replication_bootstrap_group = ON", "START GROUP_REPLICATION", "SET GLOBAL group_replication_bootstrap_group = OFF"}
+		}
+		if w := daemonWrites(t, m); !slices.Equal(w, want) {
+			t.Errorf("failoverd ran on %s: %q, want %q", m.Name, w, want)
+		}
+	}
 	if missing := load.Missing(t, g.gr.Members[n].AppDB(t)); len(missing) > 0 {
 		t.Fatalf("%d acknowledged writes missing after the bootstrap: %v", len(missing), missing[:min(len(missing), 10)])
 	}
