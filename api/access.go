@@ -104,6 +104,7 @@ func (s *server) routes() []route {
 		{Route{"POST", "/v1/groups/{group}/reclone", Admin}, s.command(s.reclone)},
 		// Forces a Group Replication group's membership to its survivors.
 		{Route{"POST", "/v1/groups/{group}/force-members", Admin}, s.command(s.forceMembers)},
+		{Route{"POST", "/v1/groups/{group}/bootstrap", Admin}, s.command(s.bootstrapGroup)},
 	}
 }
 

@@ -56,6 +56,7 @@ var routeAccess = map[string]Access{
 	"POST /v1/groups/{group}/confirm-fence":        Admin,
 	"POST /v1/groups/{group}/reclone":              Admin,
 	"POST /v1/groups/{group}/force-members":        Admin,
+	"POST /v1/groups/{group}/bootstrap":            Admin,
 }
 
 // routeCall is a request of route that its handler accepts (2xx) once its
@@ -70,7 +71,7 @@ func routeCall(r Route) call {
 		c.body = `{"site":"a"}`
 	case strings.HasSuffix(path, "/reclone"):
 		c.body = `{"site":"b","token":"b"}`
-	case strings.HasSuffix(path, "/force-members"):
+	case strings.HasSuffix(path, "/force-members"), strings.HasSuffix(path, "/bootstrap"):
 		c.body = `{"site":"b","confirm":"0123456789ab"}`
 	case strings.HasSuffix(path, "/pause"):
 		c.body = `{"for":"1m"}`

@@ -26,6 +26,7 @@
 //	POST /v1/groups/{g}/confirm-fence        {"site": "OLD-PRIMARY" or a lost replica} (admin)
 //	POST /v1/groups/{g}/reclone              {"site": "S", "token": "T"}              (admin)
 //	POST /v1/groups/{g}/force-members        {"site": "S", "confirm": "T"}            (admin)
+//	POST /v1/groups/{g}/bootstrap            {"site": "S", "confirm": "T"}            (admin)
 //
 // Read routes are open without a read token; admin routes take the operate
 // token without an admin token.
@@ -92,6 +93,11 @@ type Control interface {
 	// confirm must repeat the plan's confirmation token, which a refusal
 	// names with the plan's consequences.
 	ForceMembers(ctx context.Context, group, site, confirm string, by Actor) error
+	// BootstrapGroup re-forms a Group Replication group after a total
+	// outage on site, whose GTID set must contain every other member's,
+	// every member reached and stopped; confirm must repeat the plan's
+	// confirmation token, which a refusal names with the plan.
+	BootstrapGroup(ctx context.Context, group, site, confirm string, by Actor) error
 	// Pause stops the group's automatic actions (failover, switchover,
 	// fence, re-assert, rejoin) for d, for reason; observing, reporting and
 	// routing repair go on.
@@ -217,6 +223,16 @@ type ConfirmFenceRequest struct {
 // ForceMembersRequest is the body of POST /v1/groups/{g}/force-members.
 type ForceMembersRequest struct {
 	// Site is the survivor to force the membership on.
+	Site string `json:"site"`
+	// Confirm is the plan's confirmation token; without it (or with an
+	// old one) the request is refused (409) with the plan and its token.
+	Confirm string `json:"confirm,omitempty"`
+	By      string `json:"by,omitempty"`
+}
+
+// BootstrapGroupRequest is the body of POST /v1/groups/{g}/bootstrap.
+type BootstrapGroupRequest struct {
+	// Site is the member to bootstrap the group on.
 	Site string `json:"site"`
 	// Confirm is the plan's confirmation token; without it (or with an
 	// old one) the request is refused (409) with the plan and its token.

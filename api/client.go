@@ -108,6 +108,12 @@ func (c *Client) Acknowledge(ctx context.Context, group, by string) error {
 	return c.do(ctx, http.MethodPost, "/v1/groups/"+url.PathEscape(group)+"/acknowledge", AcknowledgeRequest{By: by}, nil)
 }
 
+// BootstrapGroup re-forms a Group Replication group after a total outage
+// on site (see BootstrapGroupRequest for confirm).
+func (c *Client) BootstrapGroup(ctx context.Context, group, site, confirm, by string) error {
+	return c.do(ctx, http.MethodPost, "/v1/groups/"+url.PathEscape(group)+"/bootstrap", BootstrapGroupRequest{Site: site, Confirm: confirm, By: by}, nil)
+}
+
 // ForceMembers recovers a Group Replication group that lost its majority
 // from the survivor site (see ForceMembersRequest for confirm).
 func (c *Client) ForceMembers(ctx context.Context, group, site, confirm, by string) error {

@@ -277,6 +277,17 @@ func (s *server) forceMembers(_ http.ResponseWriter, r *http.Request, group stri
 	return "", s.Control.ForceMembers(r.Context(), group, req.Site, req.Confirm, actor(r, req.By))
 }
 
+func (s *server) bootstrapGroup(_ http.ResponseWriter, r *http.Request, group string, body []byte) (string, error) {
+	var req BootstrapGroupRequest
+	if err := decode(body, &req); err != nil {
+		return "", err
+	}
+	if req.Site == "" {
+		return "", fmt.Errorf("%w: site missing: POST {\"site\": \"MEMBER\", \"confirm\": \"TOKEN\"} (without confirm the answer names the plan and its token)", ErrBadRequest)
+	}
+	return "", s.Control.BootstrapGroup(r.Context(), group, req.Site, req.Confirm, actor(r, req.By))
+}
+
 // duration parses a request's "for": a positive Go duration is required,
 // every pause and hold ends by itself.
 func duration(field, text string) (time.Duration, error) {

@@ -102,6 +102,11 @@ func (f *fakeControl) Reclone(_ context.Context, group, site, token string, by A
 	return f.err
 }
 
+func (f *fakeControl) BootstrapGroup(_ context.Context, group, site, confirm string, by Actor) error {
+	f.calls = append(f.calls, fmt.Sprintf("bootstrap %s %s %s by %s", group, site, confirm, by.Name))
+	return f.err
+}
+
 func (f *fakeControl) ForceMembers(_ context.Context, group, site, confirm string, by Actor) error {
 	f.calls = append(f.calls, fmt.Sprintf("force-members %s %s %s by %s", group, site, confirm, by.Name))
 	return f.err
@@ -281,6 +286,9 @@ func TestCommands(t *testing.T) {
 		{name: "force-members", token: token, c: call{path: "force-members", auth: bearer, body: `{"site":"c","confirm":"0123456789ab","by":"ann"}`},
 			code: 202, called: "force-members orders c 0123456789ab by ann"},
 		{name: "force-members without a site", token: token, c: call{path: "force-members", auth: bearer, body: `{"confirm":"x"}`}, code: 400, contains: "site missing"},
+		{name: "bootstrap", token: token, c: call{path: "bootstrap", auth: bearer, body: `{"site":"b","confirm":"0123456789ab","by":"ann"}`},
+			code: 202, called: "bootstrap orders b 0123456789ab by ann"},
+		{name: "bootstrap without a site", token: token, c: call{path: "bootstrap", auth: bearer, body: `{"confirm":"x"}`}, code: 400, contains: "site missing"},
 		{name: "reclone without a token", token: token, c: call{path: "reclone", auth: bearer, body: `{"site":"c"}`}, code: 400, contains: "token missing"},
 		{name: "reclone without the bearer token", token: token, c: call{path: "reclone", body: `{"site":"c","token":"c"}`}, code: 401},
 		{name: "refused", token: token, err: fmt.Errorf("%w: cooldown", ErrRefused), c: call{path: "switchover", auth: bearer, body: `{"target":"b"}`},

@@ -12,8 +12,8 @@ import (
 
 // The connection guard of a replication: group group: every statement
 // that would change a member (fence, promote, read_only, replica, CLONE)
-// is refused before it reaches the server; only set_as_primary and
-// force_members, asked by an operator, pass.
+// is refused before it reaches the server; only set_as_primary,
+// force_members and a re-bootstrap, asked by an operator, pass.
 
 // groupReplicationDial wraps a group's dial so that no statement that would
 // change a member ever reaches one (grInstance).
@@ -94,4 +94,32 @@ func (r grInstance) ForceMembers(ctx context.Context, addrs []string, timeout ti
 		return fmt.Errorf("force members on %s: %w", r.site, mysqlctl.ErrNotSupported)
 	}
 	return m.ForceMembers(ctx, addrs, timeout)
+}
+
+// BootstrapGroup starts a new group on the member (a human's re-bootstrap
+// after a total outage).
+func (r grInstance) BootstrapGroup(ctx context.Context, timeout time.Duration) error {
+	// Prevents an observing group from starting a group.
+	if r.observing {
+		return fmt.Errorf("bootstrap group on %s: %w", r.site, ErrObserveOnly)
+	}
+	m, ok := r.in.(grMember)
+	if !ok {
+		return fmt.Errorf("bootstrap group on %s: %w", r.site, mysqlctl.ErrNotSupported)
+	}
+	return m.BootstrapGroup(ctx, timeout)
+}
+
+// StartGroupReplication makes the member join its group (after a human's
+// re-bootstrap).
+func (r grInstance) StartGroupReplication(ctx context.Context, timeout time.Duration) error {
+	// Prevents an observing group from changing the group's membership.
+	if r.observing {
+		return fmt.Errorf("start group replication on %s: %w", r.site, ErrObserveOnly)
+	}
+	m, ok := r.in.(grMember)
+	if !ok {
+		return fmt.Errorf("start group replication on %s: %w", r.site, mysqlctl.ErrNotSupported)
+	}
+	return m.StartGroupReplication(ctx, timeout)
 }

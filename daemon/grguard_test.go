@@ -60,3 +60,25 @@ func TestGroupReplicationRefusesEveryWriteStatementAtTheConnection(t *testing.T)
 		t.Fatalf("statements reached the members: %v", w)
 	}
 }
+
+// An observing group's member connection refuses every write an operator
+// could ask of the group (set_as_primary, force_members, a bootstrap,
+// START GROUP_REPLICATION) before it reaches the member.
+func TestGroupReplicationObservingRefusesOperatorWritesAtTheConnection(t *testing.T) {
+	fg := newFakeGroup()
+	in := grInstance{in: fakeMember{fakeInstance: fakeInstance{site: "b", log: fg.ops}, g: fg}, site: "b", observing: true}
+	ctx := context.Background()
+	for name, err := range map[string]error{
+		"set-as-primary": in.SetAsPrimary(ctx, grUUID("b"), time.Second),
+		"force-members":  in.ForceMembers(ctx, []string{"127.0.0.1:3306b"}, time.Second),
+		"bootstrap":      in.BootstrapGroup(ctx, time.Second),
+		"start":          in.StartGroupReplication(ctx, time.Second),
+	} {
+		if !errors.Is(err, ErrObserveOnly) {
+			t.Errorf("%s: %v, want ErrObserveOnly", name, err)
+		}
+	}
+	if w := writesRun(fg.ops); len(w) > 0 {
+		t.Fatalf("statements reached the member: %v", w)
+	}
+}

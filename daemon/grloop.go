@@ -23,7 +23,6 @@ import (
 
 	"github.com/failoverd/failoverd/configs"
 	"github.com/failoverd/failoverd/grview"
-	"github.com/failoverd/failoverd/gtid"
 	"github.com/failoverd/failoverd/mysqlctl"
 	"github.com/failoverd/failoverd/sitepair"
 	"github.com/failoverd/failoverd/status"
@@ -66,6 +65,8 @@ type grMember interface {
 	GroupStatus(ctx context.Context) (mysqlctl.GroupStatus, error)
 	SetAsPrimary(ctx context.Context, uuid string, timeout time.Duration) error
 	ForceMembers(ctx context.Context, addrs []string, timeout time.Duration) error
+	BootstrapGroup(ctx context.Context, timeout time.Duration) error
+	StartGroupReplication(ctx context.Context, timeout time.Duration) error
 }
 
 var _ grMember = (*mysqlctl.Instance)(nil)
@@ -302,84 +303,6 @@ func (g *group) grSwitchover(ctx context.Context, req request, st sitepair.Persi
 	}
 	g.rec.audit = store.AppendAudit(g.rec.audit, entry)
 	g.mu.Unlock()
-	if k, ok := g.obs.(kicker); ok {
-		k.Kick()
-	}
-	return nil
-}
-
-// kindForceMembers is the audit kind of a human's recovery of a Group
-// Replication group that lost its majority.
-const kindForceMembers = "force-members"
-
-// grForceTimeout bounds group_replication_force_members.
-const grForceTimeout = 60 * time.Second
-
-// grForceMembers carries out a human's recovery of a Group Replication
-// group that lost its majority: every member is read now, the plan
-// (sitepair.PlanGroupRecovery) must hold and req.token must repeat its
-// confirmation token (a refusal answers the consequence summary and the
-// token); then group_replication_force_members runs on the survivor with
-// the survivors' group communication addresses, and the majority's
-// denominator is lowered to them (grview.State.MaxViewSize), so the next
-// round follows the forced group's primary.
-func (g *group) grForceMembers(ctx context.Context, req request, entry store.AuditEntry) error {
-	refuse := func(err error) error {
-		g.log.Warn("group.force_members_refused", "site", req.target, "by", req.by, "err", err)
-		err = fmt.Errorf("%w: %w", ErrRefused, err)
-		g.auditRefused(ctx, entry, err)
-		return err
-	}
-	reports, _, _, statuses := g.readMembers(ctx)
-	g.mu.Lock()
-	v, _ := grview.Evaluate(g.gr.state, g.gr.sites, reports, g.now())
-	g.mu.Unlock()
-	executed := map[string]gtid.Set{}
-	for site, gs := range statuses {
-		executed[site] = gs.Executed
-	}
-	plan, err := sitepair.PlanGroupRecovery(v, executed, req.target)
-	if err != nil {
-		return refuse(err)
-	}
-	if req.token != plan.Token {
-		// Prevents forcing on a plan the human did not see: the token
-		// changes with the view, the survivors and the survivor's set.
-		return refuse(fmt.Errorf("%w: confirmation-needed: %s. To do it, repeat with the confirmation token %s", sitepair.ErrGroupRecoveryRefused, plan.Summary, plan.Token))
-	}
-	var addrs []string
-	for _, m := range plan.Members {
-		a := statuses[m].LocalAddress
-		if a == "" {
-			return refuse(fmt.Errorf("%w: %s has no group_replication_local_address", sitepair.ErrGroupRecoveryRefused, m))
-		}
-		addrs = append(addrs, a)
-	}
-	g.log.Warn("group.force_members", "survivor", plan.Survivor, "members", plan.Members, "excluded", plan.Excluded, "by", req.by, "addresses", addrs)
-	err = g.servers.conns.do(ctx, plan.Survivor, func(in Instance) error {
-		m, ok := in.(grMember)
-		if !ok {
-			return fmt.Errorf("force members on %s: %w", plan.Survivor, mysqlctl.ErrNotSupported)
-		}
-		return m.ForceMembers(ctx, addrs, grForceTimeout)
-	})
-	if err != nil {
-		err = fmt.Errorf("force members on %s: %w (read failoverd status: the membership may have been forced)", plan.Survivor, err)
-		g.log.Error("group.force_members_failed", "err", err)
-		g.auditRefused(ctx, entry, err)
-		return err
-	}
-	entry.Result = fmt.Sprintf("%s: %s", store.AuditAccepted, plan.Summary)
-	g.mu.Lock()
-	// The human lowered the group to its survivors: their majority is the
-	// group's from now on (grview.State.MaxViewSize).
-	g.gr.state.MaxViewSize = len(plan.Members)
-	next := g.rec
-	g.mu.Unlock()
-	next.audit = store.AppendAudit(next.audit, entry)
-	if err := g.persist(ctx, next); err != nil {
-		g.log.Warn("audit.write_failed", "action", entry.Action, "err", err)
-	}
 	if k, ok := g.obs.(kicker); ok {
 		k.Kick()
 	}

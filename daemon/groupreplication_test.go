@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -36,6 +35,13 @@ type fakeGroup struct {
 	stale map[string]mysqlctl.GroupStatus
 	// elect, when set, is what set_as_primary does (nil: elects at once).
 	setAsPrimaryErr error
+	// offline members run, their Group Replication stopped (a total
+	// outage): OFFLINE alone in their table, in no view.
+	offline map[string]bool
+	// executed overrides a member's gtid_executed.
+	executed map[string]string
+	// startErr fails START GROUP_REPLICATION on a member.
+	startErr map[string]error
 }
 
 var grSites = []string{"a", "b", "c"}
@@ -44,7 +50,8 @@ func grUUID(site string) string { return "00000000-0000-0000-0000-00000000000" +
 
 func newFakeGroup() *fakeGroup {
 	return &fakeGroup{ops: &opLog{}, view: "1700000000:1", primary: "a", down: map[string]bool{}, unreachable: map[string]bool{},
-		recovering: map[string]bool{}, stale: map[string]mysqlctl.GroupStatus{}}
+		recovering: map[string]bool{}, stale: map[string]mysqlctl.GroupStatus{}, offline: map[string]bool{}, executed: map[string]string{},
+		startErr: map[string]error{}}
 }
 
 var grSettings = grview.Settings{SinglePrimaryMode: true, Consistency: "BEFORE_ON_PRIMARY_FAILOVER", ExitStateAction: "OFFLINE_MODE",
@@ -55,12 +62,21 @@ func (f *fakeGroup) statusOf(site string) mysqlctl.GroupStatus {
 	if s, ok := f.stale[site]; ok {
 		return s
 	}
+	executed := "aaaaaaaa-aaaa-aaaa-aaaa-aaaaaaaaaaaa:1-10"
+	if e, ok := f.executed[site]; ok {
+		executed = e
+	}
 	gs := mysqlctl.GroupStatus{ServerUUID: grUUID(site), GroupName: "aaaaaaaa-aaaa-aaaa-aaaa-aaaaaaaaaaaa", ViewID: f.view,
 		LocalAddress: "127.0.0.1:3306" + site,
-		Settings:     grSettings, Executed: gtid.MustParse(gtid.MySQL, "aaaaaaaa-aaaa-aaaa-aaaa-aaaaaaaaaaaa:1-10")}
+		Settings:     grSettings, Executed: gtid.MustParse(gtid.MySQL, executed)}
+	if f.offline[site] {
+		gs.ViewID = ""
+		gs.Members = []grview.Member{{ID: grUUID(site), Host: "127.0.0.1", Port: 3306 + slices.Index(grSites, site), State: grview.StateOffline}}
+		return gs
+	}
 	for i, s := range grSites {
-		if f.down[s] && !f.unreachable[s] {
-			continue // expelled
+		if f.down[s] && !f.unreachable[s] || f.offline[s] {
+			continue // expelled, or not started
 		}
 		m := grview.Member{ID: grUUID(s), Host: "127.0.0.1", Port: 3306 + i, State: grview.StateOnline, Role: grview.RoleSecondary}
 		switch {
@@ -123,6 +139,26 @@ func (m fakeMember) ForceMembers(ctx context.Context, addrs []string, timeout ti
 		m.g.primary = m.site
 	}
 	m.g.view = "1700000000:9"
+	return nil
+}
+
+func (m fakeMember) BootstrapGroup(ctx context.Context, timeout time.Duration) error {
+	m.note("bootstrap-group")
+	m.g.mu.Lock()
+	defer m.g.mu.Unlock()
+	m.g.offline[m.site] = false
+	m.g.primary, m.g.view = m.site, "1800000000:1"
+	return nil
+}
+
+func (m fakeMember) StartGroupReplication(ctx context.Context, timeout time.Duration) error {
+	m.note("start-group-replication")
+	m.g.mu.Lock()
+	defer m.g.mu.Unlock()
+	if err := m.g.startErr[m.site]; err != nil {
+		return err
+	}
+	m.g.offline[m.site] = false
 	return nil
 }
 
@@ -404,58 +440,5 @@ func TestGroupReplicationRefusesAsyncOnlyRequests(t *testing.T) {
 	}
 	if w := writesRun(fg.ops); len(w) > 0 {
 		t.Fatalf("statements reached the members: %v", w)
-	}
-}
-
-// Recovery of a group that lost its majority is a human's, on a plan the
-// daemon proves: refused while the group has quorum; without the
-// confirmation token it answers the plan (survivors, members left out) and
-// its token and runs nothing; with it, group_replication_force_members
-// runs on the survivor with the survivors' group addresses, the majority
-// is taken of them from then on, and the next round follows the forced
-// group's primary.
-func TestGroupReplicationForceMembersNeedsItsTokenAndAProvableSurvivor(t *testing.T) {
-	fg := newFakeGroup()
-	h, _ := grHarness(t, fg, newTestStore(t))
-	grRound(t, h)
-	lead := func() (context.Context, time.Time, bool) { return context.Background(), t0, true }
-	if err := h.g.handle(request{kind: kindForceMembers, target: "c", by: "ann"}, lead); !errors.Is(err, ErrRefused) ||
-		!strings.Contains(err.Error(), string(sitepair.RecoveryGroupHasQuorum)) {
-		t.Fatalf("force-members with quorum = %v, want refused (%s)", err, sitepair.RecoveryGroupHasQuorum)
-	}
-	fg.mu.Lock()
-	for _, s := range []string{"a", "b"} {
-		fg.down[s], fg.unreachable[s] = true, true
-	}
-	fg.mu.Unlock()
-	grRound(t, h)
-	err := h.g.handle(request{kind: kindForceMembers, target: "c", token: "not-the-token", by: "ann"}, lead)
-	m := regexp.MustCompile(`confirmation token ([0-9a-f]{12})`).FindStringSubmatch(fmt.Sprint(err))
-	if !errors.Is(err, ErrRefused) || m == nil || !strings.Contains(err.Error(), "left out: a, b") {
-		t.Fatalf("force-members without the token = %v, want refused with the plan and its token", err)
-	}
-	if w := writesRun(fg.ops); len(w) > 0 {
-		t.Fatalf("a refused recovery ran %v", w)
-	}
-	if err := h.g.handle(request{kind: kindForceMembers, target: "c", token: m[1], by: "ann"}, lead); err != nil {
-		t.Fatalf("force-members with the token: %v", err)
-	}
-	if w := writesRun(fg.ops); len(w) != 1 || w[0] != "c:force-members 127.0.0.1:3306c" {
-		t.Fatalf("statements %v, want force_members of c alone on c", w)
-	}
-	if d := grRound(t, h); d.Reason != sitepair.ReasonGroupPrimaryElected || d.Target != "c" || h.State().ActiveSite != "c" {
-		t.Fatalf("after forcing: %s, active %s; want routing on c", d, h.State().ActiveSite)
-	}
-	if gr := h.g.snapshot(t0).GroupReplication; gr == nil || !gr.HasQuorum || gr.Denominator != 1 {
-		t.Fatalf("status %+v, want quorum of the one survivor", gr)
-	}
-	var audited bool
-	for _, e := range h.g.history(t0).Entries {
-		if a := e.Action; a != nil && a.Action == kindForceMembers && a.By == "ann" && strings.HasPrefix(a.Result, store.AuditAccepted) {
-			audited = true
-		}
-	}
-	if !audited {
-		t.Fatal("the forced membership is not in the history")
 	}
 }

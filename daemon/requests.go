@@ -74,6 +74,22 @@ func (d *Daemon) ForceMembers(ctx context.Context, group, site, confirm string, 
 	return g.submit(ctx, request{kind: kindForceMembers, target: site, token: confirm, by: by.String()})
 }
 
+// BootstrapGroup implements api.Control: a human's re-bootstrap of a Group
+// Replication group after a total outage (grBootstrap).
+func (d *Daemon) BootstrapGroup(ctx context.Context, group, site, confirm string, by api.Actor) error {
+	g, err := d.commandGroup(group)
+	if err != nil {
+		return err
+	}
+	if !g.hasSite(site) {
+		return fmt.Errorf("%w: group %s has no site %s", api.ErrNotFound, group, site)
+	}
+	if g.gr == nil {
+		return fmt.Errorf("%w: group %s is no replication: group group: bootstrap-group re-forms a Group Replication group after a total outage", ErrRefused, group)
+	}
+	return g.submit(ctx, request{kind: kindBootstrapGroup, target: site, token: confirm, by: by.String()})
+}
+
 // Acknowledge implements api.Control.
 func (d *Daemon) Acknowledge(ctx context.Context, group string, by api.Actor) error {
 	g, err := d.commandGroup(group)
@@ -167,6 +183,8 @@ func (g *group) handle(req request, lead func() (context.Context, time.Time, boo
 			return g.grSwitchover(ctx, req, st, entry)
 		case kindForceMembers:
 			return g.grForceMembers(ctx, req, entry)
+		case kindBootstrapGroup:
+			return g.grBootstrap(ctx, req, entry)
 		case kindConfirmFence, kindReclone, kindHold:
 			// Prevents a human step of the async loop (a promotion on a
 			// confirmed fence, a reclone, a no-promote or maintenance

@@ -111,8 +111,12 @@ type dialect struct {
 	setAsPrimary func(uuid string, timeout time.Duration) (string, error)
 	// forceMembers builds SET GLOBAL group_replication_force_members for a
 	// comma-separated list of group communication addresses ("" clears it).
-	forceMembers     func(list string) (string, error)
-	groupUnsupported string
+	forceMembers func(list string) (string, error)
+	// groupBootstrapOn, groupStart and groupBootstrapOff bootstrap a group
+	// on one member (on, start, off) or join one (start alone); "" where
+	// the flavor has no Group Replication.
+	groupBootstrapOn, groupStart, groupBootstrapOff string
+	groupUnsupported                                string
 }
 
 // groupVariables are the Group Replication variables GroupStatus reads
@@ -422,6 +426,9 @@ func mysqlDialect(f Flavor) dialect {
 			}
 			return "SET GLOBAL group_replication_force_members = " + q, nil
 		},
+		groupBootstrapOn:  "SET GLOBAL group_replication_bootstrap_group = ON",
+		groupStart:        "START GROUP_REPLICATION",
+		groupBootstrapOff: "SET GLOBAL group_replication_bootstrap_group = OFF",
 	}
 }
 

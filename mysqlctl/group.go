@@ -260,3 +260,100 @@ func (i *Instance) ForceMembers(ctx context.Context, addrs []string, timeout tim
 	}
 	return nil
 }
+
+// ErrGroupRunning: BootstrapGroup was asked of a member that is in a group
+// (ONLINE, RECOVERING or UNREACHABLE in a view): bootstrapping it would
+// start a second group beside the running one.
+var ErrGroupRunning = errors.New("mysqlctl: the member is in a group")
+
+// groupResetTimeout bounds resetting group_replication_bootstrap_group
+// after a failed or timed-out bootstrap.
+const groupResetTimeout = 10 * time.Second
+
+// BootstrapGroup starts a new group on this member after every member
+// stopped (a total outage): it reads the member's own state first and
+// refuses (ErrGroupRunning) when the member is in a group; then SET GLOBAL
+// group_replication_bootstrap_group = ON, START GROUP_REPLICATION, and SET
+// GLOBAL group_replication_bootstrap_group = OFF, which always runs, even
+// after a failed start or past timeout (a member left with the variable ON
+// bootstraps a second group at its next start). The group it starts has
+// this member alone, primary, with its gtid_executed; the others join it
+// with StartGroupReplication. Bootstrapping a group that still runs
+// elsewhere splits it: proving every member stopped and this member's
+// GTID set the largest is the caller's rule. Bounded by timeout (a session
+// without read timeout); needs SYSTEM_VARIABLES_ADMIN and
+// GROUP_REPLICATION_ADMIN. ErrNotSupported on MariaDB.
+func (i *Instance) BootstrapGroup(ctx context.Context, timeout time.Duration) (err error) {
+	const op = "bootstrap group"
+	if i.d.groupBootstrapOn == "" {
+		return i.fail(op, "", fmt.Errorf("%w: %s", ErrNotSupported, i.d.groupUnsupported))
+	}
+	if timeout <= 0 {
+		return i.fail(op, "check arguments", fmt.Errorf("%w: timeout %v is not positive", ErrInvalidArgument, timeout))
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	g, err := i.GroupStatus(ctx)
+	if err != nil {
+		return i.fail(op, "read state", err)
+	}
+	// Prevents a second group: a member in a view already is in one.
+	if self, ok := g.Self(); ok && g.ViewID != "" && self.State != grview.StateOffline && self.State != grview.StateError {
+		return i.fail(op, "read state", fmt.Errorf("%w: %s in view %s", ErrGroupRunning, self.State, g.ViewID))
+	}
+	q, closeSession, err := i.openLong(ctx)
+	if err != nil {
+		return i.fail(op, "open session", err)
+	}
+	defer func() { _ = closeSession() }()
+	if err := q.exec(ctx, i.d.groupBootstrapOn); err != nil {
+		return i.fail(op, "set bootstrap_group", err)
+	}
+	defer func() {
+		// Prevents a second bootstrap at the member's next start: the
+		// variable goes back OFF whatever happened, on a fresh deadline
+		// (and on the pool when the session broke).
+		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), groupResetTimeout)
+		defer rcancel()
+		rerr := q.exec(rctx, i.d.groupBootstrapOff)
+		if rerr != nil {
+			rerr = i.q.exec(rctx, i.d.groupBootstrapOff)
+		}
+		if rerr != nil {
+			err = errors.Join(err, i.fail(op, "reset bootstrap_group", rerr))
+		}
+	}()
+	if err := q.exec(ctx, i.d.groupStart); err != nil {
+		return i.fail(op, "start", err)
+	}
+	i.log.Warn("mysqlctl: group bootstrapped", "addr", i.addr)
+	return nil
+}
+
+// StartGroupReplication runs START GROUP_REPLICATION on this member, which
+// joins the group its group_replication_group_seeds reach (and, with
+// group_replication_bootstrap_group OFF, never starts one); it returns once
+// the member is in the group's view (RECOVERING or ONLINE). Bounded by
+// timeout (a session without read timeout); needs GROUP_REPLICATION_ADMIN.
+// ErrNotSupported on MariaDB.
+func (i *Instance) StartGroupReplication(ctx context.Context, timeout time.Duration) error {
+	const op = "start group replication"
+	if i.d.groupStart == "" {
+		return i.fail(op, "", fmt.Errorf("%w: %s", ErrNotSupported, i.d.groupUnsupported))
+	}
+	if timeout <= 0 {
+		return i.fail(op, "check arguments", fmt.Errorf("%w: timeout %v is not positive", ErrInvalidArgument, timeout))
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	q, closeSession, err := i.openLong(ctx)
+	if err != nil {
+		return i.fail(op, "open session", err)
+	}
+	defer func() { _ = closeSession() }()
+	if err := q.exec(ctx, i.d.groupStart); err != nil {
+		return i.fail(op, "start", err)
+	}
+	i.log.Info("mysqlctl: group replication started", "addr", i.addr)
+	return nil
+}

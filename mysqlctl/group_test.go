@@ -251,3 +251,88 @@ func TestForceMembersSQL(t *testing.T) {
 		}
 	}
 }
+
+// BootstrapGroup reads the member's state, then sets bootstrap_group ON,
+// starts Group Replication and sets it OFF again; OFF runs even when the
+// start fails; a member in a view is refused before anything is written;
+// MariaDB has no Group Replication.
+func TestBootstrapGroupSQL(t *testing.T) {
+	const (
+		on    = "SET GLOBAL group_replication_bootstrap_group = ON"
+		start = "START GROUP_REPLICATION"
+		off   = "SET GLOBAL group_replication_bootstrap_group = OFF"
+	)
+	offline := groupRows(uuidA, "NULL", grVars, groupMember{uuidA, "3301", "OFFLINE", ""})
+	inst, db, _ := newFake(mysql84)
+	db.on("SELECT @@GLOBAL.server_uuid", offline)
+	if err := inst.BootstrapGroup(context.Background(), time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{mysqlGroupStatus, on, start, off}; !slices.Equal(db.stmts, want) {
+		t.Fatalf("statements:\n got  %q\n want %q", db.stmts, want)
+	}
+	t.Run("failed start still resets", func(t *testing.T) {
+		inst, db, _ := newFake(mysql84)
+		db.on("SELECT @@GLOBAL.server_uuid", offline)
+		db.on(start, fails(serverErr(3092, "The server is not configured properly to be an active member of the group")))
+		err := inst.BootstrapGroup(context.Background(), time.Minute)
+		if err == nil || !strings.Contains(err.Error(), "start: ") {
+			t.Fatalf("%v, want the server's error at step start", err)
+		}
+		if want := []string{mysqlGroupStatus, on, start, off}; !slices.Equal(db.stmts, want) {
+			t.Fatalf("statements:\n got  %q\n want %q", db.stmts, want)
+		}
+	})
+	t.Run("failed reset is reported", func(t *testing.T) {
+		inst, db, _ := newFake(mysql84)
+		db.on("SELECT @@GLOBAL.server_uuid", offline)
+		db.on(off, fails(serverErr(2013, "Lost connection")))
+		err := inst.BootstrapGroup(context.Background(), time.Minute)
+		if err == nil || !strings.Contains(err.Error(), "reset bootstrap_group") {
+			t.Fatalf("%v, want the reset's error", err)
+		}
+		// Once on the session, once more on the pool.
+		if want := []string{mysqlGroupStatus, on, start, off, off}; !slices.Equal(db.stmts, want) {
+			t.Fatalf("statements:\n got  %q\n want %q", db.stmts, want)
+		}
+	})
+	t.Run("member in a group", func(t *testing.T) {
+		inst, db, _ := newFake(mysql84)
+		db.on("SELECT @@GLOBAL.server_uuid", groupRows(uuidA, "v1", grVars, threeOnline...))
+		if err := inst.BootstrapGroup(context.Background(), time.Minute); !errors.Is(err, ErrGroupRunning) || len(db.stmts) != 1 {
+			t.Fatalf("%v after %q, want ErrGroupRunning after the one read", err, db.stmts)
+		}
+	})
+	t.Run("bad timeout", func(t *testing.T) {
+		inst, db, _ := newFake(mysql84)
+		if err := inst.BootstrapGroup(context.Background(), 0); !errors.Is(err, ErrInvalidArgument) || len(db.stmts) != 0 {
+			t.Fatalf("%v after %q, want ErrInvalidArgument and nothing sent", err, db.stmts)
+		}
+	})
+	t.Run("mariadb", func(t *testing.T) {
+		inst, db, _ := newFake(mariadb)
+		if err := inst.BootstrapGroup(context.Background(), time.Minute); !errors.Is(err, ErrNotSupported) || len(db.stmts) != 0 {
+			t.Fatalf("%v after %q, want ErrNotSupported and nothing sent", err, db.stmts)
+		}
+		if err := inst.StartGroupReplication(context.Background(), time.Minute); !errors.Is(err, ErrNotSupported) || len(db.stmts) != 0 {
+			t.Fatalf("%v after %q, want ErrNotSupported and nothing sent", err, db.stmts)
+		}
+	})
+}
+
+// StartGroupReplication sends START GROUP_REPLICATION alone (never the
+// bootstrap variable: a joiner must not start a group of its own).
+func TestStartGroupReplicationSQL(t *testing.T) {
+	inst, db, _ := newFake(mysql84)
+	if err := inst.StartGroupReplication(context.Background(), time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"START GROUP_REPLICATION"}; !slices.Equal(db.stmts, want) {
+		t.Fatalf("statements:\n got  %q\n want %q", db.stmts, want)
+	}
+	inst, db, _ = newFake(mysql84)
+	db.on("START", fails(serverErr(3093, "START GROUP_REPLICATION command failed since the group is already running")))
+	if err := inst.StartGroupReplication(context.Background(), time.Minute); err == nil || !strings.Contains(err.Error(), "start: ") {
+		t.Fatalf("%v, want the server's error at step start", err)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -245,5 +246,149 @@ func PlanGroupRecovery(v grview.Verdict, executed map[string]gtid.Set, survivor 
 		"the group takes writes again with %d member(s) and a majority of %d from now on; left out: %s. Stop every member left out first: "+
 		"one still running may form the other half of a split group, and whatever only it committed is not in the forced group",
 		strings.Join(r.Members, ", "), survivor, self.ViewID, orNone(mine.String()), len(r.Members), len(r.Members), excluded)
+	return r, nil
+}
+
+// ErrGroupBootstrapRefused is wrapped by every refusal of
+// PlanGroupBootstrap; the message starts with a RecoveryRefusal word.
+var ErrGroupBootstrapRefused = errors.New("re-bootstrapping the group refused")
+
+// Why re-bootstrapping a Group Replication group after a total outage is
+// refused (besides RecoveryGroupHasQuorum and RecoveryUnconfirmed).
+const (
+	// BootstrapMemberUnreachable: a configured member was not reached: it
+	// may still run a group (or hold transactions no reached member has).
+	BootstrapMemberUnreachable RecoveryRefusal = "member-unreachable"
+	// BootstrapMemberInGroup: a member is in a group's view (ONLINE,
+	// RECOVERING, UNREACHABLE): the group still runs; bootstrapping
+	// another member would start a second group beside it.
+	BootstrapMemberInGroup RecoveryRefusal = "member-in-group"
+	// BootstrapMemberInError: a member is in ERROR: its Group Replication
+	// still runs and START GROUP_REPLICATION would fail; it needs STOP
+	// GROUP_REPLICATION (and offline_mode OFF) by hand first.
+	BootstrapMemberInError RecoveryRefusal = "member-in-error"
+	// BootstrapUnknownSet: a member's GTID set was not read.
+	BootstrapUnknownSet RecoveryRefusal = "member-set-unknown"
+	// BootstrapGroupNames: the members name different groups (or none):
+	// they are no one group to re-form.
+	BootstrapGroupNames RecoveryRefusal = "group-names-differ"
+	// BootstrapMemberBehind: another member's set contains the chosen
+	// one's and more: bootstrapping the chosen one would leave the other
+	// unable to join (or lose what only it holds); choose the other.
+	BootstrapMemberBehind RecoveryRefusal = "member-lacks-transactions"
+	// BootstrapIncomparable: no member's set contains every other's:
+	// whichever bootstraps, the others hold transactions it lacks and
+	// cannot join; a human must reconcile first.
+	BootstrapIncomparable RecoveryRefusal = "incomparable-members"
+)
+
+// GroupBootstrap is what re-bootstrapping a Group Replication group after
+// a total outage would do (PlanGroupBootstrap).
+type GroupBootstrap struct {
+	// Member bootstraps the group (group_replication_bootstrap_group ON,
+	// START GROUP_REPLICATION, OFF); its GTID set contains every other
+	// member's.
+	Member string
+	// Joiners start Group Replication after it, in configuration order,
+	// and join its group.
+	Joiners []string
+	// Token confirms the plan: it changes with the group, the members and
+	// any member's GTID set.
+	Token string
+	// Summary says, in words, what bootstrapping does.
+	Summary string
+}
+
+// PlanGroupBootstrap plans re-forming a Group Replication group after a
+// total outage (every member stopped its Group Replication, or every
+// mysqld restarted) on member, from the verdict and every site's
+// gtid_executed. It refuses (wrapping ErrGroupBootstrapRefused, the reason
+// first) unless every configured site was reached, none is in a group's
+// view or in ERROR, all name the same group, every site's set is known and
+// member's set contains every other's; otherwise the plan bootstraps
+// member and starts the others. Pure.
+func PlanGroupBootstrap(v grview.Verdict, executed map[string]gtid.Set, member string) (GroupBootstrap, error) {
+	refuse := func(r RecoveryRefusal, format string, args ...any) (GroupBootstrap, error) {
+		return GroupBootstrap{}, fmt.Errorf("%w: %s: %s", ErrGroupBootstrapRefused, r, fmt.Sprintf(format, args...))
+	}
+	switch v.Reason {
+	case grview.ReasonNoQuorum:
+	case grview.ReasonQuorate, grview.ReasonNoPrimary:
+		return refuse(RecoveryGroupHasQuorum, "the group runs with its majority (view %s): nothing to bootstrap", v.ViewID)
+	default:
+		return refuse(RecoveryUnconfirmed, "the verdict is %s, not no-quorum: members may still run a group", v.Reason)
+	}
+	known := false
+	for _, s := range v.Sites {
+		known = known || s.Site == member
+	}
+	if !known {
+		return refuse(BootstrapMemberUnreachable, "%s is no configured member", member)
+	}
+	var unreached, inGroup, inError, names []string
+	for _, s := range v.Sites {
+		switch {
+		case !s.Reached:
+			unreached = append(unreached, s.Site)
+		case s.State == grview.StateError:
+			inError = append(inError, s.Site)
+		case s.State != grview.StateOffline && s.State != "":
+			inGroup = append(inGroup, fmt.Sprintf("%s %s in view %s", s.Site, s.State, orNone(s.ViewID)))
+		}
+		if s.Reached && !slices.Contains(names, s.GroupName) {
+			names = append(names, s.GroupName)
+		}
+	}
+	// Prevents bootstrapping beside a member that may still run the group
+	// or hold transactions nobody reached has.
+	if len(unreached) > 0 {
+		return refuse(BootstrapMemberUnreachable, "%s not reached: every configured member must answer, stopped, before a bootstrap", strings.Join(unreached, ", "))
+	}
+	// Prevents a second group beside the running one.
+	if len(inGroup) > 0 {
+		return refuse(BootstrapMemberInGroup, "%s: the group still runs; bring the others back into it (or force-members if it lost its majority)", strings.Join(inGroup, "; "))
+	}
+	if len(inError) > 0 {
+		return refuse(BootstrapMemberInError, "%s in ERROR: run STOP GROUP_REPLICATION (and SET GLOBAL offline_mode = OFF) on it first", strings.Join(inError, ", "))
+	}
+	if len(names) != 1 || names[0] == "" {
+		return refuse(BootstrapGroupNames, "the members name group(s) %q: every member must have the same group_replication_group_name", names)
+	}
+	sites := make([]string, 0, len(v.Sites))
+	for _, s := range v.Sites {
+		sites = append(sites, s.Site)
+		if _, ok := executed[s.Site]; !ok {
+			return refuse(BootstrapUnknownSet, "the GTID set of %s was not read", s.Site)
+		}
+	}
+	mine := executed[member]
+	r := GroupBootstrap{Member: member}
+	var incomparable []string
+	for _, s := range sites {
+		if s == member {
+			continue
+		}
+		r.Joiners = append(r.Joiners, s)
+		other := executed[s]
+		if mine.Contains(other) {
+			continue
+		}
+		if other.Contains(mine) {
+			return refuse(BootstrapMemberBehind, "%s holds transactions %s lacks (%s): bootstrap %s instead", s, member, other.Subtract(mine), s)
+		}
+		incomparable = append(incomparable, fmt.Sprintf("%s holds %s that %s lacks", s, other.Subtract(mine), member))
+	}
+	if len(incomparable) > 0 {
+		return refuse(BootstrapIncomparable, "no member holds every other's transactions: %s; reconcile them by hand first", strings.Join(incomparable, "; "))
+	}
+	h := sha256.New()
+	fmt.Fprintf(h, "bootstrap|%s|%s", names[0], member)
+	for _, s := range sites {
+		fmt.Fprintf(h, "|%s=%s", s, executed[s])
+	}
+	r.Token = hex.EncodeToString(h.Sum(nil))[:12]
+	r.Summary = fmt.Sprintf("bootstraps group %s on %s (group_replication_bootstrap_group ON, START GROUP_REPLICATION, OFF; gtid_executed %s, which contains every other member's), "+
+		"then starts Group Replication on %s one after the other, which join it; %s is the group's first primary and routing follows it once a majority of the %d members is ONLINE",
+		names[0], member, orNone(mine.String()), orNone(strings.Join(r.Joiners, ", ")), member, len(sites))
 	return r, nil
 }

@@ -189,3 +189,73 @@ func TestGroupRecoveryNeedsAProvableSurvivor(t *testing.T) {
 		t.Errorf("tokens %s %s %s: want a new token when the survivor's set changes, the same one otherwise", r1.Token, r2.Token, r3.Token)
 	}
 }
+
+// bootstrapVerdict: the no-quorum verdict of a total outage where a, b, c
+// report their own state (reached when set) in group g1, no view.
+func bootstrapVerdict(states map[string]grview.MemberState) grview.Verdict {
+	v := grview.Verdict{Reason: grview.ReasonNoQuorum, Denominator: 3}
+	for _, s := range []string{"a", "b", "c"} {
+		sv := grview.SiteView{Site: s, Standing: grview.StandingUnreached}
+		if st, ok := states[s]; ok {
+			sv.Reached, sv.State, sv.GroupName, sv.Standing = true, st, "g1", grview.StandingNotMember
+			if st != grview.StateOffline && st != grview.StateError {
+				sv.ViewID, sv.Standing = "v:9", grview.StandingMinority
+			}
+		}
+		v.Sites = append(v.Sites, sv)
+	}
+	return v
+}
+
+// Re-bootstrap after a total outage only when every configured member is
+// reached, stopped (OFFLINE, in no view), names the same group, has a known
+// GTID set, and the chosen member's set contains every other's; each other
+// case is refused with its reason; the token changes with any member's set.
+func TestGroupBootstrapNeedsEveryMemberStoppedAndADominantSet(t *testing.T) {
+	gsMy := func(s string) gtid.Set { return gtid.MustParse(gtid.MySQL, s) }
+	const u = "aaaaaaaa-aaaa-aaaa-aaaa-aaaaaaaaaaaa"
+	off := grview.StateOffline
+	allOff := map[string]grview.MemberState{"a": off, "b": off, "c": off}
+	sets := map[string]gtid.Set{"a": gsMy(u + ":1-8"), "b": gsMy(u + ":1-10"), "c": gsMy(u + ":1-9")}
+	otherName := bootstrapVerdict(allOff)
+	otherName.Sites[2].GroupName = "g2"
+	for _, tc := range []struct {
+		name    string
+		v       grview.Verdict
+		exec    map[string]gtid.Set
+		member  string
+		refusal RecoveryRefusal
+		joiners []string
+	}{
+		{"dominant member", bootstrapVerdict(allOff), sets, "b", "", []string{"a", "c"}},
+		{"equal sets", bootstrapVerdict(allOff), map[string]gtid.Set{"a": gsMy(u + ":1-10"), "b": gsMy(u + ":1-10"), "c": gsMy(u + ":1-10")}, "a", "", []string{"b", "c"}},
+		{"member behind", bootstrapVerdict(allOff), sets, "c", BootstrapMemberBehind, nil},
+		{"incomparable", bootstrapVerdict(allOff), map[string]gtid.Set{"a": gsMy(u + ":1-8"), "b": gsMy(u + ":1-10"), "c": gsMy(u + ":1-9:11")}, "b", BootstrapIncomparable, nil},
+		{"member unreachable", bootstrapVerdict(map[string]grview.MemberState{"a": off, "b": off}), sets, "b", BootstrapMemberUnreachable, nil},
+		{"unknown member", bootstrapVerdict(allOff), sets, "z", BootstrapMemberUnreachable, nil},
+		{"a member still in a group", bootstrapVerdict(map[string]grview.MemberState{"a": grview.StateOnline, "b": off, "c": off}), sets, "b", BootstrapMemberInGroup, nil},
+		{"a member in error", bootstrapVerdict(map[string]grview.MemberState{"a": grview.StateError, "b": off, "c": off}), sets, "b", BootstrapMemberInError, nil},
+		{"set unread", bootstrapVerdict(allOff), map[string]gtid.Set{"a": gsMy(u + ":1-8"), "b": gsMy(u + ":1-10")}, "b", BootstrapUnknownSet, nil},
+		{"two group names", otherName, sets, "b", BootstrapGroupNames, nil},
+		{"quorate", recoveryVerdict(grview.ReasonQuorate, allOff), sets, "b", RecoveryGroupHasQuorum, nil},
+		{"unconfirmed", recoveryVerdict(grview.ReasonUnconfirmed, allOff), sets, "b", RecoveryUnconfirmed, nil},
+	} {
+		p, err := PlanGroupBootstrap(tc.v, tc.exec, tc.member)
+		if tc.refusal != "" {
+			if !errors.Is(err, ErrGroupBootstrapRefused) || !strings.Contains(err.Error(), ": "+string(tc.refusal)+": ") {
+				t.Errorf("%s: %v, want refused (%s)", tc.name, err, tc.refusal)
+			}
+			continue
+		}
+		if err != nil || p.Member != tc.member || !slices.Equal(p.Joiners, tc.joiners) || len(p.Token) != 12 || !strings.Contains(p.Summary, "bootstraps group g1 on "+tc.member) {
+			t.Errorf("%s: %+v, %v; want %s bootstrapping, joiners %v", tc.name, p, err, tc.member, tc.joiners)
+		}
+	}
+	p1, _ := PlanGroupBootstrap(bootstrapVerdict(allOff), sets, "b")
+	changed := map[string]gtid.Set{"a": gsMy(u + ":1-9"), "b": sets["b"], "c": sets["c"]}
+	p2, _ := PlanGroupBootstrap(bootstrapVerdict(allOff), changed, "b")
+	p3, _ := PlanGroupBootstrap(bootstrapVerdict(allOff), sets, "b")
+	if p1.Token == p2.Token || p1.Token != p3.Token {
+		t.Errorf("tokens %s %s %s: want a new token when any member's set changes, the same one otherwise", p1.Token, p2.Token, p3.Token)
+	}
+}

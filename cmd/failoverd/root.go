@@ -98,7 +98,7 @@ flag name in upper case with dashes as underscores (FAILOVERD_LOG_LEVEL=debug).`
 	_ = c.v.BindPFlags(pf) // cannot fail for flags we just defined
 
 	root.AddCommand(newValidateCmd(c), newVersionCmd(c), newRunCmd(c), newSidecarCmd(c),
-		newStatusCmd(c), newSwitchoverCmd(c), newAcknowledgeCmd(c), newConfirmFenceCmd(c), newRecloneCmd(c), newForceMembersCmd(c),
+		newStatusCmd(c), newSwitchoverCmd(c), newAcknowledgeCmd(c), newConfirmFenceCmd(c), newRecloneCmd(c), newForceMembersCmd(c), newBootstrapGroupCmd(c),
 		newPauseCmd(c), newResumeCmd(c), newHoldCmd(c), newReleaseCmd(c), newReloadCmd(c))
 	root.AddCommand(newHistoryCmd(c))
 	root.Version = version

@@ -47,7 +47,7 @@ type routedAt struct {
 
 // grMySQLOnly skips unless the engines under test include MySQL: Group
 // Replication does not exist in MariaDB.
-func grMySQLOnly(t *testing.T) {
+func grMySQLOnly(t testing.TB) {
 	t.Helper()
 	engines, err := testenv.Engines()
 	if err != nil {
@@ -61,7 +61,7 @@ func grMySQLOnly(t *testing.T) {
 // newGRGroup starts the group, writes failoverd's configuration for it
 // (site i is member i), turns on every member's general log (table) so the
 // test can read back each statement failoverd ran, and starts the router.
-func newGRGroup(t *testing.T) *grGroup {
+func newGRGroup(t testing.TB) *grGroup {
 	t.Helper()
 	gr := testenv.StartGroupReplication(t, 3)
 	g := &group{t: t, engine: testenv.MySQL, topo: &testenv.Topology{Engine: testenv.MySQL, Sites: gr.Members}, dir: t.TempDir()}

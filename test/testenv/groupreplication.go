@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
+
 	"github.com/failoverd/failoverd/configs"
 )
 
@@ -201,12 +203,25 @@ func (g *GroupReplication) Primary(t T) *Server {
 }
 
 // StartMember runs START GROUP_REPLICATION on m (e.g. after its Restart)
-// and waits until it is ONLINE; t.Fatalf after timeout.
+// and waits until it is ONLINE; t.Fatalf after timeout. The statement runs
+// on a session of its own without the pool's 5 s read timeout: a member
+// rejoining after SIGKILL can take longer to be let into the view.
 func (g *GroupReplication) StartMember(t T, m *Server, timeout time.Duration) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	if _, err := m.AdminDB(t).ExecContext(ctx, "START GROUP_REPLICATION"); err != nil {
+	cfg, err := mysql.ParseDSN(m.DSN(AdminUser, AdminPassword))
+	if err != nil {
+		t.Fatalf("testenv: %s: %v", m.Name, err)
+	}
+	cfg.ReadTimeout = 0 // bounded by ctx
+	connector, err := mysql.NewConnector(cfg)
+	if err != nil {
+		t.Fatalf("testenv: %s: %v", m.Name, err)
+	}
+	db := sql.OpenDB(connector)
+	defer db.Close()
+	if _, err := db.ExecContext(ctx, "START GROUP_REPLICATION"); err != nil {
 		t.Fatalf("testenv: %s: START GROUP_REPLICATION: %v", m.Name, err)
 	}
 	if err := g.waitOnline(ctx, m, 1); err != nil {
