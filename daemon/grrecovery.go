@@ -36,20 +36,8 @@ const grForceTimeout = 60 * time.Second
 // denominator is lowered to them (grview.State.MaxViewSize), so the next
 // round follows the forced group's primary.
 func (g *group) grForceMembers(ctx context.Context, req request, entry store.AuditEntry) error {
-	refuse := func(err error) error {
-		g.log.Warn("group.force_members_refused", "site", req.target, "by", req.by, "err", err)
-		err = fmt.Errorf("%w: %w", ErrRefused, err)
-		g.auditRefused(ctx, entry, err)
-		return err
-	}
-	reports, _, _, statuses := g.readMembers(ctx)
-	g.mu.Lock()
-	v, _ := grview.Evaluate(g.gr.state, g.gr.sites, reports, g.now())
-	g.mu.Unlock()
-	executed := map[string]gtid.Set{}
-	for site, gs := range statuses {
-		executed[site] = gs.Executed
-	}
+	refuse := g.grRefuser(ctx, "group.force_members_refused", req, entry)
+	v, executed, statuses := g.grReadForRecovery(ctx)
 	plan, err := sitepair.PlanGroupRecovery(v, executed, req.target)
 	if err != nil {
 		return refuse(err)
@@ -117,20 +105,8 @@ const grBootstrapTimeout = 2 * time.Minute
 // majority's denominator is every configured member again, so routing
 // follows the new group's primary once a majority of them is ONLINE.
 func (g *group) grBootstrap(ctx context.Context, req request, entry store.AuditEntry) error {
-	refuse := func(err error) error {
-		g.log.Warn("group.bootstrap_refused", "site", req.target, "by", req.by, "err", err)
-		err = fmt.Errorf("%w: %w", ErrRefused, err)
-		g.auditRefused(ctx, entry, err)
-		return err
-	}
-	reports, _, _, statuses := g.readMembers(ctx)
-	g.mu.Lock()
-	v, _ := grview.Evaluate(g.gr.state, g.gr.sites, reports, g.now())
-	g.mu.Unlock()
-	executed := map[string]gtid.Set{}
-	for site, gs := range statuses {
-		executed[site] = gs.Executed
-	}
+	refuse := g.grRefuser(ctx, "group.bootstrap_refused", req, entry)
+	v, executed, _ := g.grReadForRecovery(ctx)
 	plan, err := sitepair.PlanGroupBootstrap(v, executed, req.target)
 	if err != nil {
 		return refuse(err)
@@ -186,4 +162,29 @@ func (g *group) grBootstrap(ctx context.Context, req request, entry store.AuditE
 		g.log.Warn("audit.write_failed", "action", entry.Action, "err", err)
 	}
 	return nil
+}
+
+// grRefuser logs (msg), audits and wraps in ErrRefused a refusal of a
+// human's recovery request.
+func (g *group) grRefuser(ctx context.Context, msg string, req request, entry store.AuditEntry) func(error) error {
+	return func(err error) error {
+		g.log.Warn(msg, "site", req.target, "by", req.by, "err", err)
+		err = fmt.Errorf("%w: %w", ErrRefused, err)
+		g.auditRefused(ctx, entry, err)
+		return err
+	}
+}
+
+// grReadForRecovery reads every member now and evaluates their reports
+// (without advancing the loop's state): what a recovery plan rests on.
+func (g *group) grReadForRecovery(ctx context.Context) (grview.Verdict, map[string]gtid.Set, map[string]mysqlctl.GroupStatus) {
+	reports, _, _, statuses := g.readMembers(ctx)
+	g.mu.Lock()
+	v, _ := grview.Evaluate(g.gr.state, g.gr.sites, reports, g.now())
+	g.mu.Unlock()
+	executed := map[string]gtid.Set{}
+	for site, gs := range statuses {
+		executed[site] = gs.Executed
+	}
+	return v, executed, statuses
 }
