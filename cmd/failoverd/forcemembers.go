@@ -1,7 +1,9 @@
 package main
 
 import (
+	"context"
 	"fmt"
+	"github.com/failoverd/failoverd/api"
 
 	"github.com/spf13/cobra"
 )
@@ -36,20 +38,10 @@ Exit codes: 0 forced, 1 refused or failed (the answer says why, or the plan
 and its token), 2 bad arguments or no API token, 3 no answer from the daemon.`,
 		Args:              namedArgs("GROUP", "SURVIVOR"),
 		ValidArgsFunction: c.completeArgs("GROUP", "SITE"),
-		RunE: func(cmd *cobra.Command, args []string) error {
+		RunE: c.command(func(ctx context.Context, cl *api.Client, args []string) (string, error) {
 			group, site := args[0], args[1]
-			cl, err := c.client(cmd, true)
-			if err != nil {
-				return err
-			}
-			ctx, stop := signalContext(cmd)
-			defer stop()
-			if err := cl.ForceMembers(ctx, group, site, confirm, actor()); err != nil {
-				return apiError(err)
-			}
-			fmt.Fprintf(c.stdout, "membership of %s forced from %s\n", group, site)
-			return nil
-		},
+			return fmt.Sprintf("membership of %s forced from %s", group, site), cl.ForceMembers(ctx, group, site, confirm, actor())
+		}),
 	}
 	cmd.Flags().StringVar(&confirm, "confirm", "", "the plan's confirmation token (a request without it answers the plan and its token)")
 	addServerFlags(cmd)
