@@ -3,8 +3,8 @@ package configs
 import (
 	"crypto/tls"
 	"fmt"
+	"github.com/failoverd/failoverd/grview"
 	"net"
-	"net/netip"
 	"net/url"
 	"os"
 	"regexp"
@@ -683,7 +683,7 @@ func (v *validator) oneServerPerSite(groups []Group) {
 	for i, g := range groups {
 		for j, s := range g.Sites {
 			path := fmt.Sprintf("groups[%d].sites[%d].mysql.address", i, j)
-			key, ok := serverKey(s.MySQL.Address)
+			key, ok := grview.ServerKey(s.MySQL.Address)
 			if !ok || !v.intact(path) {
 				continue // not host:port: reported by hostPort
 			}
@@ -694,26 +694,6 @@ func (v *validator) oneServerPerSite(groups []Group) {
 			seen[key] = path
 		}
 	}
-}
-
-// serverKey is the server a host:port address names, for comparing two
-// addresses: the host in lower case, localhost as 127.0.0.1, an IP address
-// in its canonical form, the port as a number. Different names of one
-// server (a DNS alias, another IP of its host) are not found.
-func serverKey(addr string) (string, bool) {
-	host, port, err := net.SplitHostPort(addr)
-	n, perr := strconv.Atoi(port)
-	if err != nil || perr != nil || host == "" {
-		return "", false
-	}
-	host = strings.ToLower(host)
-	if host == "localhost" {
-		host = "127.0.0.1"
-	}
-	if ip, err := netip.ParseAddr(host); err == nil {
-		host = ip.Unmap().String()
-	}
-	return net.JoinHostPort(host, strconv.Itoa(n)), true
 }
 
 func (v *validator) siteDNS(path, sp string, s Site, group *DNS) {

@@ -167,12 +167,16 @@ func (r Report) Counts() map[MemberState]int {
 // 127.0.0.1, IP addresses in canonical form, the port as a number. Aliases
 // (a DNS name and its IP) do not match.
 func SameServer(a, b string) bool {
-	ka, oka := serverKey(a)
-	kb, okb := serverKey(b)
+	ka, oka := ServerKey(a)
+	kb, okb := ServerKey(b)
 	return oka && okb && ka == kb
 }
 
-func serverKey(addr string) (string, bool) {
+// ServerKey is the server a host:port address names, for comparing
+// addresses (SameServer, and configs' one-server-per-site rule): the host
+// in lower case, localhost as 127.0.0.1, an IP address in its canonical
+// form, the port as a number; false when addr is not host:port.
+func ServerKey(addr string) (string, bool) {
 	host, port, err := net.SplitHostPort(addr)
 	n, perr := strconv.Atoi(port)
 	if err != nil || perr != nil || host == "" {
