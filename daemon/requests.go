@@ -61,33 +61,32 @@ func (d *Daemon) Switchover(ctx context.Context, group, target string, opt api.S
 // ForceMembers implements api.Control: a human's recovery of a Group
 // Replication group that lost its majority (grForceMembers).
 func (d *Daemon) ForceMembers(ctx context.Context, group, site, confirm string, by api.Actor) error {
-	g, err := d.commandGroup(group)
-	if err != nil {
-		return err
-	}
-	if !g.hasSite(site) {
-		return fmt.Errorf("%w: group %s has no site %s", api.ErrNotFound, group, site)
-	}
-	if g.gr == nil {
-		return fmt.Errorf("%w: group %s is no replication: group group: force-members is for a Group Replication group that lost its majority", ErrRefused, group)
-	}
-	return g.submit(ctx, request{kind: kindForceMembers, target: site, token: confirm, by: by.String()})
+	return d.grRecovery(ctx, request{kind: kindForceMembers, target: site, token: confirm, by: by.String()}, group,
+		"force-members is for a Group Replication group that lost its majority")
 }
 
 // BootstrapGroup implements api.Control: a human's re-bootstrap of a Group
 // Replication group after a total outage (grBootstrap).
 func (d *Daemon) BootstrapGroup(ctx context.Context, group, site, confirm string, by api.Actor) error {
+	return d.grRecovery(ctx, request{kind: kindBootstrapGroup, target: site, token: confirm, by: by.String()}, group,
+		"bootstrap-group re-forms a Group Replication group after a total outage")
+}
+
+// grRecovery submits a human's Group Replication recovery request to
+// group, refusing an unknown site and a group that is not replication:
+// group (what names the command's purpose).
+func (d *Daemon) grRecovery(ctx context.Context, req request, group, what string) error {
 	g, err := d.commandGroup(group)
 	if err != nil {
 		return err
 	}
-	if !g.hasSite(site) {
-		return fmt.Errorf("%w: group %s has no site %s", api.ErrNotFound, group, site)
+	if !g.hasSite(req.target) {
+		return fmt.Errorf("%w: group %s has no site %s", api.ErrNotFound, group, req.target)
 	}
 	if g.gr == nil {
-		return fmt.Errorf("%w: group %s is no replication: group group: bootstrap-group re-forms a Group Replication group after a total outage", ErrRefused, group)
+		return fmt.Errorf("%w: group %s is no replication: group group: %s", ErrRefused, group, what)
 	}
-	return g.submit(ctx, request{kind: kindBootstrapGroup, target: site, token: confirm, by: by.String()})
+	return g.submit(ctx, req)
 }
 
 // Acknowledge implements api.Control.
