@@ -73,6 +73,11 @@ type Policy struct {
 	// The daemon derives it from its probing: a few times RecoveryThreshold
 	// poll intervals plus a probe timeout.
 	PromotionSettle time.Duration
+	// ExitWindow is how long after a mysqld exit its sidecar reported the
+	// report may shorten detection (statemachine.PrimaryExited); 0 never.
+	// The daemon sets the failure window (FailureThreshold poll
+	// intervals): past it the probes alone decide as they always did.
+	ExitWindow time.Duration
 }
 
 // DefaultPolicy returns the defaults of the configuration: sidecar fencing
