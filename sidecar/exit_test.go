@@ -17,14 +17,15 @@ import (
 // fakeWatcher is a ProcessWatcher a test drives: run and exit call the
 // sidecar's callbacks as the real watcher would.
 type fakeWatcher struct {
-	mu              sync.Mutex
-	running, exited func(Process)
-	started         chan struct{}
+	mu      sync.Mutex
+	running func(Process)
+	exited  func(Process, bool)
+	started chan struct{}
 }
 
 func newFakeWatcher() *fakeWatcher { return &fakeWatcher{started: make(chan struct{})} }
 
-func (w *fakeWatcher) Watch(ctx context.Context, running, exited func(Process)) {
+func (w *fakeWatcher) Watch(ctx context.Context, running func(Process), exited func(Process, bool)) {
 	w.mu.Lock()
 	w.running, w.exited = running, exited
 	w.mu.Unlock()
@@ -45,7 +46,7 @@ func (w *fakeWatcher) exit(p Process) {
 	w.mu.Lock()
 	f := w.exited
 	w.mu.Unlock()
-	f(p)
+	f(p, false)
 }
 
 // TestMysqldExitIsReportedAtOnce: when the watched mysqld exits, a report
@@ -100,10 +101,10 @@ func TestMysqldExitClearedOnceMysqldRunsAgain(t *testing.T) {
 	h := newHarness(t, nil)
 	p := Process{PID: 10, StartTicks: 1}
 	h.s.processRunning(p)
-	h.s.processExited(p)
+	h.s.processExited(p, false)
 	at := h.s.exit.at
 	h.clock.Advance(time.Millisecond)
-	h.s.processExited(p) // told again: keeps its first instant
+	h.s.processExited(p, false) // told again: keeps its first instant
 	if h.s.exit == nil || !h.s.exit.at.Equal(at) {
 		t.Fatalf("the same exit told again moved: %+v", h.s.exit)
 	}
@@ -117,7 +118,7 @@ func TestMysqldExitClearedOnceMysqldRunsAgain(t *testing.T) {
 	}
 
 	// A status read that began before the exit proves nothing about after.
-	h.s.processExited(Process{PID: 11, StartTicks: 3})
+	h.s.processExited(Process{PID: 11, StartTicks: 3}, false)
 	h.mysql.set(func(f *fakeMySQL) {
 		f.onStatus = func() { h.clock.Advance(time.Millisecond) }
 	})
@@ -159,7 +160,10 @@ func TestPIDFileWatcherSeesTheExitAtOnce(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		w.Watch(ctx, func(p Process) { events <- "running"; procs <- p }, func(p Process) { events <- "exited"; procs <- p })
+		w.Watch(ctx, func(p Process) { events <- "running"; procs <- p }, func(p Process, clean bool) {
+			events <- map[bool]string{false: "exited", true: "stopped"}[clean]
+			procs <- p
+		})
 	}()
 	t.Cleanup(func() { cancel(); <-done })
 	next := func(want string) Process {
@@ -199,8 +203,38 @@ func TestPIDFileWatcherSeesTheExitAtOnce(t *testing.T) {
 	if err := os.WriteFile(pidFile, []byte(strconv.Itoa(cmd2.Process.Pid)+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if p2 := next("running"); p2.PID != cmd2.Process.Pid {
+	p2 := next("running")
+	if p2.PID != cmd2.Process.Pid {
 		t.Fatalf("running %+v, want the new pid %d", p2, cmd2.Process.Pid)
+	}
+	// A clean shutdown: mysqld removes its pid file, then exits.
+	if err := os.Remove(pidFile); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd2.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	if x := next("stopped"); x != p2 {
+		t.Fatalf("stopped %+v, want %+v", x, p2)
+	}
+}
+
+// TestCleanShutdownIsNotReportedAsAnExit: a mysqld that removed its pid
+// file (a clean shutdown: a restart by hand, a planned stop) is judged by
+// the daemon's probes as without a watcher; only a crash or a kill is
+// reported.
+func TestCleanShutdownIsNotReportedAsAnExit(t *testing.T) {
+	h := newHarness(t, nil)
+	p := Process{PID: 10, StartTicks: 1}
+	h.s.processRunning(p)
+	h.s.processExited(p, true)
+	if r := h.s.Report(); r.MySQLdExit != nil {
+		t.Fatalf("a clean shutdown is reported as an exit: %+v", r.MySQLdExit)
+	}
+	select {
+	case <-h.s.push:
+		t.Fatal("a clean shutdown asked for a round at once")
+	default:
 	}
 }
 

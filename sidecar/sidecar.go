@@ -289,8 +289,14 @@ func (s *Sidecar) processRunning(p Process) {
 
 // processExited is the watcher's: p exited. The report saying so leaves
 // at once (a round now), and every report says it until a mysqld is seen
-// again.
-func (s *Sidecar) processExited(p Process) {
+// again. A clean shutdown is not reported: a planned stop (a restart by
+// hand, a configuration change) is judged by the daemon's probes over the
+// failure window, as without a watcher.
+func (s *Sidecar) processExited(p Process, clean bool) {
+	if clean {
+		s.log.Info("sidecar.mysqld_stopped", "pid", p.PID, "start_ticks", p.StartTicks, "why", "clean shutdown (pid file removed): not reported as an exit")
+		return
+	}
 	now := s.clock.Now()
 	s.mu.Lock()
 	// The same exit seen again keeps its first instant.

@@ -26,8 +26,10 @@ type ProcessWatcher interface {
 	// Watch runs until ctx ends. It calls running with each mysqld process
 	// it starts watching and exited once that process has exited, then
 	// looks for the next one. It never reports a process it did not see
-	// running: an exit is only ever one it witnessed.
-	Watch(ctx context.Context, running, exited func(Process))
+	// running: an exit is only ever one it witnessed. clean says the exit
+	// was a shutdown mysqld carried out itself (it removed its pid file),
+	// not a crash or a kill.
+	Watch(ctx context.Context, running func(Process), exited func(p Process, clean bool))
 }
 
 // PIDFileWatcher is the ProcessWatcher of the mysqld named by a pid file
@@ -48,7 +50,7 @@ type PIDFileWatcher struct {
 }
 
 // Watch implements ProcessWatcher.
-func (w *PIDFileWatcher) Watch(ctx context.Context, running, exited func(Process)) {
+func (w *PIDFileWatcher) Watch(ctx context.Context, running func(Process), exited func(p Process, clean bool)) {
 	var last Process
 	for ctx.Err() == nil {
 		p, fd, err := w.open()
@@ -75,8 +77,17 @@ func (w *PIDFileWatcher) Watch(ctx context.Context, running, exited func(Process
 			return // ctx ended: stopping is no exit
 		}
 		last = p
-		exited(p)
+		// mysqld removes its pid file on a clean shutdown, before it exits;
+		// a crash, a SIGKILL or the OOM killer leaves it naming the pid.
+		// Read at once: a supervisor may soon remove or rewrite it.
+		exited(p, !w.names(p.PID))
 	}
+}
+
+// names reports whether the pid file still names pid.
+func (w *PIDFileWatcher) names(pid int) bool {
+	got, err := (&PIDFileKiller{Path: w.Path}).pid()
+	return err == nil && got == pid
 }
 
 var errSameProcess = errors.New("the pid file names the process that exited")
