@@ -114,6 +114,9 @@ type server struct {
 	dr    bool // dr-only role
 
 	up       bool // mysqld runs
+	// incarnation counts mysqld's starts: with the site's index it is the
+	// process identity a sidecar's exit report names.
+	incarnation uint64
 	hostDown bool // with !up: the host is gone (probes time out, not refused)
 	hung     bool // runs but answers nothing and does nothing
 	readOnly bool
