@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"maps"
 	"net/http"
 	"slices"
 	"sync"
@@ -12,6 +13,8 @@ import (
 
 	"github.com/failoverd/failoverd/configs"
 	"github.com/failoverd/failoverd/gtid"
+	"github.com/failoverd/failoverd/mysqlctl"
+	"github.com/failoverd/failoverd/poller"
 	"github.com/failoverd/failoverd/sitepair"
 	"github.com/failoverd/failoverd/statemachine"
 	"github.com/failoverd/failoverd/view"
@@ -173,5 +176,66 @@ func TestSidecarExitReportShortensDetectionOnlyForItsSite(t *testing.T) {
 	}
 	if w := policyOf(cfg).ExitWindow; w != time.Second {
 		t.Errorf("ExitWindow = %v, want failureThreshold × pollInterval = 1s", w)
+	}
+}
+
+// exitProber answers every probe as a read-only server.
+type exitProber struct{}
+
+func (exitProber) Status(context.Context) (mysqlctl.Status, error) {
+	return mysqlctl.Status{ReadOnly: true}, nil
+}
+
+// TestExitNotificationProbesTheOthersAndWakesTheLoop: the poller-backed
+// Observations answer a sidecar's exit report with an early probe of every
+// other site (the corroboration, read now) and a wake-up of the loop, never
+// with an early probe of the exited site (its failure window is the
+// PrimaryExited guards' to shorten, not the probes').
+func TestExitNotificationProbesTheOthersAndWakesTheLoop(t *testing.T) {
+	p, err := poller.New(poller.Config{Group: "g", PollInterval: time.Hour, ProbeTimeout: time.Minute, FailureThreshold: 2,
+		Sites:  []poller.Site{{Name: "a", Addr: "a:3306"}, {Name: "b", Addr: "b:3306"}, {Name: "c", Addr: "c:3306"}},
+		Dial:   func(context.Context, poller.Site) (poller.Prober, error) { return exitProber{}, nil },
+		Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	probes := map[string]int{}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = p.Run(ctx, func(o poller.Observation) { mu.Lock(); probes[o.Site]++; mu.Unlock() })
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	count := func() map[string]int { mu.Lock(); defer mu.Unlock(); return maps.Clone(probes) }
+	// The hour-long interval spreads the first ticks over it: kick every
+	// site once so each has probed, then the exit report.
+	time.Sleep(50 * time.Millisecond)
+	p.Kick()
+	deadline := time.Now().Add(10 * time.Second)
+	for c := count(); c["a"] < 1 || c["b"] < 1 || c["c"] < 1; c = count() {
+		if time.Now().After(deadline) {
+			t.Fatalf("probes after a kick: %v", c)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	before := count()
+	pl := &polled{poller: p, wake: make(chan struct{}, 1)}
+	pl.MysqldExited("a")
+	select {
+	case <-pl.Woken():
+	default:
+		t.Fatal("the loop was not woken")
+	}
+	for c := count(); c["b"] <= before["b"] || c["c"] <= before["c"]; c = count() {
+		if time.Now().After(deadline) {
+			t.Fatalf("probes after the exit report: %v (before %v): the other sites were not probed", c, before)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	time.Sleep(50 * time.Millisecond)
+	if c := count(); c["a"] != before["a"] {
+		t.Fatalf("site a probed early on its own exit report: %v (before %v)", c, before)
 	}
 }

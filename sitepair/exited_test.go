@@ -137,3 +137,13 @@ func TestSidecarExitIsNoFenceProof(t *testing.T) {
 		t.Fatalf("decision = %s/%s proof %q (%s), want Promote on primary-down", d.Action, d.Reason, d.FenceProof, d.Message)
 	}
 }
+
+// TestNegativeExitWindowIsInvalid: a negative window is a configuration
+// bug, refused like every other negative duration.
+func TestNegativeExitWindowIsInvalid(t *testing.T) {
+	p := exitPolicy()
+	p.ExitWindow = -time.Second
+	if err := p.Validate(); err == nil {
+		t.Fatal("a negative ExitWindow validated")
+	}
+}
