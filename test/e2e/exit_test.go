@@ -65,6 +65,9 @@ func TestKillPrimaryWithSidecarsFailsOverOnTheExitReport(t *testing.T) {
 		if err := g.topo.Sites[1].Restart(ctx); err != nil {
 			t.Fatal(err)
 		}
+		// Servers start with skip_replica_start (semi-sync fencing needs
+		// it): the operator who restarted it starts its replication.
+		g.topo.Sites[1].Exec(t, "START REPLICA")
 		g.waitFor("site1 follows site0 again", 30*time.Second, func() bool { return g.follows(g.topo.Sites[1], g.topo.Sites[0]) })
 		before := len(load.Acked())
 		load.WaitForAcks(t, before+20, 20*time.Second)
