@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -100,6 +101,40 @@ func TestKillPrimaryWithSidecarsFailsOverOnTheExitReport(t *testing.T) {
 		// (primary-down) or on the sidecar's own report of the revoked epoch.
 		if s := g.stateFile(); s.LastFailover == nil || (s.LastFailover.Proof != "primary-down" && s.LastFailover.Proof != "sidecar-fenced") {
 			t.Errorf("last failover %+v, want proof primary-down or sidecar-fenced", s.LastFailover)
+		}
+	})
+}
+
+// TestCleanRestartOfThePrimaryIsNoExitReport (issue 32): a restart of the
+// primary's mysqld by hand (SIGTERM: a clean shutdown removes the pid file)
+// is not reported as an exit, so it never shortens detection: whatever the
+// daemon decides rests on its probes over the failure window, as without
+// sidecars.
+func TestCleanRestartOfThePrimaryIsNoExitReport(t *testing.T) {
+	testenv.ForEachEngine(t, func(t *testing.T, e testenv.Engine) {
+		g, load := startUnderLoad(t, groupOptions{engine: e, fencing: "sidecar", sidecars: true}, true)
+		defer load.Stop()
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		if err := g.topo.Sites[0].Restart(ctx); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(1500 * time.Millisecond) // a report, had one been sent, has arrived
+		if n := g.exitsLogged("site0"); n > 0 {
+			t.Errorf("the daemon logged %d exits of site0 for a clean restart", n)
+		}
+		for _, d := range g.decisionsWithDetection() {
+			if d.Detection == "PrimaryExited" {
+				t.Errorf("decision on PrimaryExited after a clean restart: %+v", d)
+			}
+		}
+		// The sidecar saw it stop (its log is read once it has exited).
+		p := g.sidecars[0]
+		_ = p.cmd.Process.Signal(syscall.SIGTERM)
+		<-p.exited
+		logs := p.logs.String()
+		if !strings.Contains(logs, `"msg":"sidecar.mysqld_stopped"`) || strings.Contains(logs, `"msg":"sidecar.mysqld_exited"`) {
+			t.Errorf("site0's sidecar did not log the clean shutdown as a stop (and no exit):\n%s", tail(logs, 20))
 		}
 	})
 }
