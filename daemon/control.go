@@ -122,8 +122,26 @@ func (g *group) takeReport(rep view.Report) (view.Signed, string, error) {
 		g.ev().Fenced(g.cfg.Name, rep.Site, "sidecar")
 	}
 	at := g.now()
-	g.sidecars.record(rep, at)
+	if g.sidecars.record(rep, at) {
+		g.mysqldExited(rep)
+	}
 	return s, g.sidecars.issue(rep.Site, rep.Boot, at), nil
+}
+
+// exitNotifier is the poller-backed Observations: on a sidecar's exit
+// report, probe every other site now and wake the loop.
+type exitNotifier interface{ MysqldExited(site string) }
+
+// mysqldExited logs a sidecar's new exit report and asks for what the
+// PrimaryExited detection needs: the replicas' fresh view of the site and
+// a decision now, not at the next tick. Whether the report counts is
+// sitepair's to decide (its guards); nothing here acts on it.
+func (g *group) mysqldExited(rep view.Report) {
+	x := rep.MySQLdExit
+	g.log.Warn("sidecar.mysqld_exited", "site", rep.Site, "pid", x.PID, "start_ticks", x.StartTicks, "ago_ms", x.AgoMs, "epoch", rep.Epoch)
+	if n, ok := g.obs.(exitNotifier); ok {
+		n.MysqldExited(rep.Site)
+	}
 }
 
 // leaderURL is the leading daemon's API URL when another daemon leads and

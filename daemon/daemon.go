@@ -329,6 +329,9 @@ func policyOf(gc configs.Group) sitepair.Policy {
 		// With AFTER_COMMIT, MySQL shows other sessions commits no replica has.
 		SemiSyncAfterSync: gc.Engine != configs.EngineMariaDB,
 		Rejoin:            sitepair.RejoinPolicy(gc.Rejoin),
+		// A sidecar's exit report shortens detection only within the
+		// failure window: past it the probes decide as they always did.
+		ExitWindow: time.Duration(gc.FailureThreshold) * gc.PollInterval,
 	}
 }
 

@@ -319,7 +319,7 @@ func (g *group) logDecision(ctx context.Context, d sitepair.Decision) {
 		level = slog.LevelWarn
 	}
 	g.log.Log(ctx, level, "decision", "action", string(d.Action), "reason", string(d.Reason),
-		"target", d.Target, "fence", d.Fence, "proof", string(d.FenceProof), "epoch", d.Epoch, "message", d.Message)
+		"target", d.Target, "fence", d.Fence, "proof", string(d.FenceProof), "epoch", d.Epoch, "detection", string(d.Detection.Code), "message", d.Message)
 	if w := d.Withheld; w != nil {
 		// What a paused group would have done: the operator's to judge.
 		g.log.Warn("pause.withheld", "action", string(w.Action), "reason", string(w.Reason), "target", w.Target,

@@ -35,6 +35,16 @@ type polled struct {
 // Kick implements kicker: probe every site now.
 func (p *polled) Kick() { p.poller.Kick() }
 
+// MysqldExited implements exitNotifier: probe the other sites now (never
+// site itself, see poller.KickOthers) and decide at once.
+func (p *polled) MysqldExited(site string) {
+	p.poller.KickOthers(site)
+	select {
+	case p.wake <- struct{}{}:
+	default: // a wake-up is already pending
+	}
+}
+
 // Woken implements waker.
 func (p *polled) Woken() <-chan struct{} { return p.wake }
 

@@ -48,8 +48,10 @@ func (s *sidecars) known(site string) bool {
 	return s.configured[site]
 }
 
-// record stores r as received at at.
-func (s *sidecars) record(r view.Report, at time.Time) {
+// record stores r as received at at. It reports whether r carries an exit
+// of mysqld that the site's previous report did not (a new exit: the loop
+// should decide, and the other sites be probed, now).
+func (s *sidecars) record(r view.Report, at time.Time) (newExit bool) {
 	o := sitepair.SidecarObservation{
 		Configured: true, LastReport: at, Epoch: r.Epoch, EpochSince: at, FencedEpoch: r.FencedEpoch, MysqldDown: r.MySQLdDown, CanKill: r.CanKill,
 	}
@@ -73,6 +75,18 @@ func (s *sidecars) record(r view.Report, at time.Time) {
 	if sameBoot {
 		o.AliveAt = prev.AliveAt
 	}
+	if x := r.MySQLdExit; x != nil && x.PID > 0 {
+		o.Exit = sitepair.MysqldExit{PID: x.PID, Start: x.StartTicks,
+			// Sent at least AgoMs after the exit, received after it was sent.
+			At: at.Add(-time.Duration(max(x.AgoMs, 0)) * time.Millisecond)}
+		// The same exit told again keeps its first bound: a later one would
+		// let a probe that reached a restarted mysqld in between pass for
+		// one before the exit.
+		if sameBoot && prev.Exit.PID == x.PID && prev.Exit.Start == x.StartTicks && prev.Exit.At.Before(o.Exit.At) {
+			o.Exit.At = prev.Exit.At
+		}
+		newExit = !sameBoot || prev.Exit.PID != x.PID || prev.Exit.Start != x.StartTicks
+	}
 	if r.Boot != "" {
 		for _, t := range s.tokens[r.Site] {
 			if t.id == r.Echo && t.boot == r.Boot && t.at.After(o.AliveAt) {
@@ -82,6 +96,7 @@ func (s *sidecars) record(r view.Report, at time.Time) {
 	}
 	s.boots[r.Site] = r.Boot
 	s.latest[r.Site] = o
+	return newExit
 }
 
 // issue returns a new receipt for site's report of boot received at at.

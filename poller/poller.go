@@ -294,6 +294,25 @@ func (p *Poller) Kick() {
 	}
 }
 
+// KickOthers is Kick for every site but skip: the daemon calls it when
+// skip's sidecar reports its mysqld exited, so the replicas' view of it (the
+// corroboration) is read now. skip itself is not probed early: a second
+// failure sooner than the failure window allows would detect it on the
+// probes' count, with no guard of the exit report's (sitepair) applied.
+func (p *Poller) KickOthers(skip string) {
+	p.kickMu.Lock()
+	defer p.kickMu.Unlock()
+	for i, k := range p.kicks {
+		if i >= len(p.cfg.Sites) || p.cfg.Sites[i].Name == skip {
+			continue
+		}
+		select {
+		case k <- struct{}{}:
+		default: // a kick is already pending
+		}
+	}
+}
+
 // probeResult is what the probe goroutine hands back.
 type probeResult struct {
 	st      mysqlctl.Status

@@ -632,6 +632,34 @@ func TestKick(t *testing.T) {
 	})
 }
 
+// TestKickOthersSparesTheNamedSite: a sidecar's exit report asks for fresh
+// probes of the other sites (the corroboration) but never an early probe of
+// the exited site itself: a second failure sooner than the failure window
+// would detect it on the probes' count, with no guard of the report's.
+func TestKickOthersSparesTheNamedSite(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a, b := newFakeServer(primaryStatus()), newFakeServer(primaryStatus())
+		p, err := New(testConfig(fakeNet{"a": a, "b": b}, Site{Name: "a", Addr: "h:1"}, Site{Name: "b", Addr: "h:2"}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec := &recorder{}
+		start := time.Now()
+		stop := running(t, p, rec)
+		time.Sleep(1200 * time.Millisecond) // a: probes at 0 and 1s; b: at 0.5s
+		p.KickOthers("a")
+		synctest.Wait()
+		time.Sleep(100 * time.Millisecond)
+		stop()
+		if got, want := rec.startedAt("a", start), []time.Duration{0, time.Second}; fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("site a probed at %v, want %v (no early probe of the spared site)", got, want)
+		}
+		if got, want := rec.startedAt("b", start), []time.Duration{500 * time.Millisecond, 1200 * time.Millisecond}; fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("site b probed at %v, want %v (kicked at 1.2s)", got, want)
+		}
+	})
+}
+
 func TestTestGroupStartsOnStepZero(t *testing.T) {
 	if off := firstTick(testGroup, 0, 2, time.Second, tickGrid(time.Second)); off != 0 {
 		t.Fatalf("testConfig's group %q starts %v into the interval; the tick-timing tests assume 0: pick another name", testGroup, off)

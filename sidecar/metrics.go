@@ -46,6 +46,7 @@ type metrics struct {
 	fences   *prometheus.CounterVec
 	rejected *prometheus.CounterVec
 	unbound  *prometheus.CounterVec
+	exits    prometheus.Counter
 }
 
 // newMetrics registers the sidecar's metrics on their own registry; lease and
@@ -65,6 +66,10 @@ func newMetrics(s *Sidecar) *metrics {
 			Name: "failoverd_sidecar_unbound_answers_total",
 			Help: "Answers from the daemon or a peer not bound to their request: they never renew the lease (a newer view in them is still adopted), by cause.",
 		}, []string{"why"}),
+		exits: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "failoverd_sidecar_mysqld_exits_total",
+			Help: "Exits of the watched mysqld process the sidecar saw (its pidfd became readable) and reported to the daemon at once.",
+		}),
 	}
 	lease := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "failoverd_sidecar_lease_remaining_seconds",
@@ -74,7 +79,7 @@ func newMetrics(s *Sidecar) *metrics {
 		Name: "failoverd_sidecar_view_epoch",
 		Help: "Epoch of the newest trusted view (0 without one).",
 	}, func() float64 { return float64(s.epoch()) })
-	m.reg.MustRegister(m.fences, m.rejected, m.unbound, lease, epoch)
+	m.reg.MustRegister(m.fences, m.rejected, m.unbound, m.exits, lease, epoch)
 	// Zero series for every label value, so alerts see them before the first event.
 	for _, r := range fenceReasons {
 		m.fences.WithLabelValues(r)

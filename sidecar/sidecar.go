@@ -25,6 +25,10 @@ type Options struct {
 	// Killer SIGKILLs a mysqld that cannot be fenced; nil never kills (no
 	// --mysqld-pid-file).
 	Killer Killer
+	// Watcher tells the sidecar the instant its mysqld exits (a
+	// PIDFileWatcher on --mysqld-pid-file); the next report, sent at once,
+	// says so. Nil watches nothing.
+	Watcher ProcessWatcher
 	// Daemon defaults to HTTP POSTs to Config.DaemonURLs.
 	Daemon DaemonClient
 	// Peers defaults to HTTP GETs to each Config.Peers URL.
@@ -54,6 +58,7 @@ type Sidecar struct {
 	cfg          Config
 	mysql        MySQL
 	killer       Killer
+	watcher      ProcessWatcher
 	daemon       DaemonClient
 	peers        PeerClient
 	clock        Clock
@@ -63,6 +68,7 @@ type Sidecar struct {
 	m            *metrics
 	fenceTimeout time.Duration
 	kick         chan struct{} // wakes the guard; buffered 1, sends never block
+	push         chan struct{} // starts a round now (an exit to report); buffered 1
 
 	// roundOnly: touched by the round goroutine only.
 	daemonDown bool
@@ -92,6 +98,9 @@ type Sidecar struct {
 	// boot identifies this process's run; echo is the daemon's last token
 	// (see view.Report.Boot, view.Report.Echo).
 	boot, echo string
+	// exit is the last exit of the watched mysqld, until a process (or a
+	// status read begun after it) shows a mysqld again; nil otherwise.
+	exit *exitSeen
 	// lastFenceErr / downLogged keep repeated failures from flooding the log.
 	lastFenceErr string
 	downLogged   bool
@@ -110,6 +119,12 @@ type localState struct {
 	// its own.
 	at      time.Time
 	replica *replicaState
+}
+
+// exitSeen is one exit of the watched mysqld, at on the sidecar's clock.
+type exitSeen struct {
+	proc Process
+	at   time.Time
 }
 
 // replicaState is the local replication channel as last read.
@@ -169,6 +184,7 @@ func New(cfg Config, opts Options) (*Sidecar, error) {
 		cfg:          cfg,
 		mysql:        opts.MySQL,
 		killer:       opts.Killer,
+		watcher:      opts.Watcher,
 		daemon:       opts.Daemon,
 		peers:        opts.Peers,
 		clock:        opts.Clock,
@@ -177,6 +193,7 @@ func New(cfg Config, opts Options) (*Sidecar, error) {
 		serverTLS:    opts.ServerTLS,
 		fenceTimeout: cfg.fenceTimeout(),
 		kick:         make(chan struct{}, 1),
+		push:         make(chan struct{}, 1),
 		// A (re)started sidecar holds no lease: it cannot know when its
 		// previous run last renewed, and granting a fresh one could outlast
 		// the daemon's revokedAt + leaseTimeout bound.
@@ -216,8 +233,12 @@ func (s *Sidecar) Run(ctx context.Context) error {
 	})
 	wg.Go(func() { s.rounds(ctx) })
 	wg.Go(func() { s.guard(ctx) })
+	if s.watcher != nil {
+		wg.Go(func() { s.watcher.Watch(ctx, s.processRunning, s.processExited) })
+	}
 	s.log.Info("sidecar.started", "listen", ln.Addr().String(), "lease_timeout", s.cfg.LeaseTimeout,
 		"check_interval", s.cfg.CheckInterval, "fence_timeout", s.fenceTimeout, "peers", len(s.cfg.Peers), "can_kill", s.killer != nil,
+		"watches_mysqld", s.watcher != nil,
 		"tls", s.serverTLS != nil)
 	<-ctx.Done()
 	sctx, scancel := context.WithTimeout(context.Background(), 2*time.Second)
@@ -234,7 +255,7 @@ func (s *Sidecar) Run(ctx context.Context) error {
 }
 
 // rounds runs a round at once and then, after each one ends, waits
-// nextRound before the next.
+// nextRound before the next, or less when an exit is to be reported.
 func (s *Sidecar) rounds(ctx context.Context) {
 	for {
 		adopted := s.round(ctx)
@@ -244,7 +265,50 @@ func (s *Sidecar) rounds(ctx context.Context) {
 			t.Stop()
 			return
 		case <-t.C():
+		case <-s.push:
+			// mysqld just exited: the daemon learns it now, not at the
+			// next round (issue 32: detection without the failure window).
+			t.Stop()
 		}
+	}
+}
+
+// processRunning is the watcher's: p is the mysqld now watched. A new
+// process ends what an earlier exit said (mysqld runs again).
+func (s *Sidecar) processRunning(p Process) {
+	s.mu.Lock()
+	was := s.exit
+	if was != nil && was.proc != p {
+		s.exit = nil
+	}
+	s.mu.Unlock()
+	if was != nil && was.proc != p {
+		s.log.Info("sidecar.mysqld_running", "pid", p.PID, "start_ticks", p.StartTicks, "exited_pid", was.proc.PID)
+	}
+}
+
+// processExited is the watcher's: p exited. The report saying so leaves
+// at once (a round now), and every report says it until a mysqld is seen
+// again. A clean shutdown is not reported: a planned stop (a restart by
+// hand, a configuration change) is judged by the daemon's probes over the
+// failure window, as without a watcher.
+func (s *Sidecar) processExited(p Process, clean bool) {
+	if clean {
+		s.log.Info("sidecar.mysqld_stopped", "pid", p.PID, "start_ticks", p.StartTicks, "why", "clean shutdown (pid file removed): not reported as an exit")
+		return
+	}
+	now := s.clock.Now()
+	s.mu.Lock()
+	// The same exit seen again keeps its first instant.
+	if s.exit == nil || s.exit.proc != p {
+		s.exit = &exitSeen{proc: p, at: now}
+	}
+	s.mu.Unlock()
+	s.m.exits.Inc()
+	s.log.Error("sidecar.mysqld_exited", "pid", p.PID, "start_ticks", p.StartTicks)
+	select {
+	case s.push <- struct{}{}:
+	default: // a round is already asked for
 	}
 }
 
@@ -505,6 +569,11 @@ func (s *Sidecar) readLocal(ctx context.Context) {
 		return
 	}
 	s.downLogged = false
+	// A status read begun after the exit answered: a mysqld runs again
+	// (one the watcher has not found yet, or one it cannot see).
+	if s.exit != nil && start.After(s.exit.at) {
+		s.exit = nil
+	}
 	s.local = localState{up: true, writable: !st.Fenced(), executed: st.ExecutedRaw, at: s.clock.Now()}
 	if rep := st.Replica; rep != nil {
 		// Yes only: a Connecting IO thread is not receiving anything.
@@ -855,6 +924,9 @@ func (s *Sidecar) Report() view.Report {
 	}
 	for site, sv := range s.served {
 		r.Peers[site] = view.PeerServed{ServedEpoch: sv.epoch, ServedAgoMs: now.Sub(sv.at).Milliseconds()}
+	}
+	if x := s.exit; x != nil {
+		r.MySQLdExit = &view.MySQLdExit{PID: x.proc.PID, StartTicks: x.proc.StartTicks, AgoMs: max(now.Sub(x.at).Milliseconds(), 0)}
 	}
 	return r
 }

@@ -33,3 +33,12 @@ func (s *Sidecar) concurrently(f func()) {
 	}
 	go f()
 }
+
+// MysqldRunning and MysqldExited tell a sidecar driven by Step what a
+// ProcessWatcher tells Run's (the simulation's model mysqld has no pidfd):
+// p now runs, or p exited (clean: a shutdown that removed its pid file).
+// The exit is in the next Step's report.
+func (s *Sidecar) MysqldRunning(p Process) { s.processRunning(p) }
+
+// MysqldExited: see MysqldRunning.
+func (s *Sidecar) MysqldExited(p Process, clean bool) { s.processExited(p, clean) }

@@ -37,6 +37,8 @@ func decide(obs Observed, st Persisted, pol Policy, now time.Time) Decision {
 		return v.splitBrain()
 	case statemachine.Undetermined:
 		return v.decision(ReasonWaitingForProbes, "no debounced state yet for %s", strings.Join(v.inState(statemachine.Unknown), ", "))
+	case statemachine.PrimaryExited:
+		return v.failover()
 	case statemachine.PrimaryDebouncing:
 		return v.decision(ReasonPrimaryDebouncing, "primary %s is failing probes but has not reached the failure threshold", v.det.Primary)
 	case statemachine.UnreachablePrimary:
@@ -91,6 +93,7 @@ func prepare(obs Observed, st Persisted, pol Policy, now time.Time) (*view, Deci
 			ReplicationBroken: s.ReplicationBroken, IOStopped: s.IOStopped,
 			LastStreamingAt: s.LastStreamingAt,
 			Maintenance:     v.maintenance(s.Name),
+			Exited:          v.exited(s),
 		}
 		if s.Name == st.ActiveSite {
 			in.PrimaryLastSeen = s.LastReachableAt
@@ -99,6 +102,35 @@ func prepare(obs Observed, st Persisted, pol Policy, now time.Time) (*view, Deci
 	v.in = in
 	v.det = statemachine.Detect(in)
 	return v, Decision{}, true
+}
+
+// exited reports whether s's own sidecar's exit report may shorten the
+// detection of s's outage (statemachine.PrimaryExited): every guard below
+// keeps a report that says nothing about the mysqld running now from
+// failing a site over before its failure window.
+func (v *view) exited(s SiteObservation) bool {
+	sc, x := s.Sidecar, s.Sidecar.Exit
+	switch {
+	case v.pol.ExitWindow <= 0 || !sc.Configured || x.At.IsZero():
+		return false
+	case v.st.InFlight != nil || s.Name != v.st.ActiveSite || v.st.Epoch == 0:
+		// Only the recorded primary's exit, outside a failover (in flight,
+		// the proofs decide; none of them reads it).
+		return false
+	case sc.Epoch != v.st.Epoch:
+		// A sidecar holding another epoch (a restarted one without a view,
+		// a stale report) does not speak for the current primary.
+		return false
+	case !s.LastReachableAt.IsZero() && !s.LastReachableAt.Before(x.At):
+		// A probe reached the site at or after the exit: a mysqld answered
+		// there since (restarted by hand or by its supervisor).
+		return false
+	case v.now.Before(x.At) || v.now.Sub(x.At) > v.pol.ExitWindow:
+		// Past the failure window the probes decide as they always did; a
+		// report from the future is a clock gone backwards.
+		return false
+	}
+	return true
 }
 
 // validate rejects inputs the rules cannot reason about.

@@ -8,7 +8,8 @@ import (
 	"github.com/failoverd/failoverd/statemachine"
 )
 
-// failover handles a corroborated PrimaryDown: anti-flap checks, candidate
+// failover handles a corroborated PrimaryDown (or PrimaryExited, the same
+// outage seen at once by the primary's sidecar): anti-flap checks, candidate
 // choice, then phase 1.
 func (v *view) failover() Decision {
 	st, pol, now := v.st, v.pol, v.now
@@ -66,7 +67,12 @@ func (v *view) corroboration() string {
 	if v.pol.Detection == statemachine.DaemonOnly {
 		return "daemon-only detection"
 	}
-	return "corroborated by " + strings.Join(v.det.Lost, ", ")
+	c := "corroborated by " + strings.Join(v.det.Lost, ", ")
+	if v.det.Code == statemachine.PrimaryExited {
+		x := v.sites[v.index(v.st.ActiveSite)].Sidecar.Exit
+		c = fmt.Sprintf("its sidecar saw mysqld pid %d exit, %s; detection %s", x.PID, c, v.det.Code)
+	}
+	return c
 }
 
 // from0 is the in-flight failover's old primary.

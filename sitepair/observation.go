@@ -159,6 +159,23 @@ type SidecarObservation struct {
 	// Served is, per peer site, the last view this sidecar served that
 	// peer: until then the peer could renew its lease through it.
 	Served map[string]Served
+	// Exit is the mysqld exit its latest report carried (zero when none):
+	// the process it watched exited and it has seen no new one since.
+	Exit MysqldExit
+}
+
+// MysqldExit is a mysqld process exit a sidecar saw (a pidfd of the process
+// named by its pid file became readable).
+type MysqldExit struct {
+	// PID and Start (the process's start time in clock ticks after boot,
+	// /proc/PID/stat) identify the process that exited.
+	PID   int
+	Start uint64
+	// At bounds the exit on the daemon's clock from above: the receipt of
+	// the first report naming this exit, minus the age it stated (the
+	// exit happened at least that long before the report was sent, which
+	// is before it arrived). Zero: no exit reported.
+	At time.Time
 }
 
 // Served is the last view a sidecar served one peer.

@@ -73,6 +73,11 @@ type Policy struct {
 	// The daemon derives it from its probing: a few times RecoveryThreshold
 	// poll intervals plus a probe timeout.
 	PromotionSettle time.Duration
+	// ExitWindow is how long after a mysqld exit its sidecar reported the
+	// report may shorten detection (statemachine.PrimaryExited); 0 never.
+	// The daemon sets the failure window (FailureThreshold poll
+	// intervals): past it the probes alone decide as they always did.
+	ExitWindow time.Duration
 }
 
 // DefaultPolicy returns the defaults of the configuration: sidecar fencing
@@ -108,7 +113,7 @@ func (p Policy) Validate() error {
 	if p.Fencing.UsesSidecar() && p.LeaseTimeout <= 0 {
 		return fmt.Errorf("lease timeout %v must be positive with sidecar fencing: %w", p.LeaseTimeout, ErrInvalidPolicy)
 	}
-	if p.LeaseTimeout < 0 || p.FailoverCooldown < 0 || p.EscalationWindow < 0 || p.MaxLag < 0 || p.SilenceAfter < 0 || p.CorroborationWindow < 0 || p.PromotionSettle < 0 ||
+	if p.LeaseTimeout < 0 || p.FailoverCooldown < 0 || p.EscalationWindow < 0 || p.MaxLag < 0 || p.SilenceAfter < 0 || p.CorroborationWindow < 0 || p.PromotionSettle < 0 || p.ExitWindow < 0 ||
 		p.ApplierStallAfter < 0 || p.AckStallAfter < 0 {
 		return fmt.Errorf("durations must not be negative: %w", ErrInvalidPolicy)
 	}

@@ -43,7 +43,7 @@ func DecideSwitchoverWith(obs Observed, st Persisted, pol Policy, target string,
 	}
 	switch v.det.Code {
 	case statemachine.Healthy, statemachine.ReplicaUnreachable, statemachine.ReplicationBroken,
-		statemachine.ReplicaNotFollowingPrimary, statemachine.PrimaryDebouncing,
+		statemachine.ReplicaNotFollowingPrimary, statemachine.PrimaryDebouncing, statemachine.PrimaryExited,
 		statemachine.PrimaryDown, statemachine.PrimaryDownUncorroborated, statemachine.UnreachablePrimary:
 	default:
 		return v.decision(ReasonSwitchoverGroupState, "group state %s has no single recorded primary to switch from", v.det.Code)

@@ -73,6 +73,11 @@ type SiteInput struct {
 	// replica problem; it still counts for split brain, total loss and
 	// undetermined states (it may be writable).
 	Maintenance bool
+	// Exited: the site's own sidecar reported, in a signed report the caller
+	// checked (the current epoch, received after the daemon last reached
+	// the site and recently: sitepair's exit guards), that the mysqld
+	// process it watched exited. Only the PrimaryExited row reads it.
+	Exited bool
 }
 
 // Streaming reports whether the replica is still receiving from its source:
@@ -234,6 +239,31 @@ func (in GroupInput) primaryUnreachable() bool {
 	return ok && p.State == Unreachable && in.count(Writable) == 0
 }
 
+// primaryExited is the PrimaryExited row: a crash the primary's host saw
+// at once, corroborated, without waiting for FailureThreshold probes.
+func (in GroupInput) primaryExited() bool {
+	p, ok := in.Site(in.Primary)
+	// Only a primary whose latest probe failed (Writable with a failure
+	// streak): a probe that reached it since is a mysqld running again,
+	// and one past the threshold is the PrimaryDown rows' to judge.
+	if !ok || !p.Exited || p.State != Writable || !p.Debouncing || p.Maintenance {
+		return false
+	}
+	// Daemon-only detection has no witnesses: the shortcut would rest on
+	// the sidecar's word alone.
+	if !in.corroborated() {
+		return false
+	}
+	// Another writable site is a split brain, never a crash to fail over.
+	if w, only := in.soleWritable(); !only || w != p.Name {
+		return false
+	}
+	// The replicas' own view: one still streaming from it means something
+	// there still serves (a report about another process, a wrong pid file).
+	lost, streaming := in.witnessCounts()
+	return lost > 0 && streaming == 0
+}
+
 func (in GroupInput) corroborated() bool { return in.Detection != DaemonOnly }
 
 // soleWritable returns the only writable site, if exactly one is.
@@ -285,6 +315,11 @@ const (
 	SplitBrain Code = "SplitBrain"
 	// Undetermined: some site has no debounced state yet.
 	Undetermined Code = "Undetermined"
+	// PrimaryExited: the writable primary is failing probes below the
+	// failure threshold, its own sidecar saw its mysqld process exit, and
+	// (corroborated) every witness lost it: down without waiting for the
+	// threshold.
+	PrimaryExited Code = "PrimaryExited"
 	// PrimaryDebouncing: the writable primary is failing probes below the
 	// failure threshold.
 	PrimaryDebouncing Code = "PrimaryDebouncing"
@@ -332,6 +367,8 @@ var table = []Row{
 		func(in GroupInput) bool { return in.count(Writable) > 1 }},
 	{Undetermined, 30, "some site has no debounced state yet (or there are no sites)",
 		func(in GroupInput) bool { return len(in.Sites) == 0 || in.count(Unknown) > 0 }},
+	{PrimaryExited, 35, "the writable primary is failing probes below the threshold, its own sidecar saw its mysqld exit, and every reachable replica following it lost it",
+		func(in GroupInput) bool { return in.primaryExited() }},
 	{PrimaryDebouncing, 40, "the writable primary is failing probes but has not reached the failure threshold",
 		func(in GroupInput) bool {
 			p, ok := in.Site(in.EffectivePrimary())

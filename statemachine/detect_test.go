@@ -24,6 +24,7 @@ func silent(p string) opt {
 
 func broken(s *SiteInput)     { s.ReplicationBroken = true }
 func debouncing(s *SiteInput) { s.Debouncing = true }
+func exited(s *SiteInput)     { s.Exited = true }
 
 func site(name string, st State, opts ...opt) SiteInput {
 	s := SiteInput{Name: name, State: st}
@@ -43,6 +44,7 @@ var canonical = map[Code]GroupInput{
 	TotalLoss:                  group("a", site("a", Unreachable), site("b", Unreachable), site("c", Unreachable)),
 	SplitBrain:                 group("a", site("a", Writable), site("b", Writable), site("c", ReadOnly, follows("a"))),
 	Undetermined:               group("a", site("a", Writable), site("b", Unknown)),
+	PrimaryExited:              group("a", site("a", Writable, debouncing, exited), site("b", ReadOnly, lostIO("a")), site("c", ReadOnly, silent("a"))),
 	PrimaryDebouncing:          group("a", site("a", Writable, debouncing), site("b", ReadOnly, follows("a"))),
 	UnreachablePrimary:         group("a", site("a", Unreachable), site("b", ReadOnly, follows("a")), site("c", ReadOnly, lostIO("a"))),
 	PrimaryDownUncorroborated:  group("a", site("a", Unreachable), site("b", ReadOnly), site("c", Unreachable)),
@@ -115,6 +117,8 @@ func TestDetectPriorityOrder(t *testing.T) {
 		{"split brain beats undetermined", group("a", site("a", Writable), site("b", Writable), site("c", Unknown)), SplitBrain, Undetermined},
 		{"undetermined beats primary debouncing", group("a", site("a", Writable, debouncing), site("b", Unknown)), Undetermined, PrimaryDebouncing},
 		{"undetermined beats no primary", group("a", site("a", ReadOnly), site("b", Unknown)), Undetermined, NoPrimary},
+		{"undetermined beats primary exited", group("a", site("a", Writable, debouncing, exited), site("b", ReadOnly, lostIO("a")), site("c", Unknown)), Undetermined, PrimaryExited},
+		{"primary exited beats replica not following", canonical[PrimaryExited], PrimaryExited, ReplicaNotFollowingPrimary},
 		{"primary debouncing beats replica unreachable", group("a", site("a", Writable, debouncing), site("b", Unreachable)), PrimaryDebouncing, ReplicaUnreachable},
 		{"unreachable primary beats no primary", group("a", site("a", Unreachable), site("b", ReadOnly, follows("a"))), UnreachablePrimary, NoPrimary},
 		{"uncorroborated beats no primary", group("a", site("a", Unreachable), site("b", ReadOnly, follows("c")), site("c", ReadOnly)), PrimaryDownUncorroborated, NoPrimary},
@@ -164,6 +168,47 @@ func TestDetectCorroboration(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := Detect(tc.in); got.Code != tc.want {
 				t.Errorf("Detect = %s (matched %v, lost %v, streaming %v), want %s", got.Code, got.Matched, got.Lost, got.Streaming, tc.want)
+			}
+		})
+	}
+}
+
+// TestPrimaryExitedNeedsEveryGuard: a sidecar's word that mysqld exited
+// shortens detection only for the recorded primary whose latest probe
+// failed below the threshold, under corroborated detection, with every
+// witness lost and no other writable site; otherwise detection is exactly
+// what it was without the report.
+func TestPrimaryExitedNeedsEveryGuard(t *testing.T) {
+	witnesses := []SiteInput{site("b", ReadOnly, lostIO("a")), site("c", ReadOnly, silent("a"))}
+	with := func(primary SiteInput, others ...SiteInput) GroupInput {
+		return group("a", append([]SiteInput{primary}, others...)...)
+	}
+	tests := []struct {
+		name string
+		in   GroupInput
+		want Code
+	}{
+		{"exit seen, probe failing, replicas lost: down at once", with(site("a", Writable, debouncing, exited), witnesses...), PrimaryExited},
+		// Without the report, a failing primary is debounced as before.
+		{"no exit report", with(site("a", Writable, debouncing), witnesses...), PrimaryDebouncing},
+		// A probe reached it since: a mysqld answers (restarted), no failure streak.
+		{"latest probe succeeded", with(site("a", Writable, exited), witnesses...), ReplicaNotFollowingPrimary},
+		// Past the threshold the existing rows decide, report or not.
+		{"primary already unreachable", with(site("a", Unreachable, exited), witnesses...), PrimaryDown},
+		{"a witness still streams", with(site("a", Writable, debouncing, exited), site("b", ReadOnly, lostIO("a")), site("c", ReadOnly, follows("a"))), PrimaryDebouncing},
+		{"no witness at all", with(site("a", Writable, debouncing, exited), site("b", ReadOnly)), PrimaryDebouncing},
+		{"a witness's IO thread stopped is no witness", with(site("a", Writable, debouncing, exited), site("b", ReadOnly, lostIO("a"), func(s *SiteInput) { s.IOStopped = true })), PrimaryDebouncing},
+		// The report belongs to another site than the recorded primary.
+		{"exit of a replica, not the primary", with(site("a", Writable, debouncing), site("b", ReadOnly, lostIO("a"), exited), site("c", ReadOnly, silent("a"))), PrimaryDebouncing},
+		{"primary under maintenance", with(site("a", Writable, debouncing, exited, func(s *SiteInput) { s.Maintenance = true }), witnesses...), PrimaryDebouncing},
+		{"daemon-only detection", GroupInput{Primary: "a", Detection: DaemonOnly, Sites: append([]SiteInput{site("a", Writable, debouncing, exited)}, witnesses...)}, PrimaryDebouncing},
+		{"another writable site", with(site("a", Writable, debouncing, exited), site("b", Writable), site("c", ReadOnly, lostIO("a"))), SplitBrain},
+		{"writable site is not the recorded primary", group("b", site("a", Writable, debouncing, exited), site("b", Unreachable), site("c", ReadOnly, lostIO("a"))), PrimaryDebouncing},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := Detect(tc.in); got.Code != tc.want {
+				t.Errorf("Detect = %s (matched %v), want %s", got.Code, got.Matched, tc.want)
 			}
 		})
 	}

@@ -53,6 +53,12 @@ type Report struct {
 	CanKill bool `json:"canKill"`
 	// LeaseRemainingMs is L - now; negative once the lease expired.
 	LeaseRemainingMs int64 `json:"leaseRemainingMs"`
+	// MySQLdExit, when set, says the mysqld process this sidecar watched
+	// (through its pid file) exited and it has seen no mysqld process since
+	// (neither a new one in the pid file nor a status read that succeeded
+	// after the exit). Omitted otherwise, so a report without an exit reads
+	// as before to a daemon of an older version.
+	MySQLdExit *MySQLdExit `json:"mysqldExit,omitempty"`
 	// Peers describes, per peer site, the last time this sidecar served it a
 	// view on /peer/active-site?from=PEER; peers never served are omitted.
 	Peers map[string]PeerServed `json:"peers"`
@@ -66,4 +72,16 @@ type PeerServed struct {
 	// takes (its receipt time - ServedAgoMs) as an upper bound of the last
 	// time the peer could have renewed its lease through this sidecar.
 	ServedAgoMs int64 `json:"servedAgoMs"`
+}
+
+// MySQLdExit identifies a mysqld process that exited.
+type MySQLdExit struct {
+	// PID and StartTicks (field 22 of /proc/PID/stat: the start time in
+	// clock ticks after boot) identify the process: a pid alone is reused.
+	PID        int    `json:"pid"`
+	StartTicks uint64 `json:"startTicks"`
+	// AgoMs is how long before the report the sidecar saw it exit (its own
+	// monotonic clock). The daemon takes (receipt - AgoMs) as an upper
+	// bound of the exit on its clock.
+	AgoMs int64 `json:"agoMs"`
 }

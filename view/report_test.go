@@ -23,13 +23,14 @@ func TestReportWireFormat(t *testing.T) {
 	if string(b) != want {
 		t.Errorf("report encodes as\n%s\nwant\n%s", b, want)
 	}
-	full := Report{Nonce: "n", Boot: "b", Echo: "e", MySQLdDown: true}
+	full := Report{Nonce: "n", Boot: "b", Echo: "e", MySQLdDown: true, MySQLdExit: &MySQLdExit{PID: 42, StartTicks: 9, AgoMs: 3}}
 	b, err = json.Marshal(full)
 	if err != nil {
 		t.Fatal(err)
 	}
 	const wantOptional = `{"group":"","site":"","nonce":"n","boot":"b","echo":"e","epoch":0,"mysqldUp":false,"mysqldDown":true,` +
-		`"writable":false,"fenced":false,"fencedEpoch":0,"executed":"","canKill":false,"leaseRemainingMs":0,"peers":null}`
+		`"writable":false,"fenced":false,"fencedEpoch":0,"executed":"","canKill":false,"leaseRemainingMs":0,` +
+		`"mysqldExit":{"pid":42,"startTicks":9,"agoMs":3},"peers":null}`
 	if string(b) != wantOptional {
 		t.Errorf("report with its optional fields encodes as\n%s\nwant\n%s", b, wantOptional)
 	}

@@ -119,6 +119,9 @@ replication runs.`,
 			opts := sidecar.Options{MySQL: local, Logger: log, HTTPClient: hc, PeerHTTPClient: peerClient, ServerTLS: serverTLS}
 			if f := c.v.GetString("mysqld-pid-file"); f != "" {
 				opts.Killer = &sidecar.PIDFileKiller{Path: f}
+				// Its exit is reported the instant it happens (the daemon
+				// may then fail over without waiting for its failure window).
+				opts.Watcher = &sidecar.PIDFileWatcher{Path: f}
 			}
 			s, err := sidecar.New(scfg, opts)
 			if err != nil {
@@ -137,7 +140,7 @@ replication runs.`,
 	f.String("group", "", "name of the group the site belongs to")
 	f.String("site", "", "name of the site this sidecar guards")
 	f.StringArray("daemon-url", nil, "base URL of a daemon replica, e.g. http://failoverd:8080 (repeat for every replica; only the leader answers)")
-	f.String("mysqld-pid-file", "", "mysqld's pid file: SIGKILL a mysqld that cannot be fenced within the fence timeout (optional)")
+	f.String("mysqld-pid-file", "", "mysqld's pid file: SIGKILL a mysqld that cannot be fenced within the fence timeout, and report its exit to the daemon at once (optional)")
 	f.String("listen", "", "host:port the sidecar listens on (default: the site's sidecar.address from the configuration)")
 	f.String("daemon-ca-file", "", "CA that signed the daemon's certificate, for https:// --daemon-url (daemon.tls)")
 	f.String("daemon-cert-file", "", "client certificate for the daemon, when daemon.tls.clientCAFile is set")

@@ -113,10 +113,13 @@ type server struct {
 	index int
 	dr    bool // dr-only role
 
-	up       bool // mysqld runs
-	hostDown bool // with !up: the host is gone (probes time out, not refused)
-	hung     bool // runs but answers nothing and does nothing
-	readOnly bool
+	up bool // mysqld runs
+	// incarnation counts mysqld's starts: with the site's index it is the
+	// process identity a sidecar's exit report names.
+	incarnation uint64
+	hostDown    bool // with !up: the host is gone (probes time out, not refused)
+	hung        bool // runs but answers nothing and does nothing
+	readOnly    bool
 	// semiSource is the semi-sync source side (rpl_semi_sync_source_enabled):
 	// on at start and after a restart, on every site (the my.cnf guides
 	// often advise, issue 26 hole 9), else as the daemon last set it (off

@@ -76,7 +76,34 @@ func (sc *sidecars) start(s *server) *sidecar.Sidecar {
 	if err != nil {
 		panic(fmt.Sprintf("sim: sidecar of %s: %v", s.name, err))
 	}
+	// Its watcher finds the mysqld running now (a hung one runs too); a
+	// mysqld down at its start is never seen, so its exit is never told.
+	if s.up && !sc.w.setup.BlindSidecars {
+		p.MysqldRunning(process(s))
+	}
 	return p
+}
+
+// process is the model mysqld's identity as a sidecar's watcher sees it.
+func process(s *server) sidecar.Process {
+	return sidecar.Process{PID: 1000 + s.index, StartTicks: s.incarnation}
+}
+
+// exited tells s's running sidecar, if it can see mysqld, that its mysqld
+// crashed or was killed (the pidfd of the real watcher); a host going down
+// takes the sidecar with it.
+func (sc *sidecars) exited(s *server, host bool) {
+	if p := sc.procs[s.index]; p != nil && !host && !sc.w.setup.BlindSidecars {
+		sc.w.tracef("sidecar of %s sees its mysqld exit", s.name)
+		p.MysqldExited(process(s), false)
+	}
+}
+
+// running tells s's running sidecar that a new mysqld process runs.
+func (sc *sidecars) running(s *server) {
+	if p := sc.procs[s.index]; p != nil && !sc.w.setup.BlindSidecars {
+		p.MysqldRunning(process(s))
+	}
 }
 
 // enforce runs every sidecar's guard at this instant: a lease that ends

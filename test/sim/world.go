@@ -324,8 +324,12 @@ func (w *world) at(step int, fn func()) { w.heals = append(w.heals, heal{step: s
 
 func (w *world) kill(s *server, host bool) {
 	w.downCount[s.index]++
+	wasUp := s.up
 	s.up, s.hostDown = false, host
 	s.dropSessions()
+	if w.sc != nil && wasUp {
+		w.sc.exited(s, host)
+	}
 }
 
 func (w *world) restart(s *server) {
@@ -339,6 +343,10 @@ func (w *world) restart(s *server) {
 	// reconnect to a lost primary by itself.
 	s.up, s.hostDown, s.readOnly, s.semiSource = true, false, true, true
 	s.ioRunning = s.source != "" && !w.setup.SemiSyncFencing
+	s.incarnation++
+	if w.sc != nil {
+		w.sc.running(s)
+	}
 }
 
 func (w *world) inject(f Fault) {
