@@ -257,11 +257,19 @@ func TestReplicaIOThreadSQL(t *testing.T) {
 		{name: "mariadb stop", flavor: mariadb, run: stopIO,
 			setup: func(db *fakeDB) { db.on("SHOW ALL SLAVES STATUS", mariaRunning) },
 			want:  []string{"SHOW ALL SLAVES STATUS", "SELECT ID AS id FROM information_schema.PROCESSLIST WHERE COMMAND = 'Slave_IO'", "STOP SLAVE IO_THREAD"}},
-		{name: "mariadb stop kills the receiver first (STOP waits seconds for one blocked on a hung source)", flavor: mariadb, run: stopIO,
+		{name: "mariadb stop kills the receiver first (STOP waits seconds for one blocked on a hung source), then STOPs once it is gone", flavor: mariadb, run: stopIO,
+			setup: func(db *fakeDB) {
+				db.on("SHOW ALL SLAVES STATUS", mariaRunning).on("SELECT ID AS id FROM information_schema.PROCESSLIST", table("id").row("42").ok(), table("id").ok())
+			},
+			want: []string{"SHOW ALL SLAVES STATUS", "SELECT ID AS id FROM information_schema.PROCESSLIST WHERE COMMAND = 'Slave_IO'", "KILL CONNECTION 42",
+				"SELECT ID AS id FROM information_schema.PROCESSLIST WHERE COMMAND = 'Slave_IO'", "STOP SLAVE IO_THREAD"}},
+		{name: "mariadb stop waits at most killSettle for a killed receiver that stays, then STOPs", flavor: mariadb, run: stopIO,
 			setup: func(db *fakeDB) {
 				db.on("SHOW ALL SLAVES STATUS", mariaRunning).on("SELECT ID AS id FROM information_schema.PROCESSLIST", table("id").row("42").ok())
 			},
-			want: []string{"SHOW ALL SLAVES STATUS", "SELECT ID AS id FROM information_schema.PROCESSLIST WHERE COMMAND = 'Slave_IO'", "KILL CONNECTION 42", "STOP SLAVE IO_THREAD"}},
+			want: slices.Concat([]string{"SHOW ALL SLAVES STATUS", "SELECT ID AS id FROM information_schema.PROCESSLIST WHERE COMMAND = 'Slave_IO'", "KILL CONNECTION 42"},
+				slices.Repeat([]string{"SELECT ID AS id FROM information_schema.PROCESSLIST WHERE COMMAND = 'Slave_IO'"}, int(killSettle/killPoll)),
+				[]string{"STOP SLAVE IO_THREAD"})},
 		{name: "mariadb stop starts a stopped applier while the IO thread runs", flavor: mariadb, run: stopIO,
 			setup: func(db *fakeDB) { db.on("SHOW ALL SLAVES STATUS", mariaReplica("Yes", "No", "0-1-17", "0", "")) },
 			want:  []string{"SHOW ALL SLAVES STATUS", "START SLAVE SQL_THREAD", "SELECT ID AS id FROM information_schema.PROCESSLIST WHERE COMMAND = 'Slave_IO'", "STOP SLAVE IO_THREAD"}},
