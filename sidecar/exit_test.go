@@ -92,6 +92,39 @@ func TestMysqldExitIsReportedAtOnce(t *testing.T) {
 	}
 }
 
+// TestRoundsAreUrgentRightAfterAnExit: once the watched mysqld exited, the
+// rounds run at the urgent interval (the daemon revokes on the exit report
+// and this sidecar's next report, at the revoked epoch with mysqld down, is
+// the promotion's proof), for 3 checkIntervals; an exit that old, or none,
+// leaves the rounds at checkInterval (issue 32).
+func TestRoundsAreUrgentRightAfterAnExit(t *testing.T) {
+	const check = time.Second
+	h := newHarness(t, func(c *Config, _ *Options) { c.CheckInterval = check })
+	h.s.mu.Lock()
+	h.s.v = &view.Signed{View: view.View{Group: "orders", Epoch: 1, ActiveSite: "east"}}
+	h.s.mu.Unlock()
+	if d := h.s.nextRound(false); d != check {
+		t.Fatalf("no exit: next round in %s, want %s", d, check)
+	}
+	p := Process{PID: 10, StartTicks: 1}
+	h.s.processRunning(p)
+	h.s.processExited(p, false)
+	if d := h.s.nextRound(false); d != urgentRound {
+		t.Fatalf("right after the exit: next round in %s, want %s", d, urgentRound)
+	}
+	h.clock.Advance(3*check - time.Millisecond)
+	if d := h.s.nextRound(false); d != urgentRound {
+		t.Fatalf("just inside the urgent window: next round in %s, want %s", d, urgentRound)
+	}
+	h.clock.Advance(time.Millisecond)
+	if d := h.s.nextRound(false); d != check {
+		t.Fatalf("3 checkIntervals after the exit: next round in %s, want %s", d, check)
+	}
+	if d := h.s.nextRound(true); d != 0 {
+		t.Fatalf("after adopting a newer epoch: next round in %s, want at once", d)
+	}
+}
+
 // TestMysqldExitClearedOnceMysqldRunsAgain: a new mysqld process (the
 // watcher found one) or a status read begun after the exit that succeeds
 // ends the exit report: a restarted mysqld must never be failed over on its

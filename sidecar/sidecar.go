@@ -77,8 +77,10 @@ type Sidecar struct {
 	stepped bool
 
 	mu sync.Mutex
-	// v is the newest trusted view (nil until the first one).
-	v *view.Signed
+	// v is the newest trusted view (nil until the first one), its epoch
+	// adopted at vAt.
+	v   *view.Signed
+	vAt time.Time
 	// lease is L: the site may stay writable until then (monotonic).
 	lease time.Time
 	// expiryHandled is the lease deadline whose expiry the guard last
@@ -245,6 +247,7 @@ func (s *Sidecar) Run(ctx context.Context) error {
 	defer scancel()
 	_ = srv.Shutdown(sctx) // best effort: the process is stopping
 	wg.Wait()
+	s.lateContacts.Wait() // a round's late peer answers log: none after Run returns
 	s.log.Info("sidecar.stopped")
 	select {
 	case err := <-errc:
@@ -259,7 +262,14 @@ func (s *Sidecar) Run(ctx context.Context) error {
 func (s *Sidecar) rounds(ctx context.Context) {
 	for {
 		adopted := s.round(ctx)
-		t := s.clock.NewTimer(s.nextRound(adopted))
+		d := s.nextRound(adopted)
+		if d == 0 {
+			if ctx.Err() != nil {
+				return
+			}
+			continue
+		}
+		t := s.clock.NewTimer(d)
 		select {
 		case <-ctx.Done():
 			t.Stop()
@@ -321,17 +331,40 @@ func (c Config) fastRound() time.Duration {
 	return min(c.CheckInterval, max(c.CheckInterval/5, minFastRound))
 }
 
-// nextRound is how long to wait after a round: the fast interval while the
-// newest view names no site (a failover revoked the primary and the daemon
-// waits, at most 3 x checkInterval, for the target's sidecar to report the
-// next epoch before making the target writable) and right after a round
-// that adopted a view (so the next report tells the daemon at once);
-// checkInterval otherwise.
+// urgentRound is the round interval in the first moments of a failover,
+// when the daemon's next step waits on this sidecar's next report: a
+// revoking view just adopted (the old primary's sidecar's report of its
+// fence is the promotion's proof; the target's report of the next epoch
+// lets it be made writable) or the local mysqld just exited (the revoke
+// that follows the exit report is fetched at once). Never slower than the
+// fast interval.
+const urgentRound = 20 * time.Millisecond
+
+// urgentWindow bounds the urgent rounds: 3 x checkInterval after the
+// revoking view's adoption or the exit, as long as the daemon waits for
+// the target's sidecar to catch up; a failover blocked for longer (waiting
+// for a human, a lease) gets fast rounds, not a report every 20 ms.
+func (c Config) urgentWindow() time.Duration { return 3 * c.CheckInterval }
+
+// nextRound is how long to wait after a round: none after a round that
+// adopted a newer epoch (the next report tells the daemon now that this
+// sidecar holds it, and what the guard did about it); the urgent interval
+// in the urgent window (see urgentRound); the fast interval while the
+// newest view names no site (a failover revoked the primary and waits for
+// a proof or the target's sidecar); checkInterval otherwise.
 func (s *Sidecar) nextRound(adopted bool) time.Duration {
+	now := s.clock.Now()
 	s.mu.Lock()
 	revoked := s.v != nil && s.v.View.ActiveSite == ""
+	urgent := (revoked && now.Sub(s.vAt) < s.cfg.urgentWindow()) ||
+		(s.exit != nil && now.Sub(s.exit.at) < s.cfg.urgentWindow())
 	s.mu.Unlock()
-	if revoked || adopted {
+	switch {
+	case adopted:
+		return 0
+	case urgent:
+		return min(urgentRound, s.cfg.fastRound())
+	case revoked:
 		return s.cfg.fastRound()
 	}
 	return s.cfg.CheckInterval
@@ -490,6 +523,7 @@ func (s *Sidecar) consider(sv view.Signed, asked time.Time, fresh bool, src sour
 			prev = cur.View.Epoch
 		}
 		s.holdLocked(sv, v, src)
+		s.vAt = s.clock.Now()
 		adopted = true
 		s.log.Info("sidecar.view_adopted", "epoch", v.Epoch, "active_site", v.ActiveSite, "from", src.String(), "previous_epoch", prev)
 	case v.Epoch < cur.View.Epoch:
