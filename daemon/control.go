@@ -122,11 +122,20 @@ func (g *group) takeReport(rep view.Report) (view.Signed, string, error) {
 		g.ev().Fenced(g.cfg.Name, rep.Site, "sidecar")
 	}
 	at := g.now()
-	if g.sidecars.record(rep, at) {
+	switch newExit, changed := g.sidecars.record(rep, at); {
+	case newExit:
 		g.mysqldExited(rep)
+	case changed:
+		if w, ok := g.obs.(reportWaker); ok {
+			w.SidecarChanged()
+		}
 	}
 	return s, g.sidecars.issue(rep.Site, rep.Boot, at), nil
 }
+
+// reportWaker is the poller-backed Observations: a sidecar's report
+// changed what the decisions read of it; decide now (probe nothing).
+type reportWaker interface{ SidecarChanged() }
 
 // exitNotifier is the poller-backed Observations: on a sidecar's exit
 // report, probe every other site now and wake the loop.

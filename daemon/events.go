@@ -120,7 +120,10 @@ func (g *group) ev() Events {
 
 // phase reports one promotion phase that began at start.
 func (g *group) phase(name string, start time.Time) {
-	g.ev().PhaseDone(g.cfg.Name, name, g.now().Sub(start))
+	took := g.now().Sub(start)
+	g.ev().PhaseDone(g.cfg.Name, name, took)
+	// Where a failover's time went, beside what clients saw (issue 32).
+	g.log.Info("failover.phase", "phase", name, "ms", float64(took.Microseconds())/1000)
 }
 
 // promotionStarted reports the wait for a fence proof: from the revoke to
@@ -130,7 +133,7 @@ func (g *group) promotionStarted() {
 	f := g.rec.InFlight
 	g.mu.Unlock()
 	if f != nil && !f.RevokedAt.IsZero() {
-		g.ev().PhaseDone(g.cfg.Name, "proof", g.now().Sub(f.RevokedAt))
+		g.phase("proof", f.RevokedAt)
 	}
 }
 

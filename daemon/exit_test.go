@@ -239,3 +239,68 @@ func TestExitNotificationProbesTheOthersAndWakesTheLoop(t *testing.T) {
 		t.Fatalf("site a probed early on its own exit report: %v (before %v)", c, before)
 	}
 }
+
+// wakeObs is exitObs that also counts SidecarChanged wake-ups.
+type wakeObs struct {
+	exitObs
+	woken int
+}
+
+func (o *wakeObs) SidecarChanged() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.woken++
+}
+
+func (o *wakeObs) wakes() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.woken
+}
+
+// TestSidecarReportThatChangesItsFenceWakesTheLoop (issue 32): a report that
+// changes what a decision reads of the sidecar (its epoch, its fence,
+// mysqld down, a new boot) wakes the loop at once: the old primary's
+// sidecar's report at the revoked epoch is a promotion's proof, the
+// target's report of the new epoch lets it be made writable, and neither
+// should wait for the next tick. The same report again wakes nothing (a
+// renewal every round must not spin the loop).
+func TestSidecarReportThatChangesItsFenceWakesTheLoop(t *testing.T) {
+	now := t0.Add(time.Hour)
+	d, g, srv := reportDaemon(t, now)
+	obs := &wakeObs{}
+	g.obs, g.log = obs, slog.New(slog.DiscardHandler)
+	d.lead.begin(context.Background(), t0, nil)
+	key := []byte("secret")
+	post := func(r view.Report) {
+		t.Helper()
+		r.Group, r.Site = "g", "a"
+		body, _ := json.Marshal(r)
+		if code, resp := postReport(t, srv.URL, body, view.SignBytes(body, key)); code != http.StatusOK {
+			t.Fatalf("report %+v: %d %s", r, code, resp)
+		}
+	}
+	steps := []struct {
+		what string
+		r    view.Report
+		wake bool
+	}{
+		{"the first report of a boot", view.Report{Boot: "b1", Epoch: 7, MySQLdUp: true}, true},
+		{"the same again (a renewal)", view.Report{Boot: "b1", Epoch: 7, MySQLdUp: true}, false},
+		{"the revoked epoch adopted", view.Report{Boot: "b1", Epoch: 8, MySQLdUp: true}, true},
+		{"fenced at the revoked epoch", view.Report{Boot: "b1", Epoch: 8, FencedEpoch: 8}, true},
+		{"fenced again", view.Report{Boot: "b1", Epoch: 8, FencedEpoch: 8}, false},
+		{"mysqld down", view.Report{Boot: "b1", Epoch: 8, FencedEpoch: 8, MySQLdDown: true}, true},
+		{"a new boot", view.Report{Boot: "b2", Epoch: 8, FencedEpoch: 8, MySQLdDown: true}, true},
+	}
+	for _, s := range steps {
+		before := obs.wakes()
+		post(s.r)
+		if woke := obs.wakes() > before; woke != s.wake {
+			t.Errorf("%s: woke %v, want %v", s.what, woke, s.wake)
+		}
+	}
+	if len(obs.notified()) != 0 {
+		t.Errorf("reports without an exit notified exits: %v", obs.notified())
+	}
+}

@@ -50,8 +50,11 @@ func (s *sidecars) known(site string) bool {
 
 // record stores r as received at at. It reports whether r carries an exit
 // of mysqld that the site's previous report did not (a new exit: the loop
-// should decide, and the other sites be probed, now).
-func (s *sidecars) record(r view.Report, at time.Time) (newExit bool) {
+// should decide, and the other sites be probed, now), and whether r changed
+// what a decision reads of the sidecar (its epoch, its fence, mysqld down,
+// a new boot: a failover waiting for a proof or for the target's sidecar
+// should decide now, not at its next tick).
+func (s *sidecars) record(r view.Report, at time.Time) (newExit, changed bool) {
 	o := sitepair.SidecarObservation{
 		Configured: true, LastReport: at, Epoch: r.Epoch, EpochSince: at, FencedEpoch: r.FencedEpoch, MysqldDown: r.MySQLdDown, CanKill: r.CanKill,
 	}
@@ -94,9 +97,10 @@ func (s *sidecars) record(r view.Report, at time.Time) (newExit bool) {
 			}
 		}
 	}
+	changed = !sameBoot || prev.Epoch != o.Epoch || prev.FencedEpoch != o.FencedEpoch || prev.MysqldDown != o.MysqldDown
 	s.boots[r.Site] = r.Boot
 	s.latest[r.Site] = o
-	return newExit
+	return newExit, changed
 }
 
 // issue returns a new receipt for site's report of boot received at at.
