@@ -75,7 +75,7 @@ fuzz-short: ## run every fuzzer for $(FUZZTIME)
 
 BENCH_RUNS ?= 20
 BENCH_QUICK_RUNS ?= 5
-BENCH_QUICK := ^Benchmark(RTOKill9|SwitchoverUnavailability|RTOHung|RTOIsolation|RTOHungSidecar|RTOIsolationSidecar|RTOBacklog|FalseFailovers)$$
+BENCH_QUICK := ^Benchmark(RTOKill9|RTOKill9Sidecar|SwitchoverUnavailability|RTOHung|RTOIsolation|RTOHungSidecar|RTOIsolationSidecar|RTOBacklog|FalseFailovers)$$
 .PHONY: bench-quick
 bench: deps ## every benchmark, the real-server ones on both engines (BENCH_RUNS runs per figure and engine); results land in docs/benchmarks/ (results.json, README.md, failover.svg)
 	@start=$$(date +%s); rc=0; \
