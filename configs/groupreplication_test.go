@@ -22,14 +22,23 @@ func grBase() map[string]any {
 	return m
 }
 
-// The Group Replication loop computes no reader set: readers.enabled is
-// refused rather than leave a reader Service or record that never moves.
-func TestGroupReplicationRefusesReadersUntilBuilt(t *testing.T) {
+// Read routing works on a Group Replication group (the readers are the
+// group's ONLINE secondaries): readers.enabled is accepted, and the
+// readers section is still checked as for async.
+func TestGroupReplicationAcceptsReadersAndChecksThem(t *testing.T) {
 	m := grBase()
-	group(m)["readers"] = map[string]any{"enabled": true}
-	_, err := parseMap(t, m, secrets(t))
-	if paths := problemPaths(t, err); !slices.Contains(paths, "groups[0].readers.enabled") {
-		t.Fatalf("problems at %v, want groups[0].readers.enabled", paths)
+	group(m)["readers"] = map[string]any{"enabled": true, "maxLag": "5s", "includePrimary": "never"}
+	cfg, err := parseMap(t, m, secrets(t))
+	if err != nil {
+		t.Fatalf("readers on a replication: group group: %v", err)
+	}
+	if r := cfg.Groups[0].Readers; !r.Enabled || r.IncludePrimary != IncludePrimaryNever {
+		t.Fatalf("readers %+v", r)
+	}
+	group(m)["readers"] = map[string]any{"enabled": true, "includePrimary": "sometimes", "upAfter": 0}
+	_, err = parseMap(t, m, secrets(t))
+	if paths := problemPaths(t, err); !slices.Contains(paths, "groups[0].readers.includePrimary") || !slices.Contains(paths, "groups[0].readers.upAfter") {
+		t.Fatalf("problems at %v, want readers.includePrimary and readers.upAfter", paths)
 	}
 }
 

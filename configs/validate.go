@@ -600,13 +600,6 @@ func (v *validator) groupReplication(path string, g Group) {
 				"which would fight the group's own election; remove the sidecar", why)
 		}
 	}
-	// Prevents a reader set that never moves: the Group Replication loop
-	// does not compute readers (yet), so a reader Service or DNS record
-	// would keep listing whatever it listed when the group last changed.
-	if g.Readers.Enabled {
-		v.add(path+".readers.enabled", "is not supported with replication: group yet: the group's secondaries are not routed as readers by failoverd; "+
-			"remove readers (route reads to the group's secondaries by other means)")
-	}
 	if len(g.Sites) > MaxGroupReplicationMembers && v.intact(path+".sites") {
 		v.add(path+".sites", "%d sites; a Group Replication group has at most %d members", len(g.Sites), MaxGroupReplicationMembers)
 	}

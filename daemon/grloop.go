@@ -129,6 +129,8 @@ func (g *group) grRound(ctx context.Context, servingSince time.Time) {
 	g.mu.Unlock()
 	g.noteVerdict(prev, v)
 	g.carryOut(ctx, sitepair.DecideGroupReplication(v, st))
+	// After the action: the readers follow the record it left.
+	g.updateGroupReaders(v, reports)
 	g.noteRouted(ctx)
 }
 

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/failoverd/failoverd/configs"
+	"github.com/failoverd/failoverd/grview"
+	"github.com/failoverd/failoverd/gtid"
 	"github.com/failoverd/failoverd/hooks"
 	"github.com/failoverd/failoverd/kube"
 	"github.com/failoverd/failoverd/readers"
@@ -27,6 +29,28 @@ func readerPolicy(gc configs.Group) readers.Config {
 // rebuilt group or a restarted daemon starts with no readers and fills them
 // after readers.upAfter rounds (docs/routing.md, "Readers").
 func (g *group) updateReaders(o sitepair.Observed) {
+	g.refreshReaders(func(st sitepair.Persisted, pol readers.Config, prev readers.State, now time.Time) (readers.State, []readers.Event) {
+		return readers.Compute(o.Sites, st, pol, prev, now)
+	})
+}
+
+// updateGroupReaders is updateReaders for a Group Replication group: the
+// reader set from the round's verdict and each member's gtid_executed
+// (readers.ComputeGroup), fed to the same reader targets, status, health
+// checks and hooks.
+func (g *group) updateGroupReaders(v grview.Verdict, reports []grview.Report) {
+	executed := make(map[string]gtid.Set, len(reports))
+	for _, r := range reports {
+		executed[r.Site] = r.Executed
+	}
+	g.refreshReaders(func(st sitepair.Persisted, pol readers.Config, prev readers.State, now time.Time) (readers.State, []readers.Event) {
+		return readers.ComputeGroup(readers.GroupRound{Verdict: v, Executed: executed}, st, pol, prev, now)
+	})
+}
+
+// refreshReaders runs one reader round with compute, hands the set to the
+// reader targets and logs and fires each change.
+func (g *group) refreshReaders(compute func(sitepair.Persisted, readers.Config, readers.State, time.Time) (readers.State, []readers.Event)) {
 	if !g.cfg.Readers.Enabled {
 		return
 	}
@@ -43,7 +67,7 @@ func (g *group) updateReaders(o sitepair.Observed) {
 		// The set handed on next must be stamped anew, after warming up.
 		g.readerRounds, g.readerSetAt = 0, time.Time{}
 	}
-	next, more := readers.Compute(o.Sites, st, pol, prev, now)
+	next, more := compute(st, pol, prev, now)
 	g.readers = next
 	if !next.At.Equal(prev.At) {
 		g.readerRounds++

@@ -16,6 +16,10 @@
 // another source than the primary, a failover in flight, no primary) take a
 // site out at once.
 //
+// A Group Replication group (ComputeGroup) has the same hysteresis and
+// includePrimary, on what the group's quorate verdict says of each member
+// instead of replication threads.
+//
 // The state lives in memory only: a restarted or rebuilt daemon starts with
 // no readers and fills them after UpAfter rounds (a persisted set could be
 // arbitrarily stale by the time a new daemon reads it).
@@ -88,6 +92,11 @@ type State struct {
 	Sites map[string]Site
 	// At is the last counted round (zero before the first).
 	At time.Time
+
+	// applied is a Group Replication group's record of the primary's
+	// gtid_executed over the last rounds, which its members' lag is
+	// measured against (ComputeGroup; nil for an async group).
+	applied []appliedSample
 }
 
 // Readers returns the names of the eligible sites, sorted.
@@ -124,8 +133,20 @@ type verdict struct {
 // of the reader set (sorted by site, removals and additions alike).
 func Compute(sites []sitepair.SiteObservation, st sitepair.Persisted, cfg Config, prev State, now time.Time) (State, []Event) {
 	cfg = cfg.normal()
+	names := make([]string, len(sites))
+	for i, so := range sites {
+		names[i] = so.Name
+	}
+	return combine(names, st.ActiveSite, func(i int) verdict { return evaluate(sites[i], st, cfg, now) }, cfg, prev, now)
+}
+
+// combine applies one round's verdicts (eval of each site's index in
+// names) to prev's hysteresis, the primary's last and by IncludePrimary,
+// and returns the next state with the changes of the reader set. cfg is
+// normal.
+func combine(names []string, primarySite string, eval func(i int) verdict, cfg Config, prev State, now time.Time) (State, []Event) {
 	counted := prev.At.IsZero() || now.Sub(prev.At) >= cfg.Round
-	next := State{Sites: make(map[string]Site, len(sites)), At: prev.At}
+	next := State{Sites: make(map[string]Site, len(names)), At: prev.At}
 	if counted {
 		next.At = now
 	}
@@ -133,19 +154,19 @@ func Compute(sites []sitepair.SiteObservation, st sitepair.Persisted, cfg Config
 	// replicas' outcome this round.
 	primary := -1
 	anyReplica := false
-	for i, so := range sites {
-		if so.Name == st.ActiveSite {
+	for i, name := range names {
+		if name == primarySite {
 			primary = i
 			continue
 		}
-		s := step(prevSite(prev, so.Name, now, cfg), evaluate(so, st, cfg, now), counted, cfg)
+		s := step(prevSite(prev, name, now, cfg), eval(i), counted, cfg)
 		s.Eligible = s.in
 		anyReplica = anyReplica || s.Eligible
-		next.Sites[so.Name] = s
+		next.Sites[name] = s
 	}
 	if primary >= 0 {
-		so := sites[primary]
-		s := step(prevSite(prev, so.Name, now, cfg), evaluate(so, st, cfg, now), counted, cfg)
+		name := names[primary]
+		s := step(prevSite(prev, name, now, cfg), eval(primary), counted, cfg)
 		s.Eligible = s.in
 		switch {
 		case !s.in:
@@ -158,16 +179,16 @@ func Compute(sites []sitepair.SiteObservation, st sitepair.Persisted, cfg Config
 		default:
 			s.Why = "the primary (includePrimary: always)"
 		}
-		next.Sites[so.Name] = s
+		next.Sites[name] = s
 	}
 	var events []Event
-	for _, so := range sites {
-		s := next.Sites[so.Name]
-		was := prev.Sites[so.Name].Eligible
+	for _, name := range names {
+		s := next.Sites[name]
+		was := prev.Sites[name].Eligible
 		if s.Eligible != was {
 			s.Since = now
-			next.Sites[so.Name] = s
-			events = append(events, Event{Site: so.Name, Added: s.Eligible, Why: s.Why})
+			next.Sites[name] = s
+			events = append(events, Event{Site: name, Added: s.Eligible, Why: s.Why})
 		}
 	}
 	slices.SortFunc(events, func(a, b Event) int { return strings.Compare(a.Site, b.Site) })
