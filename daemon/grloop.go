@@ -24,6 +24,7 @@ import (
 	"github.com/failoverd/failoverd/configs"
 	"github.com/failoverd/failoverd/grview"
 	"github.com/failoverd/failoverd/mysqlctl"
+	"github.com/failoverd/failoverd/poller"
 	"github.com/failoverd/failoverd/sitepair"
 	"github.com/failoverd/failoverd/status"
 	"github.com/failoverd/failoverd/store"
@@ -72,8 +73,10 @@ type grMember interface {
 var _ grMember = (*mysqlctl.Instance)(nil)
 
 // grLoop is the Group Replication loop's state (guarded by group.mu), in
-// memory only: a restarted daemon starts without history, where the
-// majority's denominator is every configured member (grview.State).
+// memory but for the majority's denominator (grview.State.MaxViewSize),
+// which the group's record keeps (record.gr): a restarted daemon starts
+// without the rest of the history, but never with a smaller denominator
+// than the one it left (persistDenominator, loadDenominator).
 type grLoop struct {
 	sites []grview.Site
 	state grview.State
@@ -89,6 +92,9 @@ type grLoop struct {
 	// switching is the operator's switchover asked of the group whose
 	// election routing has not followed yet.
 	switching *grSwitch
+	// trigger is the member watch event that runs the next round (zero:
+	// the poll), until that round ends (noteWatchEvent).
+	trigger poller.WatchEvent
 }
 
 // grSwitch is a switchover asked of the group.
@@ -109,6 +115,11 @@ func newGRLoop(gc configs.Group) *grLoop {
 // cross-check, decide, carry out (only ever a new epoch naming the
 // group's primary). ctx is the leadership term's.
 func (g *group) grRound(ctx context.Context, servingSince time.Time) {
+	defer func() {
+		g.mu.Lock()
+		g.gr.trigger = poller.WatchEvent{}
+		g.mu.Unlock()
+	}()
 	g.expireModes(ctx)
 	reports, errs, settings, _ := g.readMembers(ctx)
 	now := g.now()
@@ -128,10 +139,85 @@ func (g *group) grRound(ctx context.Context, servingSince time.Time) {
 	}
 	g.mu.Unlock()
 	g.noteVerdict(prev, v)
+	g.persistDenominator(ctx)
 	g.carryOut(ctx, sitepair.DecideGroupReplication(v, st))
 	// After the action: the readers follow the record it left.
 	g.updateGroupReaders(v, reports)
 	g.noteRouted(ctx)
+}
+
+// persistDenominator saves the majority's denominator into the group's
+// record when the verdict grew it past the recorded one (or none is
+// recorded yet), before the round's decision is carried out: a restarted
+// daemon must never take a majority of fewer members than this one did,
+// or a member left alone in a small view (its peers expelled, a second
+// group) could win with the configured members' count. A failed save is
+// retried by the next round (the record still holds the smaller one).
+func (g *group) persistDenominator(ctx context.Context) {
+	// An observing group writes nothing to the store: its denominator
+	// stays in memory.
+	if g.observing() {
+		return
+	}
+	g.mu.Lock()
+	n := g.gr.state.MaxViewSize
+	next := g.rec
+	grow := n > 0 && (next.gr == nil || n > next.gr.maxViewSize)
+	g.mu.Unlock()
+	if !grow {
+		return
+	}
+	was := -1
+	if next.gr != nil {
+		was = next.gr.maxViewSize
+	}
+	next.gr = &grRecord{maxViewSize: n}
+	if err := g.persist(ctx, next); err != nil {
+		g.log.Warn("group.denominator_persist_failed", "denominator", n, "err", err)
+		return
+	}
+	g.log.Info("group.denominator_persisted", "denominator", n, "previous", was)
+}
+
+// loadDenominator takes the denominator from the record just loaded: the
+// record is the authority once it holds one (a human's force-members or
+// bootstrap-group, run on whichever daemon led, lowered it there); without
+// one (an older record, never saved) the loop keeps its own, which is 0,
+// the configured members, in a daemon that just started.
+func (g *group) loadDenominator(r record) {
+	if g.gr == nil || r.gr == nil {
+		return
+	}
+	g.gr.state.MaxViewSize = r.gr.maxViewSize
+}
+
+// noteWatchEvent makes ev, what a member's watch session saw (a new view,
+// an election in the same view, a broken session), the trigger of the
+// round that runs next, and logs it; events already queued behind it are
+// logged and served by the same round.
+func (g *group) noteWatchEvent(ev poller.WatchEvent, more <-chan poller.WatchEvent) {
+	for {
+		g.log.Info("group.watch_event", "site", ev.Site, "trigger", ev.Trigger, "detail", ev.Detail)
+		g.mu.Lock()
+		if g.gr != nil && g.gr.trigger.Trigger == "" {
+			g.gr.trigger = ev
+		}
+		g.mu.Unlock()
+		select {
+		case ev = <-more:
+		default:
+			return
+		}
+	}
+}
+
+// triggerArgs are the log arguments naming what ran the round (l.trigger):
+// a member's watch event, or the poll.
+func (l *grLoop) triggerArgs() []any {
+	if l.trigger.Trigger == "" {
+		return []any{"trigger", "poll"}
+	}
+	return []any{"trigger", l.trigger.Trigger, "trigger_site", l.trigger.Site}
 }
 
 // readMembers reads every configured member's report at once, each
@@ -196,6 +282,9 @@ func (g *group) noteVerdict(prev, v grview.Verdict) {
 	}
 	args := []any{"verdict", string(v.Reason), "view", v.ViewID, "view_size", v.ViewSize, "denominator", v.Denominator,
 		"primary", v.PrimarySite, "primary_uuid", v.Primary.ID, "agreeing", v.Agreeing(), "previous", string(prev.Reason)}
+	g.mu.Lock()
+	args = append(args, g.gr.triggerArgs()...)
+	g.mu.Unlock()
 	if v.Quorate {
 		g.log.Info("group.verdict", args...)
 	} else {
@@ -229,7 +318,7 @@ func (g *group) followGroup(ctx context.Context, d sitepair.Decision) error {
 		next.failovers = store.AppendFailover(next.failovers, store.FailoverRecord{ID: fmt.Sprintf("%s-%d", g.cfg.Name, next.Epoch), Kind: kind,
 			From: d.From, To: d.Target, Epoch: next.Epoch, Reason: string(d.Reason), By: by, Outcome: store.OutcomeCompleted, EndedAt: now, Timeline: steps})
 	}
-	seen := l.verdictAt
+	seen, trigger := l.verdictAt, l.triggerArgs()
 	g.mu.Unlock()
 	if err := g.persist(ctx, next); err != nil {
 		return err
@@ -244,8 +333,8 @@ func (g *group) followGroup(ctx context.Context, d sitepair.Decision) error {
 	}
 	l.lostAt = time.Time{}
 	g.mu.Unlock()
-	g.log.Warn("group.primary_followed", "kind", kind, "from", d.From, "to", d.Target, "epoch", next.Epoch, "by", by,
-		"seen_to_published_seconds", now.Sub(seen).Seconds())
+	g.log.Warn("group.primary_followed", append([]any{"kind", kind, "from", d.From, "to", d.Target, "epoch", next.Epoch, "by", by,
+		"seen_to_published_seconds", now.Sub(seen).Seconds()}, trigger...)...)
 	if d.Reason == sitepair.ReasonGroupPrimaryElected {
 		g.ev().GroupPrimaryFollowed(g.cfg.Name, kind, now.Sub(seen))
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/failoverd/failoverd/configs"
 	"github.com/failoverd/failoverd/gtid"
+	"github.com/failoverd/failoverd/poller"
 	"github.com/failoverd/failoverd/readers"
 	"github.com/failoverd/failoverd/sitepair"
 	"github.com/failoverd/failoverd/status"
@@ -133,6 +134,14 @@ type kicker interface{ Kick() }
 // waker signals when a new observation arrived (the poller-backed Observations).
 type waker interface{ Woken() <-chan struct{} }
 
+// watchEventer delivers what the watch sessions of a replication: group
+// group's members saw: a new view, an election in the same view, a broken
+// session (the poller-backed Observations; a nil channel for an async
+// group).
+type watchEventer interface {
+	WatchEvents() <-chan poller.WatchEvent
+}
+
 func flavorOf(engine string) gtid.Flavor {
 	if engine == configs.EngineMariaDB {
 		return gtid.MariaDB
@@ -146,12 +155,24 @@ func (g *group) run(ctx context.Context, lead func() (context.Context, time.Time
 	// Decide a few times per poll interval so a decision follows the probe
 	// that enables it closely; actions stay paced by the probes themselves
 	// (the barrier), so this never acts more often than sites are observed.
-	tick := time.NewTicker(max(g.cfg.PollInterval/4, 50*time.Millisecond))
-	defer tick.Stop()
+	every := g.cfg.PollInterval / 4
 	var woken <-chan struct{}
 	if w, ok := g.obs.(waker); ok {
 		woken = w.Woken()
 	}
+	var events <-chan poller.WatchEvent
+	if g.gr != nil {
+		// A Group Replication group's round reads the members itself, on
+		// their watch sessions' events (a new view, a broken session), and
+		// once a poll interval as the backstop; the probes' observations
+		// are not its input, so they do not wake it.
+		every, woken = g.cfg.PollInterval, nil
+		if w, ok := g.obs.(watchEventer); ok {
+			events = w.WatchEvents()
+		}
+	}
+	tick := time.NewTicker(max(every, 50*time.Millisecond))
+	defer tick.Stop()
 	for {
 		select {
 		case <-ctx.Done():
@@ -179,6 +200,8 @@ func (g *group) run(ctx context.Context, lead func() (context.Context, time.Time
 		case <-woken:
 			// A probe just landed: decide on it now (a promotion waits for
 			// the probes its revoke asked for, not for the next tick).
+		case ev := <-events:
+			g.noteWatchEvent(ev, events)
 		}
 		if lctx, since, ok := lead(); ok && ctx.Err() == nil {
 			g.round(lctx, since)

@@ -75,6 +75,9 @@ func (g *group) grForceMembers(ctx context.Context, req request, entry store.Aud
 	// group's from now on (grview.State.MaxViewSize).
 	g.gr.state.MaxViewSize = len(plan.Members)
 	next := g.rec
+	// Persisted, so a restarted daemon keeps the lowered denominator (the
+	// one way it shrinks besides bootstrap-group).
+	next.gr = &grRecord{maxViewSize: len(plan.Members)}
 	g.mu.Unlock()
 	next.audit = store.AppendAudit(next.audit, entry)
 	if err := g.persist(ctx, next); err != nil {
@@ -147,11 +150,17 @@ func (g *group) grBootstrap(ctx context.Context, req request, entry store.AuditE
 	// of a forced minority, makes a view routing follows.
 	g.gr.state.MaxViewSize = 0
 	next := g.rec
+	next.gr = &grRecord{maxViewSize: 0}
 	g.mu.Unlock()
 	if k, ok := g.obs.(kicker); ok {
 		defer k.Kick()
 	}
 	if len(failed) > 0 {
+		// The group is bootstrapped all the same: a restarted daemon must
+		// not take a forced minority's denominator for the new group's.
+		if err := g.persist(ctx, next); err != nil {
+			g.log.Warn("group.denominator_persist_failed", "denominator", 0, "err", err)
+		}
 		err := fmt.Errorf("the group is bootstrapped on %s, but these members did not join it (start them by hand: START GROUP_REPLICATION): %w", plan.Member, errors.Join(failed...))
 		g.auditRefused(ctx, entry, err)
 		return err

@@ -30,6 +30,10 @@ type polled struct {
 	poller *poller.Poller
 	// wake is signalled after every observation (the group decides on it).
 	wake chan struct{}
+	// events carries the watch sessions' reports of a replication: group
+	// group's members (a new view, a broken session); nil for an async
+	// group.
+	events chan poller.WatchEvent
 }
 
 // Kick implements kicker: probe every site now.
@@ -59,9 +63,25 @@ func (p *polled) SidecarChanged() {
 // Woken implements waker.
 func (p *polled) Woken() <-chan struct{} { return p.wake }
 
+// WatchEvents implements watchEventer.
+func (p *polled) WatchEvents() <-chan poller.WatchEvent { return p.events }
+
 // pollerObservations starts polling every site of g until ctx ends.
 func pollerObservations(ctx context.Context, g configs.Group, log *slog.Logger, events Events) (Observations, error) {
-	p, err := poller.NewFromGroup(g, poller.GroupOptions{Logger: log})
+	opts := poller.GroupOptions{Logger: log}
+	var watched chan poller.WatchEvent
+	if g.Replication == configs.ReplicationGroup {
+		// A member's new view or broken session runs the group's round at
+		// once (group.run); the poll is the backstop.
+		watched = make(chan poller.WatchEvent, len(g.Sites)+1)
+		opts.OnWatch = func(ev poller.WatchEvent) {
+			select {
+			case watched <- ev:
+			default: // the loop has rounds pending: one will read the change
+			}
+		}
+	}
+	p, err := poller.NewFromGroup(g, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -69,7 +89,7 @@ func pollerObservations(ctx context.Context, g configs.Group, log *slog.Logger, 
 	if err != nil {
 		return nil, err
 	}
-	pl := &polled{tracked: &tracked{cfg: g, tracker: tr}, poller: p, wake: make(chan struct{}, 1)}
+	pl := &polled{tracked: &tracked{cfg: g, tracker: tr}, poller: p, wake: make(chan struct{}, 1), events: watched}
 	go func() {
 		err := p.Run(ctx, func(o poller.Observation) {
 			events.ProbeDone(g.Name, o.Site, o.Duration, o.Reachable)

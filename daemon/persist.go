@@ -34,6 +34,7 @@ func (g *group) load(ctx context.Context) error {
 	}
 	g.mu.Lock()
 	g.rec = r
+	g.loadDenominator(r)
 	g.mu.Unlock()
 	g.publish()
 	g.log.Info("state.loaded", "store", g.store.Describe(), "exists", st.Exists,

@@ -34,6 +34,17 @@ type record struct {
 	// failovers holds the latest failovers and switchovers that ended,
 	// newest last (store.AppendFailover; history.go).
 	failovers []store.FailoverRecord
+	// gr is what a Group Replication group keeps across restarts; nil when
+	// unknown (an async group, a record written before it was kept).
+	gr *grRecord
+}
+
+// grRecord is the persisted part of a Group Replication group's verdict
+// state (store.GroupReplication).
+type grRecord struct {
+	// maxViewSize is grview.State.MaxViewSize: the sticky denominator (0:
+	// the configured members).
+	maxViewSize int
 }
 
 // progress is the executor's bookkeeping of a failover in flight, persisted
@@ -67,7 +78,7 @@ const (
 // failover in flight starts its progress, a new promotion records its kind
 // and epoch, an ended halt drops its reason.
 func (r record) advance(group string, next sitepair.Persisted, now time.Time) record {
-	out := record{Persisted: next, last: r.last, haltedReason: r.haltedReason, audit: r.audit, failovers: r.failovers}
+	out := record{Persisted: next, last: r.last, haltedReason: r.haltedReason, audit: r.audit, failovers: r.failovers, gr: r.gr}
 	if !next.EscalationHalted {
 		out.haltedReason = ""
 	}
@@ -126,6 +137,9 @@ func toRecord(st store.GroupState, flavor gtid.Flavor) (record, error) {
 	}, audit: slices.Clone(st.Audit), failovers: slices.Clone(st.Failovers)}
 	if st.Halted {
 		r.haltedReason = st.HaltedReason
+	}
+	if gr := st.GroupReplication; gr != nil {
+		r.gr = &grRecord{maxViewSize: gr.MaxViewSize}
 	}
 	if lf := st.LastFailover; lf != nil {
 		r.LastFailoverAt = lf.At
@@ -200,6 +214,9 @@ func toStore(group string, r record) store.GroupState {
 	}
 	if r.EscalationHalted {
 		st.HaltedReason = r.haltedReason
+	}
+	if r.gr != nil {
+		st.GroupReplication = &store.GroupReplication{MaxViewSize: r.gr.maxViewSize}
 	}
 	for site, set := range r.Diverged {
 		if st.Diverged == nil {

@@ -132,6 +132,9 @@ func randomRecord(rng *rand.Rand, flavor gtid.Flavor) record {
 		r.Pause = &sitepair.Pause{Since: at(), Until: at(), By: "op" + site(), Reason: "upgrade"}
 	}
 	if maybe() {
+		r.gr = &grRecord{maxViewSize: rng.IntN(10)}
+	}
+	if maybe() {
 		r.EscalationHalted = true
 		if maybe() {
 			r.haltedReason = "too many failovers"

@@ -67,6 +67,10 @@ const (
 	errChannelNotExist   = 3074 // MySQL ER_REPLICA_CHANNEL_DOES_NOT_EXIST
 	errUnknownSystemVar  = 1193 // ER_UNKNOWN_SYSTEM_VARIABLE: e.g. semi-sync/clone plugin not loaded
 	errCloneRestartFails = 3707 // MySQL ER_CLONE_RESTART: clone done, mysqld not supervised
+	// MySQL ER_UNABLE_TO_SET_OPTION: a group_replication_* variable set
+	// while the plugin's lock is held (START/STOP GROUP_REPLICATION, another
+	// option being set, the group reconfiguring); nothing was set.
+	errGroupOptionBusy = 3724
 )
 
 // errNumber returns the server error number of err, or 0.

@@ -251,14 +251,40 @@ func (i *Instance) ForceMembers(ctx context.Context, addrs []string, timeout tim
 		return i.fail(op, "open session", err)
 	}
 	defer func() { _ = closeSession() }()
-	if err := q.exec(ctx, set); err != nil {
+	if err := execGroupOption(ctx, q, set); err != nil {
 		return i.fail(op, "force", err)
 	}
 	i.log.Warn("mysqlctl: group membership forced", "addr", i.addr, "members", strings.Join(addrs, ","))
-	if err := q.exec(ctx, unset); err != nil {
+	if err := execGroupOption(ctx, q, unset); err != nil {
 		return i.fail(op, "clear group_replication_force_members", err)
 	}
 	return nil
+}
+
+// groupOptionRetry is how long execGroupOption waits before setting a
+// busy Group Replication option again.
+const groupOptionRetry = 50 * time.Millisecond
+
+// execGroupOption runs stmt, a SET GLOBAL of a group_replication_*
+// variable, again every groupOptionRetry while the server answers that
+// the plugin is busy (ER_UNABLE_TO_SET_OPTION: another session holds the
+// plugin's lock a moment, e.g. the group reconfiguring after a forced
+// membership, or a concurrent read of its performance_schema tables), until
+// ctx ends. Nothing is set by a refused attempt, so repeating it is safe;
+// without it, the clear of group_replication_force_members could fail
+// right after the force and leave the forced list set.
+func execGroupOption(ctx context.Context, q querier, stmt string) error {
+	for {
+		err := q.exec(ctx, stmt)
+		if errNumber(err) != errGroupOptionBusy {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w (%w)", err, ctx.Err())
+		case <-time.After(groupOptionRetry):
+		}
+	}
 }
 
 // ErrGroupRunning: BootstrapGroup was asked of a member that is in a group
@@ -306,7 +332,7 @@ func (i *Instance) BootstrapGroup(ctx context.Context, timeout time.Duration) (e
 		return i.fail(op, "open session", err)
 	}
 	defer func() { _ = closeSession() }()
-	if err := q.exec(ctx, i.d.groupBootstrapOn); err != nil {
+	if err := execGroupOption(ctx, q, i.d.groupBootstrapOn); err != nil {
 		return i.fail(op, "set bootstrap_group", err)
 	}
 	defer func() {
@@ -315,9 +341,9 @@ func (i *Instance) BootstrapGroup(ctx context.Context, timeout time.Duration) (e
 		// (and on the pool when the session broke).
 		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), groupResetTimeout)
 		defer rcancel()
-		rerr := q.exec(rctx, i.d.groupBootstrapOff)
+		rerr := execGroupOption(rctx, q, i.d.groupBootstrapOff)
 		if rerr != nil {
-			rerr = i.q.exec(rctx, i.d.groupBootstrapOff)
+			rerr = execGroupOption(rctx, i.q, i.d.groupBootstrapOff)
 		}
 		if rerr != nil {
 			err = errors.Join(err, i.fail(op, "reset bootstrap_group", rerr))

@@ -223,7 +223,9 @@ func TestSetAsPrimarySQL(t *testing.T) {
 }
 
 // ForceMembers sets group_replication_force_members to the listed
-// addresses and clears it once the forced view is in place; a failed force
+// addresses and clears it once the forced view is in place, each set
+// again while the plugin answers it is busy (ER_UNABLE_TO_SET_OPTION,
+// nothing set); a failed force
 // leaves nothing to clear; a list that could name other members is refused
 // before anything is sent.
 func TestForceMembersSQL(t *testing.T) {
@@ -237,6 +239,17 @@ func TestForceMembersSQL(t *testing.T) {
 	}
 	if want := []string{force, unset}; !slices.Equal(db.stmts, want) {
 		t.Fatalf("statements:\n got  %q\n want %q", db.stmts, want)
+	}
+	// The plugin busy a moment (its lock held elsewhere): set again.
+	inst, db, _ = newFake(mysql84)
+	busy := fails(serverErr(3724, "This option cannot be set while START or STOP GROUP_REPLICATION is ongoing or other Group Replication options are being set."))
+	db.on(force, busy, fakeResponse{})
+	db.on(unset, busy, busy, fakeResponse{})
+	if err := inst.ForceMembers(context.Background(), []string{"10.0.0.1:33061", "db-b.example:33061"}, time.Minute); err != nil {
+		t.Fatalf("ForceMembers with the plugin busy a moment: %v", err)
+	}
+	if want := []string{force, force, unset, unset, unset}; !slices.Equal(db.stmts, want) {
+		t.Fatalf("statements with the plugin busy:\n got  %q\n want %q", db.stmts, want)
 	}
 	inst, db, _ = newFake(mysql84)
 	db.on("SET GLOBAL group_replication_force_members = '10", fails(serverErr(1231, "majority of the members are reachable")))

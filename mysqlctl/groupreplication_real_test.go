@@ -116,6 +116,55 @@ func TestRealMySQLOnlyGroupReplicationStatus(t *testing.T) {
 	primary.Exec(t, "CREATE TABLE app.gr (id INT PRIMARY KEY)")
 	primary.Exec(t, "INSERT INTO app.gr VALUES (1)")
 
+	// The watch sessions the daemon's poller holds (WatchGroupView): the
+	// primary's ends when it is killed, a survivor's reports the new view,
+	// then the switchover's election in the same view.
+	type watched struct {
+		triggers chan string
+		ended    chan error
+	}
+	watch := func(m *testenv.Server) watched {
+		w := watched{triggers: make(chan string, 64), ended: make(chan error, 1)}
+		up := make(chan struct{})
+		ctx := ctxFor(t, 10*time.Minute)
+		go func() {
+			w.ended <- WatchGroupView(ctx, Options{Addr: m.Addr(), User: testenv.DaemonUser, Password: testenv.DaemonPassword, Logger: slog.New(slog.DiscardHandler)},
+				20*time.Millisecond, func() { close(up) }, func(prev, now GroupWatch) {
+					select {
+					case w.triggers <- now.Trigger(prev):
+					default:
+					}
+				})
+		}()
+		select {
+		case <-up:
+		case err := <-w.ended:
+			t.Fatalf("watch of %s: %v", m.Name, err)
+		}
+		return w
+	}
+	// seen waits until w reported trigger (any, for ""), listing what it
+	// reported.
+	seen := func(w watched, trigger string, within time.Duration) []string {
+		t.Helper()
+		var got []string
+		deadline := time.After(within)
+		for {
+			select {
+			case tr := <-w.triggers:
+				got = append(got, tr)
+				if tr == trigger || trigger == "" {
+					return got
+				}
+			case err := <-w.ended:
+				t.Fatalf("watch ended waiting for %s (saw %v): %v", trigger, got, err)
+			case <-deadline:
+				t.Fatalf("no %s reported within %v (saw %v)", trigger, within, got)
+			}
+		}
+	}
+	watches := []watched{watch(g.Members[0]), watch(g.Members[1]), watch(g.Members[2])}
+
 	// kill -9 of the primary: the survivors elect one, and only their
 	// quorate majority view moves the verdict.
 	oldView := v.ViewID
@@ -127,6 +176,15 @@ func TestRealMySQLOnlyGroupReplicationStatus(t *testing.T) {
 	})
 	if v.ViewID == oldView || v.ViewSize != 2 || !v.PrimaryChanged || v.PreviousPrimary != all["member0"].ServerUUID {
 		t.Fatalf("after the election: %+v", v)
+	}
+	select {
+	case err := <-watches[0].ended:
+		t.Logf("the killed primary's watch ended: %v", err)
+	case <-time.After(5 * time.Second):
+		t.Fatal("the killed primary's watch still stands")
+	}
+	for _, i := range []int{1, 2} {
+		t.Logf("member%d's watch reported %v", i, seen(watches[i], TriggerViewChange, 5*time.Second))
 	}
 	elected := v.PrimarySite
 	other := "member1"
@@ -141,6 +199,9 @@ func TestRealMySQLOnlyGroupReplicationStatus(t *testing.T) {
 
 	// SetAsPrimary moves the primary to the other survivor, asked on it;
 	// asked again it is a no-op.
+	for len(watches[idx(other)].triggers) > 0 {
+		<-watches[idx(other)].triggers // what the election after the kill reported
+	}
 	start := time.Now()
 	if err := actors[idx(other)].SetAsPrimary(ctxFor(t, time.Minute), target, 5*time.Second); err != nil {
 		t.Fatal(err)
@@ -149,6 +210,9 @@ func TestRealMySQLOnlyGroupReplicationStatus(t *testing.T) {
 	v = waitVerdict("the switchover seen", 10*time.Second, func(v grview.Verdict) bool {
 		return v.Reason == grview.ReasonQuorate && v.PrimarySite == other
 	})
+	// The election in the same view (set_as_primary installs no new view,
+	// as far as MySQL documents; either trigger runs the daemon's round).
+	t.Logf("%s's watch reported %v after set_as_primary", other, seen(watches[idx(other)], "", 5*time.Second))
 	if err := actors[idx(elected)].SetAsPrimary(ctxFor(t, time.Minute), target, 5*time.Second); err != nil {
 		t.Fatalf("SetAsPrimary of the current primary: %v", err)
 	}

@@ -60,6 +60,13 @@
 // server or a black-holed link breaks nothing; their probes time out as
 // before. A broken watch reconnects at most once per PollInterval.
 //
+// A replication: group group's members get [GroupViewWatcher] instead: the
+// same one session per member reads the member's view id and member table
+// every [GroupViewEvery] (mysqlctl.WatchGroupView) and reports a new view
+// or an election in the same view to Config.OnWatch, as it reports a
+// broken session (TriggerWatchLost); the daemon runs the group's round on
+// each, with its poll as the backstop.
+//
 // A broken watch's early probe only ever starts a failure window: it never
 // runs while failures are being counted (it would count the next one sooner
 // than the window allows, and a blip shorter than the window could fail

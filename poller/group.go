@@ -38,13 +38,44 @@ func MySQLDialer(base mysqlctl.Options, password func() (string, error)) Dialer 
 // MySQLWatcher is the Watcher of MySQL sites: mysqlctl.Watch with base's
 // account and TLS at each site's address.
 func MySQLWatcher(base mysqlctl.Options, password func() (string, error)) Watcher {
-	return func(ctx context.Context, site Site, established func()) error {
+	return func(ctx context.Context, site Site, established func(), _ func(string, string)) error {
 		o, err := siteOptions(base, site, password)
 		if err != nil {
 			return err
 		}
 		return mysqlctl.Watch(ctx, o, established)
 	}
+}
+
+// GroupViewWatcher is the Watcher of the members of a MySQL Group
+// Replication group: mysqlctl.WatchGroupView every `every`, which reports
+// a member's new view (mysqlctl.TriggerViewChange) or a new primary or
+// member state in the same view (mysqlctl.TriggerMemberChange) as changed,
+// and breaks like MySQLWatcher's session when the member dies. One session
+// per member serves both.
+func GroupViewWatcher(base mysqlctl.Options, password func() (string, error), every time.Duration) Watcher {
+	return func(ctx context.Context, site Site, established func(), changed func(string, string)) error {
+		o, err := siteOptions(base, site, password)
+		if err != nil {
+			return err
+		}
+		return mysqlctl.WatchGroupView(ctx, o, every, established, func(prev, now mysqlctl.GroupWatch) {
+			trigger := now.Trigger(prev)
+			detail := fmt.Sprintf("view %s (was %s)", now.ViewID, prev.ViewID)
+			if trigger == mysqlctl.TriggerMemberChange {
+				detail = fmt.Sprintf("view %s members %s", now.ViewID, now.Members)
+			}
+			changed(trigger, detail)
+		})
+	}
+}
+
+// GroupViewEvery is how often a Group Replication member's watch session
+// reads its view (GroupViewWatcher): a tenth of the poll interval, between
+// 10 and 100 ms, so the group's new view is seen well within the 1 s the
+// follow is allowed, for a few cheap performance_schema reads a second.
+func GroupViewEvery(pollInterval time.Duration) time.Duration {
+	return min(max(pollInterval/10, 10*time.Millisecond), 100*time.Millisecond)
 }
 
 // siteOptions is base at site's address, with the password read now when
@@ -80,6 +111,9 @@ type GroupOptions struct {
 	Logger *slog.Logger
 	// MaxBackoff and SilenceAfter: see Config (0 = defaults).
 	MaxBackoff, SilenceAfter time.Duration
+	// OnWatch: see Config. The watch sessions of a replication: group
+	// group's members report their new views (GroupViewWatcher).
+	OnWatch func(WatchEvent)
 }
 
 // NewFromGroup returns a Poller for a validated configs.Group: its poll
@@ -105,6 +139,10 @@ func NewFromGroup(g configs.Group, opts GroupOptions) (*Poller, error) {
 		MaxOpenConns: 1,
 		Logger:       logger,
 	}
+	watch := MySQLWatcher(base, g.Credentials.Admin.Password)
+	if g.Replication == configs.ReplicationGroup {
+		watch = GroupViewWatcher(base, g.Credentials.Admin.Password, GroupViewEvery(g.PollInterval))
+	}
 	return New(Config{
 		Group:            g.Name,
 		Sites:            GroupSites(g),
@@ -114,7 +152,8 @@ func NewFromGroup(g configs.Group, opts GroupOptions) (*Poller, error) {
 		MaxBackoff:       opts.MaxBackoff,
 		SilenceAfter:     opts.SilenceAfter,
 		Dial:             MySQLDialer(base, g.Credentials.Admin.Password),
-		Watch:            MySQLWatcher(base, g.Credentials.Admin.Password),
+		Watch:            watch,
+		OnWatch:          opts.OnWatch,
 		Clock:            opts.Clock,
 		Logger:           logger,
 	})

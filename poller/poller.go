@@ -29,8 +29,22 @@ type Prober interface {
 type Dialer func(ctx context.Context, site Site) (Prober, error)
 
 // Watcher holds a session to site until it breaks: it calls established
-// once the session stands and returns when it ended (or ctx did).
-type Watcher func(ctx context.Context, site Site, established func()) error
+// once the session stands, changed when the session saw its site change
+// (GroupViewWatcher: a Group Replication member's new view or election;
+// trigger names what changed) and returns when it ended (or ctx did).
+type Watcher func(ctx context.Context, site Site, established func(), changed func(trigger, detail string)) error
+
+// TriggerWatchLost is the WatchEvent of an established watch session that
+// broke (a killed mysqld closes its sockets).
+const TriggerWatchLost = "watch-lost"
+
+// WatchEvent is what a site's watch session reported (Config.OnWatch).
+type WatchEvent struct {
+	Site string
+	// Trigger is TriggerWatchLost or what the Watcher named (e.g.
+	// mysqlctl.TriggerViewChange); Detail says more, for logs.
+	Trigger, Detail string
+}
 
 // DefaultBackoffFactor caps the backoff of an unreachable site at this many
 // poll intervals when Config.MaxBackoff is zero.
@@ -73,6 +87,11 @@ type Config struct {
 	// site is probed at once instead of at its next tick, so the failure
 	// window starts at the crash, not up to a PollInterval later.
 	Watch Watcher
+	// OnWatch, when set, is called with every WatchEvent: an established
+	// watch session that broke (after its site's early probe was asked
+	// for) and every change a Watcher reported. It must not block: the
+	// daemon runs a Group Replication group's round on it.
+	OnWatch func(WatchEvent)
 	// Clock stamps observations and drives ticks; nil means SystemClock.
 	Clock Clock
 	// Logger receives reachability changes; nil means slog.Default(). Lines
@@ -256,7 +275,9 @@ func (p *Poller) watch(ctx context.Context, s Site, lost chan struct{}) {
 	log := p.cfg.Logger.With("site", s.Name)
 	for {
 		up := false
-		err := p.cfg.Watch(ctx, s, func() { up = true })
+		err := p.cfg.Watch(ctx, s, func() { up = true }, func(trigger, detail string) {
+			p.notify(WatchEvent{Site: s.Name, Trigger: trigger, Detail: detail})
+		})
 		if ctx.Err() != nil {
 			return
 		}
@@ -266,6 +287,11 @@ func (p *Poller) watch(ctx context.Context, s Site, lost chan struct{}) {
 			case lost <- struct{}{}:
 			default: // one is already pending
 			}
+			detail := ""
+			if err != nil {
+				detail = err.Error()
+			}
+			p.notify(WatchEvent{Site: s.Name, Trigger: TriggerWatchLost, Detail: detail})
 		}
 		t := p.cfg.Clock.NewTimer(p.cfg.PollInterval)
 		select {
@@ -274,6 +300,13 @@ func (p *Poller) watch(ctx context.Context, s Site, lost chan struct{}) {
 			return
 		case <-t.C():
 		}
+	}
+}
+
+// notify hands ev to Config.OnWatch, if set.
+func (p *Poller) notify(ev WatchEvent) {
+	if p.cfg.OnWatch != nil {
+		p.cfg.OnWatch(ev)
 	}
 }
 

@@ -13,7 +13,7 @@ import (
 // that no session can be established (the server is gone).
 type fakeWatch struct{ lost chan struct{} }
 
-func (w fakeWatch) watch(ctx context.Context, _ Site, established func()) error {
+func (w fakeWatch) watch(ctx context.Context, _ Site, established func(), _ func(string, string)) error {
 	select {
 	case <-w.lost:
 		return errors.New("connect: connection refused")
@@ -78,6 +78,51 @@ func TestBrokenWatchDoesNotShortenTheFailureWindow(t *testing.T) {
 		stop()
 		if got, want := rec.startedAt("a", start), []time.Duration{0, time.Second, 2 * time.Second}; fmt.Sprint(got) != fmt.Sprint(want) {
 			t.Errorf("site a probed at %v, want %v (no early probe within the failure window)", got, want)
+		}
+	})
+}
+
+// A watch session's reports reach Config.OnWatch: every change its Watcher
+// saw (a Group Replication member's new view), then, once the session
+// breaks, watch-lost with the session's error. The daemon runs a Group
+// Replication group's round on each.
+func TestWatchEventsReachOnWatch(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := newFakeServer(primaryStatus())
+		cfg := testConfig(fakeNet{"a": a}, Site{Name: "a", Addr: "h:1"})
+		lost, view := make(chan struct{}), make(chan struct{})
+		cfg.Watch = func(ctx context.Context, _ Site, established func(), changed func(string, string)) error {
+			select {
+			case <-lost:
+				return errors.New("connect: connection refused")
+			default:
+			}
+			established()
+			<-view
+			changed("view-change", "view 2 (was 1)")
+			select {
+			case <-lost:
+				return errors.New("session ended: EOF")
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		var events []WatchEvent
+		cfg.OnWatch = func(ev WatchEvent) { events = append(events, ev) }
+		p, err := New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stop := running(t, p, &recorder{})
+		close(view)
+		synctest.Wait()
+		close(lost)
+		synctest.Wait()
+		time.Sleep(3 * time.Second) // reconnects are refused: no further event
+		stop()
+		want := []WatchEvent{{Site: "a", Trigger: "view-change", Detail: "view 2 (was 1)"}, {Site: "a", Trigger: TriggerWatchLost, Detail: "session ended: EOF"}}
+		if fmt.Sprint(events) != fmt.Sprint(want) {
+			t.Errorf("OnWatch got %v, want %v", events, want)
 		}
 	})
 }

@@ -25,6 +25,7 @@ func withSchema2(group string, epoch uint64) GroupState {
 	st.DivergedCount = map[string]uint64{"west": 1}
 	st.Pause = &Pause{Since: t0, Until: t0.Add(time.Hour), By: "dave", Reason: "kernel upgrade"}
 	st.Holds = map[string]Hold{"west": {Kind: "maintenance", Since: t0, Until: t0.Add(time.Hour), By: "erin", Reason: "disk swap"}}
+	st.GroupReplication = &GroupReplication{MaxViewSize: 5}
 	st.InFlight.AllowDROnly = true
 	st.Audit = []AuditEntry{
 		{At: t0.Add(-time.Hour), Action: AuditSwitchover, Site: "east", By: "carol", Result: AuditAccepted},
@@ -133,7 +134,7 @@ func TestSchema1DocumentsStillLoad(t *testing.T) {
 			if !st.Exists || st.Epoch != 7 || st.LastFailover == nil || st.LastFailover.PromotionGTID != "0-1-42" ||
 				st.LastFailover.Proof != "" || st.LastFailover.FenceConfirmation != nil ||
 				st.InFlight == nil || st.InFlight.ID != "orders-7" || st.InFlight.FenceConfirmation != nil || st.Audit != nil || st.DivergedCount != nil ||
-				st.Failovers != nil || st.InFlight.Timeline != nil {
+				st.Failovers != nil || st.InFlight.Timeline != nil || st.GroupReplication != nil {
 				t.Fatalf("loaded %+v (last %+v, in flight %+v)", st, st.LastFailover, st.InFlight)
 			}
 			// The same action advanced at the same epoch, now with a

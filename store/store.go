@@ -59,6 +59,15 @@ import (
 // refuses a document holding them (unknown field, reported as corrupt): to
 // roll back, delete every group's "failovers" key and the in-flight
 // action's "timeline", "by" and "reason" first; only the history is lost.
+//
+// GroupState.GroupReplication was added within version 2 as well: the
+// sticky denominator of a replication: group group's majorities. A
+// document without it loads as "unknown" (the daemon takes the configured
+// members, as before it was kept). A binary without it refuses a document
+// holding it (unknown field): to roll back, delete the group's
+// "groupReplication" key, and remove from the group's sites any member
+// left out by a forced membership first (the denominator falls back to the
+// configured members).
 const SchemaVersion = 2
 
 // Sentinel errors.
@@ -142,6 +151,10 @@ type GroupState struct {
 	Pause *Pause `json:"pause,omitempty"`
 	// Holds maps a site to an operator's hold (no-promote, maintenance).
 	Holds map[string]Hold `json:"holds,omitempty"`
+	// GroupReplication is what a replication: group group keeps across
+	// restarts; nil for an async group and in documents written before it
+	// was kept ("unknown").
+	GroupReplication *GroupReplication `json:"groupReplication,omitempty"`
 	// UpdatedAt is when this state was saved (daemon clock).
 	UpdatedAt time.Time `json:"updatedAt"`
 	// UpdatedBy is the identity of the daemon that saved this state (which
@@ -162,6 +175,16 @@ const (
 	// AuditExpired records a pause or hold that ran out (By "failoverd").
 	AuditExpired = "expired"
 )
+
+// GroupReplication is the persisted part of a Group Replication group's
+// verdict state (grview.State).
+type GroupReplication struct {
+	// MaxViewSize is the sticky denominator of every majority: the largest
+	// view a quorate verdict counted, only ever lowered by a human's
+	// force-members (to the survivors) or bootstrap-group (0: the
+	// configured members again).
+	MaxViewSize int `json:"maxViewSize"`
+}
 
 // Pause is an operator's pause of a group: no failover, switchover or
 // fence until Until.
@@ -413,6 +436,10 @@ func snapshot(st GroupState) *GroupState {
 	if st.Pause != nil {
 		p := *st.Pause
 		st.Pause = &p
+	}
+	if st.GroupReplication != nil {
+		gr := *st.GroupReplication
+		st.GroupReplication = &gr
 	}
 	st.Failovers = cloneFailovers(st.Failovers)
 	st.Diverged = maps.Clone(st.Diverged)

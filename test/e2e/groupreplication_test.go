@@ -291,6 +291,7 @@ func TestGroupReplicationMySQLOnlyKillPrimaryAndSwitchoverUnderLoad(t *testing.T
 	if seen.IsZero() || routed.Sub(seen) > time.Second {
 		t.Errorf("failoverd's routing (the cache) followed %v after it saw the group's view change (want within 1 s): %+v", routed.Sub(seen), rec.Timeline)
 	}
+	g.checkWatchEvents(elected)
 	if role := g.caches[n].Info(t, "replication")["role"]; role != "master" {
 		t.Errorf("the cache of %s is %s, want master", elected, role)
 	}
@@ -493,5 +494,34 @@ func playgroundGroupReplication(t *testing.T) {
 			bin, filepath.Join(g.dir, "api.token"))
 		<-ctx.Done()
 		say("Ctrl-C: tearing down")
+	}
+}
+
+// checkWatchEvents checks, in the daemon's log, that the members' watch
+// sessions woke the loop: site0's broke when it was killed (watch-lost)
+// and a survivor reported the group's new view (view-change); and logs
+// what ran the round that followed elected (a watch event, or the poll as
+// the backstop, which may come first).
+func (g *grGroup) checkWatchEvents(elected string) {
+	g.t.Helper()
+	lost, viewChange := false, false
+	trigger := ""
+	for _, line := range strings.Split(g.logs.String(), "\n") {
+		var l map[string]any
+		if json.Unmarshal([]byte(line), &l) != nil {
+			continue
+		}
+		switch {
+		case l["msg"] == "group.watch_event" && l["trigger"] == "watch-lost" && l["site"] == "site0":
+			lost = true
+		case l["msg"] == "group.watch_event" && l["trigger"] == "view-change" && l["site"] != "site0":
+			viewChange = true
+		case l["msg"] == "group.primary_followed" && l["to"] == elected:
+			trigger = fmt.Sprintf("%v (site %v)", l["trigger"], l["trigger_site"])
+		}
+	}
+	g.t.Logf("the round that followed %s was run by: %s", elected, trigger)
+	if !lost || !viewChange {
+		g.t.Errorf("watch events in the daemon log: site0 watch-lost %t, a survivor's view-change %t; want both", lost, viewChange)
 	}
 }
