@@ -63,7 +63,14 @@ func grMySQLOnly(t testing.TB) {
 // test can read back each statement failoverd ran, and starts the router.
 func newGRGroup(t testing.TB) *grGroup {
 	t.Helper()
-	gr := testenv.StartGroupReplication(t, 3)
+	return newGRGroupWith(t, testenv.GroupReplicationOptions{})
+}
+
+// newGRGroupWith is newGRGroup with the group's options (e.g. members in
+// network namespaces of their own, which CutOff can cut from the rest).
+func newGRGroupWith(t testing.TB, opts testenv.GroupReplicationOptions) *grGroup {
+	t.Helper()
+	gr := testenv.StartGroupReplicationWith(t, 3, opts)
 	g := &group{t: t, engine: testenv.MySQL, topo: &testenv.Topology{Engine: testenv.MySQL, Sites: gr.Members}, dir: t.TempDir()}
 	for name, content := range map[string]string{"daemon.pw": testenv.DaemonPassword, "repl.pw": testenv.ReplPassword, "api.token": apiToken} {
 		if err := os.WriteFile(filepath.Join(g.dir, name), []byte(content+"\n"), 0o600); err != nil {

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"database/sql"
 	"fmt"
+	"net"
 	"strings"
 	"time"
 
@@ -24,6 +25,31 @@ type GroupReplication struct {
 	// LocalAddresses[i] is Members[i]'s group_replication_local_address
 	// (127.0.0.1:PORT): the addresses group_replication_force_members takes.
 	LocalAddresses []string
+
+	// isolated holds the links of the members started in a network
+	// namespace of their own (GroupReplicationOptions.Isolated).
+	isolated map[*Server]*memberLinks
+}
+
+// GroupReplicationOptions configures StartGroupReplicationWith.
+type GroupReplicationOptions struct {
+	// Isolated lists the members (indexes) started each in a network
+	// namespace of its own, so CutOff can block them from the others
+	// (which a proxy on the shared loopback cannot: the group's
+	// communication listens on every address of its port and members dial
+	// each other directly). Such a member's SQL port is linked to the same
+	// 127.0.0.1 port outside (Addr is unchanged), and so is its group
+	// communication port; inside, the other members' group communication
+	// and SQL ports are linked to theirs outside. Needs root
+	// (unshare(CLONE_NEWNET)); the start fails without it.
+	Isolated []int
+}
+
+// memberLinks are an isolated member's links to and from the others (its
+// SQL link, Server.sqlLink, is not among them: CutOff leaves it up).
+type memberLinks struct {
+	ns    *netns
+	peers []*link
 }
 
 // groupReplicationStart bounds bringing a whole group up.
@@ -46,19 +72,45 @@ const groupReplicationStart = 3 * time.Minute
 // not exist in MariaDB.
 func StartGroupReplication(t T, n int) *GroupReplication {
 	t.Helper()
+	return StartGroupReplicationWith(t, n, GroupReplicationOptions{})
+}
+
+// StartGroupReplicationWith is StartGroupReplication with opts: members
+// in network namespaces of their own, which CutOff can cut from the rest.
+func StartGroupReplicationWith(t T, n int, opts GroupReplicationOptions) *GroupReplication {
+	t.Helper()
 	skipIfShort(t)
 	if n < 1 || n > configs.MaxGroupReplicationMembers {
 		t.Fatalf("testenv: StartGroupReplication: n must be 1 to %d, got %d", configs.MaxGroupReplicationMembers, n)
 	}
-	g, err := startGroupReplication(t, n)
+	for _, i := range opts.Isolated {
+		if i < 0 || i >= n {
+			t.Fatalf("testenv: StartGroupReplication: GroupReplicationOptions.Isolated names member %d of %d", i, n)
+		}
+	}
+	g, err := startGroupReplication(t, n, opts)
 	if err != nil {
 		t.Fatalf("testenv: start group replication: %v", err)
 	}
 	return g
 }
 
-func startGroupReplication(t T, n int) (*GroupReplication, error) {
-	g := &GroupReplication{Name: newUUID()}
+func startGroupReplication(t T, n int, opts GroupReplicationOptions) (*GroupReplication, error) {
+	g := &GroupReplication{Name: newUUID(), isolated: map[*Server]*memberLinks{}}
+	namespaces := make([]*netns, n)
+	for _, i := range opts.Isolated {
+		if namespaces[i] != nil {
+			continue
+		}
+		ns, err := newNetns(fmt.Sprintf("member%d", i))
+		if err != nil {
+			return nil, err
+		}
+		// Registered before the server's cleanup, so it runs after it:
+		// the namespace's thread outlives the member (its Pdeathsig).
+		t.Cleanup(ns.close)
+		namespaces[i] = ns
+	}
 	seen := map[int]bool{}
 	for len(g.LocalAddresses) < n {
 		port, err := pickPort()
@@ -71,12 +123,20 @@ func startGroupReplication(t T, n int) (*GroupReplication, error) {
 		}
 	}
 	members, err := startServers(t, n, func(i int) ServerOptions {
-		return ServerOptions{Engine: MySQL, Name: fmt.Sprintf("member%d", i), ExtraArgs: groupReplicationArgs(g.Name, g.LocalAddresses[i], g.LocalAddresses)}
+		return ServerOptions{Engine: MySQL, Name: fmt.Sprintf("member%d", i), ExtraArgs: groupReplicationArgs(g.Name, g.LocalAddresses[i], g.LocalAddresses),
+			netns: namespaces[i]}
 	})
 	if err != nil {
 		return nil, err
 	}
 	g.Members = members
+	for i, ns := range namespaces {
+		if ns != nil {
+			if err := g.linkIsolated(t, i, ns); err != nil {
+				return nil, err
+			}
+		}
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), groupReplicationStart)
 	defer cancel()
 	for i, m := range members {
@@ -103,6 +163,68 @@ func startGroupReplication(t T, n int) (*GroupReplication, error) {
 		}
 	}
 	return g, nil
+}
+
+// linkIsolated links member i, in ns, with the others: its group
+// communication port from outside, and inside, every other member's group
+// communication port (the group's traffic) and SQL port (distributed
+// recovery's donor connections) to the same ports outside.
+func (g *GroupReplication) linkIsolated(t T, i int, ns *netns) error {
+	ml := &memberLinks{ns: ns}
+	g.isolated[g.Members[i]] = ml
+	add := func(name string, l net.Listener, dial func() (net.Conn, error)) {
+		k := newLink(name, l, dial)
+		t.Cleanup(k.close)
+		ml.peers = append(ml.peers, k)
+	}
+	local := g.LocalAddresses[i]
+	l, err := net.Listen("tcp", local)
+	if err != nil {
+		return fmt.Errorf("member%d: listen on %s for its group communication: %w", i, local, err)
+	}
+	add(fmt.Sprintf("member%d xcom in", i), l, func() (net.Conn, error) { return ns.dial(local) })
+	for j, m := range g.Members {
+		if j == i {
+			continue
+		}
+		for _, addr := range []string{g.LocalAddresses[j], m.Addr()} {
+			l, err := ns.listen(addr)
+			if err != nil {
+				return fmt.Errorf("member%d: listen on %s in its network namespace for member%d: %w", i, addr, j, err)
+			}
+			add(fmt.Sprintf("member%d → %s", i, addr), l, func() (net.Conn, error) { return net.DialTimeout("tcp", addr, 2*time.Second) })
+		}
+	}
+	return nil
+}
+
+// CutOff blocks m (a member started Isolated) from the other members:
+// every connection between them is dropped and new ones are refused, in
+// both directions, until Reconnect. Its SQL port stays reachable, so m
+// keeps answering with its own, now stale, view of the group; it is
+// blocked from the others, as behind a failed network link.
+func (g *GroupReplication) CutOff(t T, m *Server) {
+	t.Helper()
+	g.setCut(t, m, true)
+}
+
+// Reconnect undoes CutOff: the group's traffic flows again (whether m is
+// let back into the view is the group's business: see WaitOnline,
+// StartMember).
+func (g *GroupReplication) Reconnect(t T, m *Server) {
+	t.Helper()
+	g.setCut(t, m, false)
+}
+
+func (g *GroupReplication) setCut(t T, m *Server, cut bool) {
+	t.Helper()
+	ml := g.isolated[m]
+	if ml == nil {
+		t.Fatalf("testenv: %s was not started isolated (GroupReplicationOptions.Isolated)", m.Name)
+	}
+	for _, k := range ml.peers {
+		k.setCut(cut)
+	}
 }
 
 // groupReplicationArgs are the mysqld flags of one member: the

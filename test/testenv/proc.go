@@ -31,7 +31,10 @@ type spawnRequest struct {
 	done chan error
 }
 
-func startCmd(cmd *exec.Cmd) error {
+// startCmd starts cmd in network namespace ns (nil: the process's own); in
+// ns it is forked from ns's thread, which lives until ns is closed after
+// the process is gone.
+func startCmd(cmd *exec.Cmd, ns *netns) error {
 	spawnOnce.Do(func() {
 		spawnRequests = make(chan spawnRequest)
 		go func() {
@@ -46,6 +49,11 @@ func startCmd(cmd *exec.Cmd) error {
 	// Setpgid: cleanup can kill the whole group (mariadb-install-db spawns
 	// helpers); Pdeathsig: nothing outlives a SIGKILLed test binary.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if ns != nil {
+		var err error
+		ns.do(func() { err = cmd.Start() })
+		return err
+	}
 	done := make(chan error, 1)
 	spawnRequests <- spawnRequest{cmd: cmd, done: done}
 	return <-done
@@ -65,6 +73,12 @@ type process struct {
 
 // startProcess starts bin with args, stdout and stderr appended to logPath.
 func startProcess(name, logPath, bin string, args ...string) (*process, error) {
+	return startProcessIn(nil, name, logPath, bin, args...)
+}
+
+// startProcessIn is startProcess in network namespace ns (nil: the
+// process's own).
+func startProcessIn(ns *netns, name, logPath, bin string, args ...string) (*process, error) {
 	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("start %s: open log: %w", name, err)
@@ -74,7 +88,7 @@ func startProcess(name, logPath, bin string, args ...string) (*process, error) {
 	cmd.Stdout = logf
 	cmd.Stderr = logf
 	cmd.Env = append(os.Environ(), "TZ=UTC")
-	if err := startCmd(cmd); err != nil {
+	if err := startCmd(cmd, ns); err != nil {
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
 	p := &process{name: name, logPath: logPath, cmd: cmd, exited: make(chan struct{})}

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -62,6 +63,11 @@ type ServerOptions struct {
 	// except that read-only cannot be changed: --read-only=ON (and on MySQL
 	// --super-read-only=ON) always comes last (see StartServer).
 	ExtraArgs []string
+
+	// netns starts the server in that network namespace (nil: the
+	// machine's); its SQL port is then linked to the same port on the
+	// machine's 127.0.0.1, for good (sqlLink), so Addr works unchanged.
+	netns *netns
 }
 
 // Server is one running (or stopped) mariadbd or mysqld started by
@@ -80,6 +86,9 @@ type Server struct {
 	errLog string
 	bin    string // the executable: mariadbd, or the MySQL root's loader named mysqld
 	args   []string
+
+	ns      *netns // the network namespace it runs in (nil: the machine's)
+	sqlLink *link  // Addr on the machine's loopback → the server in ns
 
 	mu    sync.Mutex
 	proc  *process
@@ -186,6 +195,7 @@ func startServer(t T, opts ServerOptions) (*Server, error) {
 		dir:      dir,
 		errLog:   filepath.Join(dir, programName(opts.Engine)+".err"),
 		bin:      bin,
+		ns:       opts.netns,
 		pools:    map[string]*sql.DB{},
 	}
 	t.Cleanup(m.cleanup)
@@ -230,9 +240,28 @@ func startServer(t T, opts ServerOptions) (*Server, error) {
 		// Last, so no ExtraArgs can start a site writable: a harness-made
 		// primary would hide a daemon that never promotes.
 		m.args = append(m.args, readOnlyArgs(opts.Engine)...)
+		var sqlListener net.Listener
+		if m.ns != nil {
+			// The port is free in the fresh namespace; on the machine's
+			// loopback another process may hold it: a port race as below.
+			if sqlListener, err = net.Listen("tcp", m.Addr()); err != nil {
+				if attempt == startAttempts {
+					return nil, fmt.Errorf("%s: listen on %s for the server in its network namespace: %w", what, m.Addr(), err)
+				}
+				continue
+			}
+		}
 		err = m.start(context.Background())
 		if err == nil {
+			if sqlListener != nil {
+				addr := m.Addr()
+				m.sqlLink = newLink(m.Name+" sql", sqlListener, func() (net.Conn, error) { return m.ns.dial(addr) })
+				t.Cleanup(m.sqlLink.close)
+			}
 			return m, nil
+		}
+		if sqlListener != nil {
+			_ = sqlListener.Close()
 		}
 		if !errors.Is(err, errPortTaken) || attempt == startAttempts {
 			return nil, fmt.Errorf("%s: %w", what, err)
@@ -276,7 +305,7 @@ func readOnlyArgs(e Engine) []string {
 
 // start launches the server with m.args and waits until it answers on its socket.
 func (m *Server) start(ctx context.Context) error {
-	p, err := startProcess(programName(m.Engine)+" "+m.Name, filepath.Join(m.dir, programName(m.Engine)+".out"), m.bin, m.args...)
+	p, err := startProcessIn(m.ns, programName(m.Engine)+" "+m.Name, filepath.Join(m.dir, programName(m.Engine)+".out"), m.bin, m.args...)
 	if err != nil {
 		return err
 	}
