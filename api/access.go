@@ -85,6 +85,7 @@ func (s *server) routes() []route {
 		{Route{"GET", "/metrics", Open}, s.metrics},
 		{Route{"GET", "/active-site", Open}, s.activeSite},
 		{Route{"POST", view.ReportPath, Open}, s.sidecarReport},
+		{Route{"POST", view.WatchPath, Open}, s.sidecarWatch},
 		{Route{"GET", "/v1/groups/{group}/sites/{site}/health", Open}, s.health},
 		{Route{"GET", "/v1/groups", Read}, s.groups},
 		{Route{"GET", "/status", Read}, deprecatedStatus},

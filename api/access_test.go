@@ -41,6 +41,7 @@ var routeAccess = map[string]Access{
 	"GET /metrics":            Open,
 	"GET /active-site":        Open,
 	"POST /v1/sidecar/report": Open,
+	"POST /v1/sidecar/watch":  Open,
 	"GET /v1/groups/{group}/sites/{site}/health": Open,
 	"GET /v1/groups":                               Read,
 	"GET /status":                                  Read,
@@ -77,7 +78,7 @@ func routeCall(r Route) call {
 		c.body = `{"for":"1m"}`
 	case strings.HasSuffix(path, "/hold"):
 		c.body = `{"kind":"no-promote","for":"1m"}`
-	case path == view.ReportPath:
+	case path == view.ReportPath, path == view.WatchPath:
 		c.body = `{"group":"orders"}`
 		c.header = map[string]string{view.SignatureHeader: "good"}
 	case strings.HasSuffix(path, "/health"):

@@ -60,6 +60,14 @@ var (
 	ErrBadRequest = errors.New("bad request")
 )
 
+// SidecarWatcher is a Control that holds sidecars' watches (see
+// view.Watch): SidecarWatch answers once the group publishes a view newer
+// than the watched one, or when its wait or ctx ends. A Control without it
+// answers 404 on view.WatchPath, and sidecars fall back to their rounds.
+type SidecarWatcher interface {
+	SidecarWatch(ctx context.Context, body []byte, sig string) (view.WatchAnswer, error)
+}
+
 // Control is what the API asks of the daemon. Every method returns one of
 // the errors above (wrapped) or another error (500).
 type Control interface {

@@ -141,6 +141,29 @@ func (s *server) sidecarReport(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, v)
 }
 
+// sidecarWatch holds a sidecar's signed watch (view.Watch) until the
+// group publishes a newer view; never forwarded (a held request through a
+// follower would tie up two daemons): a sidecar watches the daemon its
+// reports reach.
+func (s *server) sidecarWatch(w http.ResponseWriter, r *http.Request) {
+	sw, ok := s.Control.(SidecarWatcher)
+	if !ok {
+		writeError(w, http.StatusNotFound, "this daemon holds no sidecar watches")
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxCommandBytes))
+	if err != nil {
+		writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("watch larger than %d bytes or unreadable: %v", maxCommandBytes, err))
+		return
+	}
+	a, err := sw.SidecarWatch(r.Context(), body, r.Header.Get(view.SignatureHeader))
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, a)
+}
+
 func (s *server) groups(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, s.Control.Snapshot())
 }
@@ -436,7 +459,7 @@ func (s *server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	code := statusOf(err)
 	if code == http.StatusInternalServerError {
 		s.Logger.Error("api.failed", "method", r.Method, "path", r.URL.Path, "err", err)
-	} else if r.Method == http.MethodPost && r.URL.Path != view.ReportPath {
+	} else if r.Method == http.MethodPost && r.URL.Path != view.ReportPath && r.URL.Path != view.WatchPath {
 		s.Logger.Warn("api.refused", "method", r.Method, "path", r.URL.Path, "code", code, "err", err)
 	}
 	body := ErrorBody{Error: err.Error()}

@@ -55,6 +55,17 @@ func (f *fakeControl) SidecarReport(body []byte, sig string) (view.Answer, error
 	return view.Answer{Signed: view.Signed{View: view.View{Group: "orders", Epoch: 4, ActiveSite: "a"}}}, nil
 }
 
+func (f *fakeControl) SidecarWatch(_ context.Context, body []byte, sig string) (view.WatchAnswer, error) {
+	if !f.leader {
+		return view.WatchAnswer{}, fmt.Errorf("%w: follower", ErrNotLeader)
+	}
+	if sig != "good" {
+		return view.WatchAnswer{}, fmt.Errorf("%w: bad signature", ErrUnauthorized)
+	}
+	f.calls = append(f.calls, "watch "+string(body))
+	return view.WatchAnswer{Epoch: 4, Seq: 1, Newer: true}, nil
+}
+
 func (f *fakeControl) Switchover(_ context.Context, group, target string, opt SwitchoverOptions, by Actor) (string, error) {
 	if !f.leader {
 		return "", fmt.Errorf("%w: follower", ErrNotLeader)

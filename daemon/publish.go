@@ -20,6 +20,34 @@ type publisher struct {
 	// seqs is the last view.View.Seq issued per group; kept when a group
 	// is removed or rebuilt, so its next view still orders after the last.
 	seqs map[string]uint64
+	// next is closed and replaced at each publish of the group: a sidecar's
+	// held watch waits on it (see view.Watch).
+	next map[string]chan struct{}
+}
+
+// watch returns the group's published view and a channel closed at its
+// next publish (or removal), taken together.
+func (p *publisher) watch(group string) (view.Signed, bool, <-chan struct{}) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.next == nil {
+		p.next = map[string]chan struct{}{}
+	}
+	ch, ok := p.next[group]
+	if !ok {
+		ch = make(chan struct{})
+		p.next[group] = ch
+	}
+	s, has := p.views[group]
+	return s, has, ch
+}
+
+// wakeLocked wakes the group's watchers (p.mu held).
+func (p *publisher) wakeLocked(group string) {
+	if ch, ok := p.next[group]; ok {
+		close(ch)
+		delete(p.next, group)
+	}
 }
 
 // set stamps v with the group's next Seq (its IssuedAt in Unix
@@ -50,6 +78,7 @@ func (p *publisher) set(v view.View) {
 		p.views = map[string]view.Signed{}
 	}
 	p.views[v.Group] = s
+	p.wakeLocked(v.Group)
 }
 
 // remove drops a group's view (a reload removed the group).
@@ -57,6 +86,7 @@ func (p *publisher) remove(group string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	delete(p.views, group)
+	p.wakeLocked(group)
 }
 
 func (p *publisher) get(group string) (view.Signed, bool) {

@@ -34,6 +34,18 @@ type DaemonClient interface {
 	Report(ctx context.Context, body []byte, signature string) (view.Answer, error)
 }
 
+// DaemonWatcher is a DaemonClient that can hold a watch at the daemon (see
+// view.Watch): Watch sends body (a JSON view.Watch) with its signature and
+// returns once the daemon answers; ErrWatchUnsupported from a daemon
+// without watches.
+type DaemonWatcher interface {
+	Watch(ctx context.Context, body []byte, signature string) (view.WatchAnswer, error)
+}
+
+// ErrWatchUnsupported: the daemon answered 404 on view.WatchPath (a version
+// without watches); the sidecar relies on its rounds alone.
+var ErrWatchUnsupported = errors.New("the daemon holds no sidecar watches")
+
 // PeerClient asks a peer sidecar for the newest view it holds.
 type PeerClient interface {
 	// ActiveSite GETs /peer/active-site?from=from&nonce=nonce and returns
@@ -129,6 +141,47 @@ func (d *httpDaemon) try(ctx context.Context, base string, body []byte, signatur
 	a, err := doView(d.client, req)
 	if err != nil {
 		return view.Answer{}, fmt.Errorf("%s: %w", base, err)
+	}
+	return a, nil
+}
+
+// Watch implements DaemonWatcher on the URL that last answered a report
+// (the leader): a watch is never forwarded between daemons.
+func (d *httpDaemon) Watch(ctx context.Context, body []byte, signature string) (view.WatchAnswer, error) {
+	if len(d.urls) == 0 {
+		return view.WatchAnswer{}, fmt.Errorf("watch: %w: no daemon URL configured", ErrNoLeader)
+	}
+	d.mu.Lock()
+	base := d.urls[d.last]
+	d.mu.Unlock()
+	// Held up to view.MaxWatchWait by the daemon, then one attempt's time.
+	ctx, cancel := context.WithTimeout(ctx, view.MaxWatchWait*time.Millisecond+d.timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimSuffix(base, "/")+view.WatchPath, bytes.NewReader(body))
+	if err != nil {
+		return view.WatchAnswer{}, fmt.Errorf("watch %s: build request: %w", base, err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set(view.SignatureHeader, signature)
+	resp, err := d.client.Do(req)
+	if err != nil {
+		return view.WatchAnswer{}, fmt.Errorf("watch %s: %w", base, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, maxBody))
+	if err != nil {
+		return view.WatchAnswer{}, fmt.Errorf("watch %s: read answer: %w", base, err)
+	}
+	switch resp.StatusCode {
+	case http.StatusOK:
+	case http.StatusNotFound, http.StatusMethodNotAllowed:
+		return view.WatchAnswer{}, fmt.Errorf("watch %s: %w (%d: %s)", base, ErrWatchUnsupported, resp.StatusCode, strings.TrimSpace(string(b)))
+	default:
+		return view.WatchAnswer{}, fmt.Errorf("watch %s: status %d: %s", base, resp.StatusCode, strings.TrimSpace(string(b)))
+	}
+	var a view.WatchAnswer
+	if err := json.Unmarshal(b, &a); err != nil {
+		return view.WatchAnswer{}, fmt.Errorf("watch %s: malformed answer: %w", base, err)
 	}
 	return a, nil
 }

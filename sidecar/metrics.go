@@ -47,6 +47,8 @@ type metrics struct {
 	rejected *prometheus.CounterVec
 	unbound  *prometheus.CounterVec
 	exits    prometheus.Counter
+	// watchWakes counts rounds the daemon's watch answer started.
+	watchWakes prometheus.Counter
 }
 
 // newMetrics registers the sidecar's metrics on their own registry; lease and
@@ -70,6 +72,10 @@ func newMetrics(s *Sidecar) *metrics {
 			Name: "failoverd_sidecar_mysqld_exits_total",
 			Help: "Exits of the watched mysqld process the sidecar saw (its pidfd became readable) and reported to the daemon at once.",
 		}),
+		watchWakes: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "failoverd_sidecar_watch_wakeups_total",
+			Help: "Rounds started at once because the daemon answered the sidecar's held watch with a newer view (a failover's revoke or promotion reaching the sidecar without waiting for its next round).",
+		}),
 	}
 	lease := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "failoverd_sidecar_lease_remaining_seconds",
@@ -79,7 +85,7 @@ func newMetrics(s *Sidecar) *metrics {
 		Name: "failoverd_sidecar_view_epoch",
 		Help: "Epoch of the newest trusted view (0 without one).",
 	}, func() float64 { return float64(s.epoch()) })
-	m.reg.MustRegister(m.fences, m.rejected, m.unbound, m.exits, lease, epoch)
+	m.reg.MustRegister(m.fences, m.rejected, m.unbound, m.exits, m.watchWakes, lease, epoch)
 	// Zero series for every label value, so alerts see them before the first event.
 	for _, r := range fenceReasons {
 		m.fences.WithLabelValues(r)

@@ -66,6 +66,7 @@ func TestFirstScrapeHasEverySidecarCounterAtZero(t *testing.T) {
 		"failoverd_sidecar_rejected_views_total":  rejectWhys,
 		"failoverd_sidecar_unbound_answers_total": unboundWhys,
 		"failoverd_sidecar_mysqld_exits_total":    {""}, // no label: one series
+		"failoverd_sidecar_watch_wakeups_total":   {""},
 	}
 	for name, row := range docRows(t) {
 		if row[0] != "counter" {

@@ -234,6 +234,9 @@ func (s *Sidecar) Run(ctx context.Context) error {
 		}
 	})
 	wg.Go(func() { s.rounds(ctx) })
+	if w, ok := s.daemon.(DaemonWatcher); ok {
+		wg.Go(func() { s.watch(ctx, w) })
+	}
 	wg.Go(func() { s.guard(ctx) })
 	if s.watcher != nil {
 		wg.Go(func() { s.watcher.Watch(ctx, s.processRunning, s.processExited) })
@@ -279,6 +282,64 @@ func (s *Sidecar) rounds(ctx context.Context) {
 			// mysqld just exited: the daemon learns it now, not at the
 			// next round (issue 32: detection without the failure window).
 			t.Stop()
+		}
+	}
+}
+
+// watchUnsupported is how long the watch waits after a daemon without
+// watches (one upgraded later is used then); after any other failure it
+// waits checkInterval.
+const watchUnsupported = time.Minute
+
+// watch holds a watch at the daemon (view.Watch) and starts a round as soon
+// as the daemon publishes a view newer than the one held: the round's report
+// then fetches it, bound as always. Without it a new view reaches this
+// sidecar at its next round (checkInterval); a failover waits on that twice
+// (the old primary's fence as its proof, the target's epoch before writes).
+func (s *Sidecar) watch(ctx context.Context, w DaemonWatcher) {
+	var seen view.WatchAnswer // the newest view the daemon said it published
+	for ctx.Err() == nil {
+		s.mu.Lock()
+		after := view.Watch{Group: s.cfg.Group, Site: s.cfg.Site, WaitMs: view.MaxWatchWait}
+		if s.v != nil {
+			after.Epoch, after.Seq = s.v.View.Epoch, s.v.View.Seq
+		}
+		s.mu.Unlock()
+		// A newer view already announced, not yet fetched: wait past it,
+		// or every answer would wake a round again at once.
+		if view.NewerThan(seen.Epoch, seen.Seq, after.Epoch, after.Seq) {
+			after.Epoch, after.Seq = seen.Epoch, seen.Seq
+		}
+		body, err := json.Marshal(after)
+		if err != nil { // a Watch always encodes
+			return
+		}
+		a, err := w.Watch(ctx, body, view.SignBytes(body, s.cfg.Key))
+		var pause time.Duration
+		switch {
+		case ctx.Err() != nil:
+			return
+		case errors.Is(err, ErrWatchUnsupported):
+			pause = watchUnsupported
+		case err != nil:
+			pause = s.cfg.CheckInterval
+		case a.Newer:
+			seen = a
+			s.m.watchWakes.Inc()
+			select {
+			case s.push <- struct{}{}:
+			default: // a round is already asked for
+			}
+		}
+		if pause > 0 {
+			s.log.Debug("sidecar.watch_failed", "err", err, "retry_in", pause)
+			t := s.clock.NewTimer(pause)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return
+			case <-t.C():
+			}
 		}
 	}
 }
