@@ -75,7 +75,7 @@ fuzz-short: ## run every fuzzer for $(FUZZTIME)
 
 BENCH_RUNS ?= 20
 BENCH_QUICK_RUNS ?= 5
-BENCH_QUICK := ^Benchmark(RTOKill9|RTOKill9Sidecar|SwitchoverUnavailability|RTOHung|RTOIsolation|RTOHungSidecar|RTOIsolationSidecar|RTOBacklog|FalseFailovers)$$
+BENCH_QUICK := ^Benchmark(RTOKill9|RTOKill9Sidecar|SwitchoverUnavailability|RTOHung|RTOIsolation|RTOHungSidecar|RTOIsolationSidecar|RTOBacklog|FalseFailovers|FalseFailoversSidecar)$$
 .PHONY: bench-quick
 bench: deps ## every benchmark, the real-server ones on both engines (BENCH_RUNS runs per figure and engine); results land in docs/benchmarks/ (results.json, README.md, failover.svg)
 	@start=$$(date +%s); rc=0; \
@@ -86,7 +86,7 @@ bench: deps ## every benchmark, the real-server ones on both engines (BENCH_RUNS
 
 bench-quick: deps ## reduced benchmarks (a few minutes); fails when a figure it measured misses its target
 	@start=$$(date +%s); rc=0; \
-	  FAILOVERD_BENCH_WRITE=1 FAILOVERD_BENCH_QUICK=1 FAILOVERD_BENCH_RUNS=$(BENCH_QUICK_RUNS) FAILOVERD_BENCH_BLIPS=20 FAILOVERD_BENCH_PARTITIONS=3 \
+	  FAILOVERD_BENCH_WRITE=1 FAILOVERD_BENCH_QUICK=1 FAILOVERD_BENCH_RUNS=$(BENCH_QUICK_RUNS) FAILOVERD_BENCH_BLIPS=20 FAILOVERD_BENCH_PARTITIONS=3 FAILOVERD_BENCH_SIDECAR_BLIPS=5 \
 	  $(GO) test -count=1 -timeout 20m -run='^$$' -bench='$(BENCH_QUICK)' -benchtime=1x ./test/e2e/ || rc=$$?; \
 	  ./scripts/leftovers || rc=1; \
 	  $(GO) run ./test/benchreport -check -since $$start || rc=1; exit $$rc

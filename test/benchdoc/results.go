@@ -224,7 +224,7 @@ func (r *Results) Merge(figs ...Figure) {
 var figureOrder = []string{"rto_kill9", "rpo_kill9", "rto_kill9_sidecar", "rpo_kill9_sidecar", "rpo_kill9_semisync_off", "rto_kill9_haproxy", "switchover_unavailability",
 	"rto_hung", "overlap_hung", "rpo_hung", "rto_isolation", "overlap_isolation", "rpo_isolation",
 	"rto_hung_sidecar", "overlap_hung_sidecar", "rpo_hung_sidecar", "rto_isolation_sidecar", "overlap_isolation_sidecar", "rpo_isolation_sidecar",
-	"rto_backlog", "false_failovers", "gr_follow", "gr_rpo_kill9"}
+	"rto_backlog", "false_failovers", "false_failovers_sidecar", "gr_follow", "gr_rpo_kill9"}
 
 // sortFigures orders r's figures: the known ones first, then the scale_
 // ones, then the rest, each group stable; the engines of one figure

@@ -38,6 +38,7 @@ type sidecarProc struct {
 	cmd    *exec.Cmd
 	logs   *strings.Builder
 	exited chan struct{}
+	args   []string // what it was started with (restartSidecar)
 }
 
 // startSidecars starts `failoverd sidecar` beside every site. Sidecar i
@@ -73,42 +74,65 @@ func (g *group) startSidecars() {
 		if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 			g.t.Fatal(err)
 		}
-		p := &sidecarProc{logs: &strings.Builder{}, exited: make(chan struct{})}
 		args := []string{"sidecar", "-c", path, "--group", "orders", "--site", fmt.Sprintf("site%d", i),
 			"--listen", g.sidecarAddrs[i], "--mysql-address", m.Addr(),
 			"--daemon-url", "http://" + g.links[i][n].Addr(), "--log-format", "json"}
 		if !g.blindSidecars {
 			args = append(args, "--mysqld-pid-file", m.PidFile())
 		}
-		p.cmd = exec.Command(binary, args...)
-		p.cmd.Stdout, p.cmd.Stderr = &lockedWriter{w: p.logs}, &lockedWriter{w: p.logs}
-		p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-		if err := p.cmd.Start(); err != nil {
-			g.t.Fatalf("start sidecar %d: %v", i, err)
-		}
-		go func() { _ = p.cmd.Wait(); close(p.exited) }()
-		g.sidecars = append(g.sidecars, p)
-		g.t.Cleanup(func() {
-			_ = p.cmd.Process.Signal(syscall.SIGTERM)
-			select {
-			case <-p.exited:
-			case <-time.After(10 * time.Second):
-				_ = p.cmd.Process.Kill()
-				<-p.exited
-			}
-			// The sidecar logs in with the documented sidecar account.
-			for line := range strings.SplitSeq(p.logs.String(), "\n") {
-				if privilegeRefused(line) {
-					g.t.Errorf("sidecar %d's documented account was refused a privilege: %s", i, line)
-					break
-				}
-			}
-			if g.t.Failed() {
-				g.t.Logf("sidecar %d output:\n%s", i, tail(p.logs.String(), 40))
-			}
-		})
+		g.sidecars = append(g.sidecars, g.launchSidecar(i, args))
 		g.waitFor(fmt.Sprintf("sidecar%d answers /healthz", i), 15*time.Second, answersHealthz(g.sidecarAddrs[i]))
 	}
+}
+
+// launchSidecar starts sidecar i with args and stops it at the test's end.
+func (g *group) launchSidecar(i int, args []string) *sidecarProc {
+	g.t.Helper()
+	p := &sidecarProc{logs: &strings.Builder{}, exited: make(chan struct{}), args: args}
+	p.cmd = exec.Command(binary, args...)
+	p.cmd.Stdout, p.cmd.Stderr = &lockedWriter{w: p.logs}, &lockedWriter{w: p.logs}
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := p.cmd.Start(); err != nil {
+		g.t.Fatalf("start sidecar %d: %v", i, err)
+	}
+	go func() { _ = p.cmd.Wait(); close(p.exited) }()
+	g.t.Cleanup(func() {
+		_ = p.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-p.exited:
+		case <-time.After(10 * time.Second):
+			_ = p.cmd.Process.Kill()
+			<-p.exited
+		}
+		// The sidecar logs in with the documented sidecar account.
+		for line := range strings.SplitSeq(p.logs.String(), "\n") {
+			if privilegeRefused(line) {
+				g.t.Errorf("sidecar %d's documented account was refused a privilege: %s", i, line)
+				break
+			}
+		}
+		if g.t.Failed() {
+			g.t.Logf("sidecar %d output:\n%s", i, tail(p.logs.String(), 40))
+		}
+	})
+	return p
+}
+
+// restartSidecar stops sidecar i with sig (SIGKILL: a crash; SIGTERM: a
+// restart by hand), starts it again with the same arguments and waits until
+// it answers /healthz.
+func (g *group) restartSidecar(i int, sig syscall.Signal) {
+	g.t.Helper()
+	g.note("restart sidecar%d (%s)", i, sig)
+	p := g.sidecars[i]
+	_ = p.cmd.Process.Signal(sig)
+	select {
+	case <-p.exited:
+	case <-time.After(10 * time.Second):
+		g.t.Fatalf("sidecar %d did not stop on %s", i, sig)
+	}
+	g.sidecars[i] = g.launchSidecar(i, p.args)
+	g.waitFor(fmt.Sprintf("sidecar%d answers /healthz again", i), 15*time.Second, answersHealthz(g.sidecarAddrs[i]))
 }
 
 // waitSidecarsRenewed waits until every sidecar holds the daemon's view and
