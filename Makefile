@@ -77,12 +77,12 @@ BENCH_RUNS ?= 20
 BENCH_QUICK_RUNS ?= 5
 BENCH_QUICK := ^Benchmark(RTOKill9|RTOKill9Sidecar|SwitchoverUnavailability|RTOHung|RTOIsolation|RTOHungSidecar|RTOIsolationSidecar|RTOBacklog|FalseFailovers|FalseFailoversSidecar)$$
 .PHONY: bench-quick
-bench: deps ## every benchmark, the real-server ones on both engines (BENCH_RUNS runs per figure and engine); results land in docs/benchmarks/ (results.json, README.md, failover.svg)
+bench: deps ## every benchmark, the real-server ones on both engines (BENCH_RUNS runs per figure and engine); results land in docs/benchmarks/ (results.json, README.md, failover.svg); fails when a figure misses its target
 	@start=$$(date +%s); rc=0; \
 	  FAILOVERD_BENCH_WRITE=1 FAILOVERD_BENCH_RUNS=$(BENCH_RUNS) $(GO) test -count=1 -p 1 -timeout 4h -run='^$$' -bench=. -benchtime=1x ./test/e2e/ ./poller/ ./api/ || rc=$$?; \
 	  $(GO) test -count=1 -run='^$$' -bench=. -benchmem ./gtid/ ./sitepair/ || rc=$$?; \
 	  ./scripts/leftovers || rc=1; \
-	  $(GO) run ./test/benchreport -since $$start || rc=1; exit $$rc
+	  $(GO) run ./test/benchreport -check -since $$start || rc=1; exit $$rc
 
 bench-quick: deps ## reduced benchmarks (a few minutes); fails when a figure it measured misses its target
 	@start=$$(date +%s); rc=0; \
