@@ -122,27 +122,35 @@ func BenchmarkRTOKill9(b *testing.B) {
 
 func rtoKill9(b *testing.B, e testenv.Engine) {
 	runs := runEach(b, benchRuns(), func(b *testing.B) killRun { return kill9Once(b, e, true) })
+	benchdoc.RecordEngine(b, "../..", e.String(), kill9Figures("kill9", runs,
+		benchdoc.Target{Text: "p50 ≤ 800 ms, p90 ≤ 1.2 s", P50Max: benchdoc.Bound(800), P90Max: benchdoc.Bound(1200)},
+		`client-observed failover time after SIGKILL of the primary's mysqld: a write load
+(2 workers, app account, 5 ms pause, 2 s timeout, on any error it moves to the next site)
+logs every acknowledged INSERT with its time and site; the figure is its last ack by the old
+primary → its first ack by the new one. Beside it: the daemon's JSON log times of
+epoch.revoked (detection decided, revoking epoch persisted) and failover.promoted, and the
+harness's 10 ms poll of read_only=0 on the replicas, each from the kill. Fresh 3-site group
+per run (fencing confirmed), kill at a random 0-500 ms phase after 50 acks.`)...)
+}
+
+// kill9Figures are rto_NAME (the client's gap, with the daemon's phases
+// beside it) and rpo_NAME (acknowledged writes lost) of kill runs.
+func kill9Figures(name string, runs []killRun, target benchdoc.Target, desc string) []benchdoc.Figure {
 	var gap, writable, revoked, promoted []time.Duration
 	var lost []int
 	for _, r := range runs {
 		gap, writable, revoked, promoted = append(gap, r.gap), append(writable, r.writable), append(revoked, r.revoked), append(promoted, r.promoted)
 		lost = append(lost, r.lost)
 	}
-	benchdoc.RecordEngine(b, "../..", e.String(),
-		benchdoc.DurationFigure("rto_kill9", gap, benchdoc.Target{Text: "p50 ≤ 800 ms, p90 ≤ 1.2 s", P50Max: benchdoc.Bound(800), P90Max: benchdoc.Bound(1200)},
-			`client-observed failover time after SIGKILL of the primary's mysqld: a write load
-(2 workers, app account, 5 ms pause, 2 s timeout, on any error it moves to the next site)
-logs every acknowledged INSERT with its time and site; the figure is its last ack by the old
-primary → its first ack by the new one. Beside it: the daemon's JSON log times of
-epoch.revoked (detection decided, revoking epoch persisted) and failover.promoted, and the
-harness's 10 ms poll of read_only=0 on the replicas, each from the kill. Fresh 3-site group
-per run (fencing confirmed), kill at a random 0-500 ms phase after 50 acks.`).
+	return []benchdoc.Figure{
+		benchdoc.DurationFigure("rto_"+name, gap, target, desc).
 			WithPhase("fault → epoch.revoked", benchdoc.Millis64(revoked)).
 			WithPhase("fault → failover.promoted", benchdoc.Millis64(promoted)).
 			WithPhase("fault → read_only=0 seen", benchdoc.Millis64(writable)),
-		benchdoc.CountFigure("rpo_kill9", lost, benchdoc.Target{Text: "0 (semi-sync on)", MaxMax: benchdoc.Bound(0)},
-			`acknowledged writes lost per rto_kill9 run: ids the write load saw acknowledged and
-absent from the new primary's app.load after the load stopped (semi-sync on).`))
+		benchdoc.CountFigure("rpo_"+name, lost, benchdoc.Target{Text: "0 (semi-sync on)", MaxMax: benchdoc.Bound(0)},
+			`acknowledged writes lost per rto_`+name+` run: ids the write load saw acknowledged and
+absent from the new primary's app.load after the load stopped (semi-sync on).`),
+	}
 }
 
 // BenchmarkRTOKill9Sidecar records rto_kill9_sidecar and rpo_kill9_sidecar
@@ -161,26 +169,15 @@ func rtoKill9Sidecar(b *testing.B, e testenv.Engine) {
 	runs := runEach(b, benchRuns(), func(b *testing.B) killRun {
 		return kill9With(b, groupOptions{engine: e, sites: 3, fencing: "sidecar", sidecars: true}, true)
 	})
-	var gap, writable, revoked, promoted []time.Duration
-	var lost []int
-	for _, r := range runs {
-		gap, writable, revoked, promoted = append(gap, r.gap), append(writable, r.writable), append(revoked, r.revoked), append(promoted, r.promoted)
-		lost = append(lost, r.lost)
-	}
-	benchdoc.RecordEngine(b, "../..", e.String(),
-		benchdoc.DurationFigure("rto_kill9_sidecar", gap, benchdoc.Target{Text: "p50 ≤ 300 ms, p90 ≤ 400 ms", P50Max: benchdoc.Bound(300), P90Max: benchdoc.Bound(400)},
-			`client-observed failover time after SIGKILL of the primary's mysqld with a failoverd
+	benchdoc.RecordEngine(b, "../..", e.String(), kill9Figures("kill9_sidecar", runs,
+		benchdoc.Target{Text: "p50 ≤ 300 ms, p90 ≤ 400 ms", P50Max: benchdoc.Bound(300), P90Max: benchdoc.Bound(400)},
+		`client-observed failover time after SIGKILL of the primary's mysqld with a failoverd
 sidecar beside each mysqld (--mysqld-pid-file given, fencing sidecar, leaseTimeout 3s): the
 primary's sidecar sees the exit through a pidfd and pushes a signed report at once, and the
 daemon starts the failover on it (detection PrimaryExited) once the replicas lost the primary
-too. Otherwise the rto_kill9 run: write load of 2 workers, last ack by the old primary → first
-ack by the new one, fresh 3-site group per run, kill at a random 0-500 ms phase after 50 acks.`).
-			WithPhase("fault → epoch.revoked", benchdoc.Millis64(revoked)).
-			WithPhase("fault → failover.promoted", benchdoc.Millis64(promoted)).
-			WithPhase("fault → read_only=0 seen", benchdoc.Millis64(writable)),
-		benchdoc.CountFigure("rpo_kill9_sidecar", lost, benchdoc.Target{Text: "0 (semi-sync on)", MaxMax: benchdoc.Bound(0)},
-			`acknowledged writes lost per rto_kill9_sidecar run: ids the write load saw
-acknowledged and absent from the new primary's app.load after the load stopped.`))
+too; the revoke and the promotion reach the sidecars through their held watch at once. Otherwise
+the rto_kill9 run: write load of 2 workers, last ack by the old primary → first ack by the new
+one, fresh 3-site group per run, kill at a random 0-500 ms phase after 50 acks.`)...)
 }
 
 // BenchmarkRPOKill9SemiSyncOff records rpo_kill9_semisync_off: the
