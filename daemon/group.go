@@ -117,6 +117,9 @@ type group struct {
 	// gr is the Group Replication loop's state (grloop.go); nil for an
 	// async group.
 	gr *grLoop
+	// recheck is the pending early probe of a failover waiting for its
+	// target to catch up (recheckCatchUp); nil when none is pending.
+	recheck *time.Timer
 }
 
 // pendingRestarts are the replicas a re-assert of primary at epoch has not
@@ -300,6 +303,7 @@ func (g *group) carryOut(ctx context.Context, d sitepair.Decision) {
 		if changed {
 			g.fireAfter(d, nil, true)
 		}
+		g.recheckCatchUp(d)
 		return
 	}
 	actx, cancel := context.WithTimeout(ctx, g.actionTimeout)
@@ -389,4 +393,42 @@ func (g *group) act(ctx, term context.Context, d sitepair.Decision) error {
 		return g.servers.sourceOff(ctx, d.SemiSyncOff)
 	}
 	return fmt.Errorf("unknown action %q", d.Action)
+}
+
+// Catch-up rechecks: a failover waiting for its target to receive the
+// fenced old primary's last transactions (ReasonAwaitCatchUp) asks for
+// probes again after a quarter of the time it has waited so far, within
+// [catchUpRecheckMin, PollInterval/4]: the transactions are usually in
+// flight for milliseconds, and without an early probe the promotion waited
+// for the target's next regular one, up to a poll interval (issue 32: the
+// 0.5-0.7 s switchovers). The growing pause keeps a target far behind from
+// being probed at a busy rate for its whole maxLagWait.
+const catchUpRecheckMin = 5 * time.Millisecond
+
+// recheckDelay is the pause before the next catch-up recheck of a failover
+// revoked waited ago.
+func recheckDelay(waited, pollInterval time.Duration) time.Duration {
+	return max(min(waited/4, pollInterval/4), catchUpRecheckMin)
+}
+
+// recheckCatchUp schedules the early probes of a failover waiting for its
+// target to catch up (d, a None decision), one at a time; other decisions
+// schedule nothing.
+func (g *group) recheckCatchUp(d sitepair.Decision) {
+	k, ok := g.obs.(kicker)
+	if d.Reason != sitepair.ReasonAwaitCatchUp || !ok {
+		return
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.recheck != nil || g.rec.InFlight == nil {
+		return // one is pending: its probes wake the next round
+	}
+	delay := recheckDelay(g.now().Sub(g.rec.InFlight.RevokedAt), g.cfg.PollInterval)
+	g.recheck = time.AfterFunc(delay, func() {
+		g.mu.Lock()
+		g.recheck = nil
+		g.mu.Unlock()
+		k.Kick()
+	})
 }

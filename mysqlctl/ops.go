@@ -180,13 +180,19 @@ func (i *Instance) StopReplicaIO(ctx context.Context) error {
 		// and may wait a whole 2 s retry cycle; a short pause avoids it
 		// (measured: both replicas of a hung source stopped in about 100 ms,
 		// against 2 s for one of them without it).
-		for waited := time.Duration(0); killed > 0 && waited < killSettle; waited += killPoll {
-			if err := i.sleep(ctx, killPoll); err != nil {
-				return i.fail(op, "let the receiver react", err)
-			}
+		for waited := time.Duration(0); killed > 0; waited += killPoll {
 			// Every killed receiver gone: STOP finds nothing to wait for.
+			// Looked at before the first pause: the receiver of a live
+			// source (a switchover's) is usually gone at once, and a fixed
+			// pause cost every promotion its length (issue 32).
 			if rs, err := i.q.query(ctx, i.d.ioThreadsQuery); err == nil && len(rs.rows) == 0 {
 				break
+			}
+			if waited >= killSettle {
+				break
+			}
+			if err := i.sleep(ctx, killPoll); err != nil {
+				return i.fail(op, "let the receiver react", err)
 			}
 		}
 	}

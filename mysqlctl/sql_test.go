@@ -268,7 +268,7 @@ func TestReplicaIOThreadSQL(t *testing.T) {
 				db.on("SHOW ALL SLAVES STATUS", mariaRunning).on("SELECT ID AS id FROM information_schema.PROCESSLIST", table("id").row("42").ok())
 			},
 			want: slices.Concat([]string{"SHOW ALL SLAVES STATUS", "SELECT ID AS id FROM information_schema.PROCESSLIST WHERE COMMAND = 'Slave_IO'", "KILL CONNECTION 42"},
-				slices.Repeat([]string{"SELECT ID AS id FROM information_schema.PROCESSLIST WHERE COMMAND = 'Slave_IO'"}, int(killSettle/killPoll)),
+				slices.Repeat([]string{"SELECT ID AS id FROM information_schema.PROCESSLIST WHERE COMMAND = 'Slave_IO'"}, int(killSettle/killPoll)+1),
 				[]string{"STOP SLAVE IO_THREAD"})},
 		{name: "mariadb stop starts a stopped applier while the IO thread runs", flavor: mariadb, run: stopIO,
 			setup: func(db *fakeDB) { db.on("SHOW ALL SLAVES STATUS", mariaReplica("Yes", "No", "0-1-17", "0", "")) },
@@ -292,6 +292,36 @@ func TestReplicaIOThreadSQL(t *testing.T) {
 		{name: "mariadb start not a replica", flavor: mariadb, run: startIO,
 			want: []string{"SHOW ALL SLAVES STATUS"}, wantErr: ErrNotReplica},
 	})
+}
+
+// TestStopReplicaIOWithoutPauseWhenTheKilledReceiverIsGone: a receiver
+// that is gone right after its KILL (a live source's, as in a switchover)
+// is stopped without any pause; one that stays is waited for at most
+// killSettle.
+func TestStopReplicaIOWithoutPauseWhenTheKilledReceiverIsGone(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		after []fakeResponse
+		want  time.Duration
+	}{
+		{"gone at once", []fakeResponse{table("id").ok()}, 0},
+		{"gone after two pauses", []fakeResponse{table("id").row("42").ok(), table("id").row("42").ok(), table("id").ok()}, 2 * killPoll},
+		{"stays", nil, killSettle},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			inst, db, clock := newFake(mariadb)
+			start := clock.now()
+			// The last answer repeats: a receiver that stays.
+			answers := append([]fakeResponse{table("id").row("42").ok()}, c.after...)
+			db.on("SHOW ALL SLAVES STATUS", mariaReplica("Yes", "Yes", "0-1-17", "0", "")).on("SELECT ID AS id FROM information_schema.PROCESSLIST", answers...)
+			if err := inst.StopReplicaIO(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			if got := clock.now().Sub(start); got != c.want {
+				t.Fatalf("paused %v before STOP, want %v", got, c.want)
+			}
+		})
+	}
 }
 
 func TestReplicateFromSQL(t *testing.T) {

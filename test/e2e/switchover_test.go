@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
@@ -18,12 +19,29 @@ import (
 // lose no acknowledged write and leave the old primary replicating from the
 // new one.
 func switchoversUnderLoad(tb testing.TB, e testenv.Engine, n int) []time.Duration {
+	var gaps []time.Duration
+	for _, r := range switchoversTimed(tb, e, n) {
+		gaps = append(gaps, r.gap)
+	}
+	return gaps
+}
+
+// switchoverRun is what one switchover of switchoversTimed measured.
+type switchoverRun struct {
+	gap      time.Duration // client: last ack by the old primary → first ack by the new one
+	writable time.Duration // request → the daemon read the target writable (failover.phase writable)
+	promoted time.Duration // request → failover.promoted (daemon log)
+}
+
+// switchoversTimed is switchoversUnderLoad with the daemon's times of each
+// switchover beside the client's gap.
+func switchoversTimed(tb testing.TB, e testenv.Engine, n int) []switchoverRun {
 	g := newGroup(tb, groupOptions{engine: e, sites: 3})
 	g.startDaemon()
 	g.waitHealthy("site0", 30*time.Second)
 	load := testenv.StartWriteLoad(tb, testenv.AppDSNs(g.topo.Sites...), testenv.WriteLoadOptions{Workers: 4})
 	load.WaitForAcks(tb, 100, 20*time.Second)
-	var gaps []time.Duration
+	var runs []switchoverRun
 	from := 0
 	for i := range n {
 		to := (from + 1) % 3
@@ -52,7 +70,14 @@ func switchoversUnderLoad(tb testing.TB, e testenv.Engine, n int) []time.Duratio
 		if lastOld.IsZero() || firstNew.IsZero() || firstNew.Before(lastOld) {
 			tb.Fatalf("switchover %d: last ack on site%d %v, first on %s %v", i, from, lastOld, target, firstNew)
 		}
-		gaps = append(gaps, firstNew.Sub(lastOld))
+		logs := g.logs.String()
+		traceSwitchover(tb, logs, asked, lastOld, firstNew)
+		writable, ok1 := phaseAfter(logs, "writable", asked)
+		promoted, ok2 := eventAfter(logs, "failover.promoted", asked)
+		if !ok1 || !ok2 {
+			tb.Fatalf("switchover %d: the daemon logged no writable phase or failover.promoted", i)
+		}
+		runs = append(runs, switchoverRun{gap: firstNew.Sub(lastOld), writable: writable, promoted: promoted})
 		g.waitFor(fmt.Sprintf("site%d follows %s", from, target), 30*time.Second, func() bool {
 			return g.follows(g.topo.Sites[from], g.topo.Sites[to])
 		})
@@ -62,7 +87,54 @@ func switchoversUnderLoad(tb testing.TB, e testenv.Engine, n int) []time.Duratio
 	if missing := load.Missing(tb, g.topo.Sites[from].AppDB(tb)); len(missing) > 0 {
 		tb.Fatalf("%d acknowledged writes missing on site%d after %d switchovers: %v", len(missing), from, n, missing[:min(len(missing), 10)])
 	}
-	return gaps
+	return runs
+}
+
+// phaseAfter returns how long after since the daemon's failover.phase line
+// of phase ended (its log time), and whether there was one.
+func phaseAfter(logs, phase string, since time.Time) (time.Duration, bool) {
+	for line := range strings.SplitSeq(logs, "\n") {
+		var l struct {
+			Time       time.Time
+			Msg, Phase string
+		}
+		if json.Unmarshal([]byte(line), &l) == nil && l.Msg == "failover.phase" && l.Phase == phase && !l.Time.Before(since) {
+			return l.Time.Sub(since), true
+		}
+	}
+	return 0, false
+}
+
+// traceSwitchover logs, beside the client's gap, where the daemon's time
+// went in the switchover asked at asked: its log lines from the request to
+// the first ack by the new primary (decisions, revoke, fences, the
+// failover.phase lines), each timed from the client's last ack by the old
+// primary (negative: before it).
+func traceSwitchover(tb testing.TB, logs string, asked, lastOld, firstNew time.Time) {
+	tb.Helper()
+	var out strings.Builder
+	fmt.Fprintf(&out, "switchover: asked at %+d ms, first ack by the new primary at +%d ms (from the last by the old one)",
+		asked.Sub(lastOld).Milliseconds(), firstNew.Sub(lastOld).Milliseconds())
+	for line := range strings.SplitSeq(logs, "\n") {
+		var l struct {
+			Time                             time.Time
+			Msg, Phase, Action, Site, Reason string
+			Ms                               float64
+		}
+		if json.Unmarshal([]byte(line), &l) != nil || l.Time.Before(asked) || l.Time.After(firstNew.Add(20*time.Millisecond)) {
+			continue
+		}
+		fmt.Fprintf(&out, "\n  %+5d ms %s", l.Time.Sub(lastOld).Milliseconds(), l.Msg)
+		switch {
+		case l.Phase != "":
+			fmt.Fprintf(&out, " %s %.1f ms", l.Phase, l.Ms)
+		case l.Action != "":
+			fmt.Fprintf(&out, " %s (%s)", l.Action, l.Reason)
+		case l.Site != "":
+			fmt.Fprintf(&out, " %s", l.Site)
+		}
+	}
+	tb.Log(out.String())
 }
 
 // Planned switchovers under a steady write load lose nothing, each old
