@@ -387,7 +387,11 @@ func (sv *servers) source(primary string) (mysqlctl.Source, error) {
 }
 
 // heartbeatPeriod keeps replica heartbeats frequent enough that a silent
-// source is noticed within a few polls.
+// source is noticed within about two polls: half the poll interval, between
+// 250 ms and 1 s (the poller's silence threshold is 2 heartbeat periods +
+// 1 poll interval, 1 s at the default 500 ms poll).
 func heartbeatPeriod(poll time.Duration) time.Duration {
-	return min(max(poll, 250*time.Millisecond), time.Second)
+	// Below 250 ms heartbeats would cost more than they save: the probes
+	// sample them only once per poll anyway.
+	return min(max(poll/2, 250*time.Millisecond), time.Second)
 }

@@ -327,3 +327,22 @@ func TestEveryStepHasADeadline(t *testing.T) {
 		}
 	}
 }
+
+// TestHeartbeatPeriodIsHalfThePollInterval: the heartbeats failoverd sets
+// when it repoints a replica are half the poll interval, between 250 ms and
+// 1 s, so the replicas' silence threshold (2 heartbeats + 1 poll interval)
+// is 1 s at the default 500 ms poll and a hung or isolated primary is
+// corroborated about when its own probes detect it.
+func TestHeartbeatPeriodIsHalfThePollInterval(t *testing.T) {
+	for _, tc := range []struct{ poll, want time.Duration }{
+		{100 * time.Millisecond, 250 * time.Millisecond},
+		{500 * time.Millisecond, 250 * time.Millisecond},
+		{time.Second, 500 * time.Millisecond},
+		{2 * time.Second, time.Second},
+		{10 * time.Second, time.Second},
+	} {
+		if got := heartbeatPeriod(tc.poll); got != tc.want {
+			t.Errorf("heartbeatPeriod(%v) = %v, want %v", tc.poll, got, tc.want)
+		}
+	}
+}

@@ -67,6 +67,12 @@
 // broken session (TriggerWatchLost); the daemon runs the group's round on
 // each, with its poll as the backstop.
 //
+// A site's first failed probe (a hung or isolated server breaks no socket)
+// asks every other site for a probe at once, through the same early-probe
+// channel and with the same limit, once per failure run: the replicas'
+// view of it (their source gone silent, the corroboration) is read from its
+// first failure on instead of up to a PollInterval later.
+//
 // A broken watch's early probe only ever starts a failure window: it never
 // runs while failures are being counted (it would count the next one sooner
 // than the window allows, and a blip shorter than the window could fail
@@ -98,7 +104,17 @@
 // Gtid_IO_Pos at least once per period. The poller remembers both across
 // probes and measures, on the daemon's own clock, for how long neither
 // changed; the source is silent once that exceeds the threshold
-// max(Config.SilenceAfter, 2 × heartbeat period + 2 × PollInterval). A
+// max(Config.SilenceAfter, 2 × heartbeat period + 1 × PollInterval):
+// measured from the probe that first saw the latest value, the silence
+// never exceeds the replica's real one (by more than that probe's own
+// duration), so sampling delays the verdict but cannot bring it forward, and
+// a live source sends something at least once per heartbeat period: the
+// threshold leaves a heartbeat period plus a poll interval of margin. A
+// replica whose latest probe saw no news is probed again 1 ms past the
+// moment its threshold would be crossed (silenceCrossing), not at its next
+// tick: once per silence episode, never on a healthy link (its heartbeats
+// arrive well within the threshold), and never inside its own failure run.
+// A
 // SIGSTOPped primary keeps the replica's TCP connection open (Slave_IO_Running
 // stays Yes until slave_net_timeout), but its heartbeats stop at once.
 // Without a heartbeat period (heartbeats disabled) an idle source would look

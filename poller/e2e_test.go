@@ -71,7 +71,7 @@ func testE2ECutDaemonLinkIsUnreachablePrimary(t *testing.T, e testenv.Engine) {
 	t.Logf("cut → UnreachablePrimary in %v; streaming witnesses %v", d.at.Sub(cut), d.result.Streaming)
 
 	// Several seconds with the link cut: longer than the replicas' silence
-	// threshold (2 s) and slave_net_timeout (3 s), so a heartbeat-blind or
+	// threshold (1 s with testenv's 0.25 s heartbeats) and slave_net_timeout (3 s), so a heartbeat-blind or
 	// IO-thread-only witness would have flipped by now.
 	primary := lg.topo.Sites[0]
 	primary.Exec(t, "CREATE TABLE IF NOT EXISTS app.poller_e2e (id INT PRIMARY KEY)")
@@ -141,7 +141,8 @@ func testE2EPausedPrimary(t *testing.T, e testenv.Engine) {
 	t.Cleanup(func() { _ = lg.topo.Sites[0].Resume() })
 
 	// Unreachable after 2 timed-out probes (≈1.4 s); the replica's witness
-	// is lost after the 2 s silence threshold or the 3 s slave_net_timeout.
+	// is lost after the silence threshold (2 heartbeats + 1 poll interval)
+	// or the 3 s slave_net_timeout.
 	d, ok := lg.waitFor(statemachine.PrimaryDown, paused, 15*time.Second)
 	if !ok {
 		t.Fatalf("no PrimaryDown within 15s of SIGSTOP; last code %q; sites %v", lg.lastCode(), lg.views())

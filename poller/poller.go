@@ -78,7 +78,7 @@ type Config struct {
 	MaxBackoff time.Duration
 	// SilenceAfter is the minimum silence threshold (see the package doc);
 	// the effective threshold is never below 2 × heartbeat period +
-	// 2 × PollInterval. 0 uses that floor.
+	// 1 × PollInterval. 0 uses that floor.
 	SilenceAfter time.Duration
 	// Dial opens a site's Prober (see MySQLDialer). Required.
 	Dial Dialer
@@ -203,10 +203,15 @@ func (p *Poller) Run(ctx context.Context, sink func(Observation)) error {
 	p.kicks = kicks
 	p.kickMu.Unlock()
 	grid := tickGrid(p.cfg.PollInterval)
+	early := make([]chan struct{}, n)
+	for i := range early {
+		early[i] = make(chan struct{}, 1)
+	}
 	for i, s := range p.cfg.Sites {
 		loop := &siteLoop{
 			kick:   kicks[i],
-			lost:   make(chan struct{}, 1),
+			lost:   early[i],
+			peers:  peersOf(early, i),
 			cfg:    &p.cfg,
 			book:   p.book,
 			site:   s,
@@ -268,6 +273,26 @@ func untilTick(due, now time.Time, grid time.Duration) time.Duration {
 	return due.Sub(now)
 }
 
+// peersOf is every early-probe channel but site i's own.
+func peersOf(early []chan struct{}, i int) []chan struct{} {
+	out := make([]chan struct{}, 0, len(early)-1)
+	for j, c := range early {
+		if j != i {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// askEarly asks for an early probe on c (siteLoop.lost) unless one is
+// already pending.
+func askEarly(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default: // one is already pending
+	}
+}
+
 // watch keeps a Watch session to site s and asks for a probe of s (lost)
 // each time an established session breaks. It reconnects at most once a
 // poll interval: a server that refuses is the probes' to report.
@@ -283,10 +308,7 @@ func (p *Poller) watch(ctx context.Context, s Site, lost chan struct{}) {
 		}
 		if up {
 			log.Debug("poller.watch_lost", "err", err)
-			select {
-			case lost <- struct{}{}:
-			default: // one is already pending
-			}
+			askEarly(lost)
 			detail := ""
 			if err != nil {
 				detail = err.Error()
@@ -361,8 +383,15 @@ type siteLoop struct {
 	offset time.Duration // of the first tick
 	log    *slog.Logger
 
-	kick  chan struct{} // Kick: probe now
-	lost  chan struct{} // the watch session broke: probe now, if no failure run is counting
+	kick chan struct{} // Kick: probe now
+	// lost: the watch session broke, or another site's probe began a
+	// failure run: probe now, if no failure run of this site is counting.
+	lost chan struct{}
+	// peers are the other sites' lost channels: a failure run starting
+	// here asks each for a probe, so the replicas' view of this site (the
+	// corroboration: their source gone silent) is read from then on, not
+	// up to a PollInterval later.
+	peers []chan struct{}
 	seq   uint64
 	fails int // consecutive failed probes
 	// prober belongs to the probe goroutine while one runs; the loop only
@@ -383,12 +412,15 @@ func (s *siteLoop) run(ctx context.Context, sink func(Observation)) {
 	due := now.Add(s.offset) // the tick's exact time; it fires on the grid
 	timer := clock.NewTimer(untilTick(due, now, grid))
 	defer timer.Stop()
+	crossing := false // the timer is set for a silence crossing (silenceCrossing)
 	for {
 		kicked := false
 		select {
 		case <-ctx.Done():
 			return
 		case <-timer.C():
+			// A silence-crossing probe restarts the rhythm, as an early one.
+			kicked = crossing
 		case <-s.kick:
 			if !s.kickable() {
 				continue
@@ -403,11 +435,20 @@ func (s *siteLoop) run(ctx context.Context, sink func(Observation)) {
 			}
 			kicked = true
 		}
+		crossing = false
 		obs, ok := s.probe(ctx)
 		if !ok {
 			return
 		}
 		sink(obs)
+		if !obs.Reachable && s.fails == 1 {
+			// Only a run's first failure: the peers' probes are early reads
+			// of their own state, never counted failures of this site, and
+			// a site failing on end asks once, not every tick.
+			for _, c := range s.peers {
+				askEarly(c)
+			}
+		}
 		now := clock.Now()
 		switch {
 		case kicked:
@@ -431,9 +472,29 @@ func (s *siteLoop) run(ctx context.Context, sink func(Observation)) {
 			// delay the detection of a failed site.
 			timer.Reset(due.Sub(now))
 		} else {
-			timer.Reset(untilTick(due, now, grid))
+			wait := untilTick(due, now, grid)
+			if at, ok := silenceCrossing(obs); ok && at.Sub(now) < wait {
+				wait, crossing = max(at.Sub(now), 0), true
+			}
+			timer.Reset(wait)
 		}
 	}
+}
+
+// silenceCrossing returns when a replica whose latest probe saw no news
+// from its source (SilentFor > 0, not yet silent) will have been silent for
+// longer than its threshold, if nothing arrives in between: a probe then
+// reads the verdict the moment it can flip instead of up to a PollInterval
+// later (the hung or isolated primary's corroboration). Once silent, or
+// when news arrived, the regular rhythm stands: one extra probe per silence
+// episode at most, none on a healthy link (heartbeats reach it well within
+// the threshold).
+func silenceCrossing(obs Observation) (time.Time, bool) {
+	if !obs.Reachable || !obs.SilenceKnown || obs.SourceSilent || obs.SilentFor <= 0 {
+		return time.Time{}, false
+	}
+	// One millisecond past the threshold: SilentFor must exceed it.
+	return obs.At.Add(obs.SilenceThreshold - obs.SilentFor + time.Millisecond), true
 }
 
 // kickable reports whether an early probe may run now: not while a probe is

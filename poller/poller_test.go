@@ -375,12 +375,12 @@ func TestSilenceDetection(t *testing.T) {
 		time.Sleep(500 * time.Millisecond)
 		stop()
 
-		// Threshold: 2 × 0.5s heartbeat + 2 × 0.5s poll = 2s.
+		// Threshold: 2 × 0.5s heartbeat + 1 × 0.5s poll = 1.5s.
 		var silentAt, backAt time.Duration
 		start := rec.site("b")[0].At
 		for _, o := range rec.site("b") {
-			if !o.SilenceKnown || o.SilenceThreshold != 2*time.Second {
-				t.Fatalf("probe %d: silence known %v threshold %v, want known, 2s", o.Seq, o.SilenceKnown, o.SilenceThreshold)
+			if !o.SilenceKnown || o.SilenceThreshold != 1500*time.Millisecond {
+				t.Fatalf("probe %d: silence known %v threshold %v, want known, 1.5s", o.Seq, o.SilenceKnown, o.SilenceThreshold)
 			}
 			if o.Follows != "a" || !o.IOConnected || o.SourceAddr != "db-a.example:3306" {
 				t.Fatalf("probe %d: follows %q (source %q) connected %v; want a, db-a.example:3306, connected", o.Seq, o.Follows, o.SourceAddr, o.IOConnected)
@@ -392,13 +392,58 @@ func TestSilenceDetection(t *testing.T) {
 				backAt = o.At.Sub(start)
 			}
 		}
-		// The last change is seen by the probe at 2.25s; the first probe
-		// more than 2s later runs at 4.75s, 4.5s after the first probe.
-		if silentAt != 4500*time.Millisecond {
-			t.Errorf("source reported silent %v after the first probe, want 4.5s", silentAt)
+		// The last change is seen by the probe at 2.25s; the 2.75s probe
+		// sees none, so the next one runs 1 ms after the threshold is
+		// crossed, at 3.751s (3.501s after the first probe) instead of at
+		// the 4.25s tick, and the rhythm restarts from it: 4.251s ...
+		// 5.751s, held to the 25 ms grid (5.775s), sees the heartbeat of
+		// 5.5s.
+		if silentAt != 3501*time.Millisecond {
+			t.Errorf("source reported silent %v after the first probe, want 3.501s", silentAt)
 		}
-		if backAt != 5500*time.Millisecond {
-			t.Errorf("source reported alive again %v after the first probe, want 5.5s", backAt)
+		if backAt != 5525*time.Millisecond {
+			t.Errorf("source reported alive again %v after the first probe, want 5.525s", backAt)
+		}
+	})
+}
+
+// TestNoSilenceCrossingProbeOnAHealthyIdleLink: a replica whose heartbeats
+// arrive less often than it is probed (heartbeat 1s, poll 0.5s: every other
+// probe sees no news) is probed on its regular ticks only; the probe at a
+// silence crossing is for a link that really went quiet.
+func TestNoSilenceCrossingProbeOnAHealthyIdleLink(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		primary := newFakeServer(primaryStatus())
+		replica := newFakeServer(replicaStatus("db-a.example", 3306, mysqlctl.ThreadYes, time.Second, 0))
+		cfg := testConfig(fakeNet{"a": primary, "b": replica},
+			Site{Name: "a", Addr: "proxy:1", ReplicationAddr: "db-a.example:3306"}, Site{Name: "b", Addr: "proxy:2"})
+		cfg.PollInterval = 500 * time.Millisecond
+		p, err := New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec := &recorder{}
+		start := time.Now()
+		stop := running(t, p, rec)
+		for beats := uint64(1); beats <= 5; beats++ {
+			time.Sleep(time.Second)
+			replica.set(func(f *fakeServer) {
+				f.status = replicaStatus("db-a.example", 3306, mysqlctl.ThreadYes, time.Second, beats)
+			})
+		}
+		stop()
+		got := rec.startedAt("b", start)
+		want := []time.Duration{250 * time.Millisecond}
+		for at := 750 * time.Millisecond; at < 5*time.Second; at += 500 * time.Millisecond {
+			want = append(want, at)
+		}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("replica probed at %v, want the regular ticks %v", got, want)
+		}
+		for _, o := range rec.site("b") {
+			if o.SourceSilent {
+				t.Errorf("probe %d: healthy idle link reported silent (silent for %v)", o.Seq, o.SilentFor)
+			}
 		}
 	})
 }
@@ -455,8 +500,8 @@ func TestSilenceTracker(t *testing.T) {
 			}
 		})
 	}
-	if got := silenceThreshold(0, 500*time.Millisecond, time.Second); got != 3*time.Second {
-		t.Errorf("threshold floor = %v, want 3s", got)
+	if got := silenceThreshold(0, 500*time.Millisecond, time.Second); got != 2*time.Second {
+		t.Errorf("threshold floor = %v, want 2 heartbeats + 1 poll = 2s", got)
 	}
 	if got := silenceThreshold(10*time.Second, 500*time.Millisecond, time.Second); got != 10*time.Second {
 		t.Errorf("configured threshold = %v, want 10s", got)
@@ -612,14 +657,17 @@ func TestKick(t *testing.T) {
 		rec := &recorder{}
 		start := time.Now()
 		stop := running(t, p, rec)
-		time.Sleep(1200 * time.Millisecond) // a: probe at 0 and 1s; hung: at 0.5s, stuck
+		// a: probe at 0, early at 0.9s (hung's probe at 0.5s timed out:
+		// its first failure asks the other sites for a probe); hung: at
+		// 0.5s, stuck.
+		time.Sleep(1200 * time.Millisecond)
 		p.Kick()
 		synctest.Wait()
 		time.Sleep(1500 * time.Millisecond) // a: next regular probe 1s after the kicked one
 		close(hung.release)
 		stop()
 		got := rec.startedAt("a", start)
-		want := []time.Duration{0, time.Second, 1200 * time.Millisecond, 2200 * time.Millisecond}
+		want := []time.Duration{0, 900 * time.Millisecond, 1200 * time.Millisecond, 2200 * time.Millisecond}
 		if fmt.Sprint(got) != fmt.Sprint(want) {
 			t.Errorf("site a probed at %v, want %v", got, want)
 		}
@@ -657,6 +705,63 @@ func TestKickOthersSparesTheNamedSite(t *testing.T) {
 		if got, want := rec.startedAt("b", start), []time.Duration{500 * time.Millisecond, 1200 * time.Millisecond}; fmt.Sprint(got) != fmt.Sprint(want) {
 			t.Errorf("site b probed at %v, want %v (kicked at 1.2s)", got, want)
 		}
+	})
+}
+
+// TestFailureRunAsksOtherSitesForAnEarlyProbe: a site's first failed probe
+// asks every other site for a probe at once (the replicas' view of a hung or
+// isolated primary, their source gone silent, is read from then on rather
+// than up to a PollInterval later), once per failure run, and never of a
+// site whose own failure run is counting (its next failure must not come
+// sooner than the failure window allows).
+func TestFailureRunAsksOtherSitesForAnEarlyProbe(t *testing.T) {
+	// Two sites: a probes at 0s, 1s, 2s ...; b at 0.5s, 1.5s ...
+	t.Run("once per failure run", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			a, b := newFakeServer(primaryStatus()), newFakeServer(primaryStatus())
+			p, err := New(testConfig(fakeNet{"a": a, "b": b}, Site{Name: "a", Addr: "h:1"}, Site{Name: "b", Addr: "h:2"}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			rec := &recorder{}
+			start := time.Now()
+			stop := running(t, p, rec)
+			time.Sleep(1700 * time.Millisecond)
+			// a's 2s probe fails after 300 ms; its later ones fail at once.
+			a.set(func(f *fakeServer) { f.err, f.delay = errors.New("a is down"), 300*time.Millisecond })
+			time.Sleep(800 * time.Millisecond)
+			a.set(func(f *fakeServer) { f.delay = 0 })
+			time.Sleep(2000 * time.Millisecond)
+			stop()
+			if got, want := rec.startedAt("b", start), []time.Duration{500 * time.Millisecond, 1500 * time.Millisecond, 2300 * time.Millisecond, 3300 * time.Millisecond, 4300 * time.Millisecond}; fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Errorf("site b probed at %v, want %v (early at a's first failure, 2.3s, not at its later ones, 3s and 4s)", got, want)
+			}
+		})
+	})
+	t.Run("not of a site whose failure run is counting", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			a, b := newFakeServer(primaryStatus()), newFakeServer(primaryStatus())
+			b.err = errors.New("b is down")
+			p, err := New(testConfig(fakeNet{"a": a, "b": b}, Site{Name: "a", Addr: "h:1"}, Site{Name: "b", Addr: "h:2"}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			rec := &recorder{}
+			start := time.Now()
+			stop := running(t, p, rec)
+			// b's first failure, at 0.5s, asks a for a probe then; a's rhythm
+			// restarts there (1.5s, 2.5s).
+			time.Sleep(1200 * time.Millisecond)
+			a.set(func(f *fakeServer) { f.err, f.delay = errors.New("a is down"), 300*time.Millisecond })
+			time.Sleep(1700 * time.Millisecond)
+			stop()
+			if got, want := rec.startedAt("a", start), []time.Duration{0, 500 * time.Millisecond, 1500 * time.Millisecond, 2500 * time.Millisecond}; fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Errorf("site a probed at %v, want %v (early at b's first failure)", got, want)
+			}
+			if got, want := rec.startedAt("b", start), []time.Duration{500 * time.Millisecond, 1500 * time.Millisecond, 2500 * time.Millisecond}; fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Errorf("failing site b probed at %v, want %v (a's failure at 1.8s must not probe it early)", got, want)
+			}
+		})
 	})
 }
 

@@ -36,10 +36,15 @@ func (t *silenceTracker) observe(r *mysqlctl.ReplicaStatus, source string, at ti
 }
 
 // silenceThreshold is how long a replica may receive nothing before its
-// source counts as silent: at least two heartbeat periods plus two poll
-// intervals, because the counters are only sampled once per poll.
+// source counts as silent: at least two heartbeat periods plus one poll
+// interval. SilentFor runs from the probe that first saw the latest value,
+// so it never exceeds the replica's real silence by more than one probe's
+// own duration: sampling once per poll delays the verdict, it cannot bring
+// it forward. A live source sends something at least once per heartbeat
+// period, so the threshold leaves a heartbeat period plus a poll interval
+// of margin for a late heartbeat and a slow probe.
 func silenceThreshold(minimum, heartbeat, poll time.Duration) time.Duration {
 	// A threshold near one heartbeat period would call a healthy idle link
-	// silent between two samples and corroborate a false failover.
-	return max(minimum, 2*heartbeat+2*poll)
+	// silent after one late heartbeat and corroborate a false failover.
+	return max(minimum, 2*heartbeat+poll)
 }

@@ -387,21 +387,21 @@ old primary's sidecar reporting it fenced or SIGKILLed its mysqld, or on the lea
 proof, leaseTimeout + 1 s after the last renewal the old primary's sidecar could have had;
 semi-sync stays on with the engine's default 10 s timeout and is not part of the proof)`, sidecarLease)
 	} else {
-		// The target is relative to detection, which the daemon's own log
-		// times: the revoke is its first step once it decided the primary lost.
-		detection := benchdoc.PercentileOf(benchdoc.Millis64(revoked), 0.5)
-		target = benchdoc.Target{
-			Text:   fmt.Sprintf("p50 ≤ detection + 1 s = %.0f ms (detection: fault → epoch.revoked, p50 of these runs)", detection+1000),
-			P50Max: benchdoc.Bound(detection + 1000)}
+		// Issue 32: absolute, from the fault. Detection (two failed probes a
+		// poll interval apart, corroborated by the replicas' silence) is
+		// about 1-1.5 s of it at the default timings.
+		target = benchdoc.Target{Text: "p50 ≤ 2.0 s (issue 32)", P50Max: benchdoc.Bound(2000)}
 		how = fmt.Sprintf("fencing semisync (%s infinite)", semiSyncSourceVar(e, "timeout"))
 	}
 	benchdoc.RecordEngine(b, "../..", e.String(),
 		benchdoc.DurationFigure("rto_"+name, writable, target,
 			fmt.Sprintf(`failover time after %s, %s: fault → a replica answers read_only=0 (10 ms poll).
-Detection needs the replicas' heartbeat silence, so it is the daemon's epoch.revoked time
-from the fault (phase below). The client gap (last ack before the fault → first ack by the
-new primary, 2 workers with a 2 s timeout) includes the clients' own timeout on the lost
-server. Fresh 3-site group per run, fault at a random 0-500 ms phase after 50 acks.`, fault, how)).
+Detection needs two failed probes a poll interval apart and the replicas' heartbeat silence
+(heartbeat 0.25 s, silence threshold 2 heartbeats + 1 poll interval = 1 s, read by a probe
+the moment it is crossed); it is the daemon's epoch.revoked time from the fault (phase
+below). The client gap (last ack before the fault → first ack by the new primary, 2 workers
+with a 2 s timeout) includes the clients' own timeout on the lost server, so it is never
+below 2 s. Fresh 3-site group per run, fault at a random 0-500 ms phase after 50 acks.`, fault, how)).
 			WithPhase("fault → epoch.revoked (detection)", benchdoc.Millis64(revoked)).
 			WithPhase("fault → failover.promoted", benchdoc.Millis64(promoted)).
 			WithPhase("client gap", benchdoc.Millis64(gap)),

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -318,6 +319,49 @@ func lostPrimary(t *testing.T, o groupOptions, hang bool) {
 func TestHungPrimarySemiSync(t *testing.T) {
 	testenv.ForEachEngine(t, func(t *testing.T, e testenv.Engine) {
 		lostPrimary(t, groupOptions{engine: e, fencing: "semisync", semiSyncTimeoutMs: infiniteSemiSync}, true)
+	})
+}
+
+// TestShortSIGSTOPBlipsDoNotFailOver: SIGSTOP/SIGCONT blips of the primary's
+// mysqld under write load, each shorter than the failure window (two failed
+// probes a poll interval apart: 500 ms at the defaults), start no failover
+// and lose no acknowledged write, although the other sites are probed at
+// the primary's first failed probe and the replicas' silence is read the
+// moment it crosses its 1 s threshold (issue 32's shortcuts).
+func TestShortSIGSTOPBlipsDoNotFailOver(t *testing.T) {
+	testenv.ForEachEngine(t, func(t *testing.T, e testenv.Engine) {
+		g, load := startUnderLoad(t, groupOptions{engine: e, fencing: "semisync", semiSyncTimeoutMs: infiniteSemiSync}, true)
+		before, err := g.status()
+		if err != nil {
+			t.Fatal(err)
+		}
+		since := time.Now()
+		m := g.topo.Sites[0]
+		for _, d := range []time.Duration{300, 450, 300, 450, 300, 450, 300, 450} {
+			// A random phase against the poll ticks.
+			time.Sleep(time.Second + rand.N(500*time.Millisecond))
+			g.pause(0)
+			time.Sleep(d * time.Millisecond)
+			if err := m.Resume(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		time.Sleep(3 * time.Second) // past any detection the last blip could have begun
+		if n := countEvents(g.logs.String(), "epoch.revoked", since); n != 0 {
+			t.Fatalf("%d failovers started by SIGSTOP blips of 300-450 ms, want 0", n)
+		}
+		st, err := g.status()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.ActiveSite != "site0" || st.Epoch != before.Epoch || st.InFlight != nil {
+			t.Fatalf("after the blips: %+v, want site0 still active at epoch %d", st, before.Epoch)
+		}
+		load.WaitForAcks(t, len(load.Acked())+20, 20*time.Second)
+		load.Stop()
+		if missing := load.Missing(t, m.AppDB(t)); len(missing) > 0 {
+			t.Fatalf("%d acknowledged writes missing on site0: %v", len(missing), missing[:min(len(missing), 10)])
+		}
 	})
 }
 

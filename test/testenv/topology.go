@@ -14,8 +14,9 @@ import (
 // read_only=ON, then on MariaDB CHANGE MASTER TO ...
 // MASTER_USE_GTID=slave_pos, on MySQL CHANGE REPLICATION SOURCE TO ...
 // SOURCE_AUTO_POSITION=1, SOURCE_SSL=1 (caching_sha2_password; mysqld makes
-// its own certificates), both with connect retry 1 s and heartbeat 0.5 s;
-// START REPLICA; then waits until the IO thread runs.
+// its own certificates), both with connect retry 1 s and heartbeat 0.25 s
+// (what failoverd sets at its default 500 ms poll interval); START
+// REPLICA; then waits until the IO thread runs.
 func ReplicateFrom(t T, replica, source *Server) {
 	t.Helper()
 	ReplicateFromAddr(t, replica, source.Host, source.Port)
@@ -36,11 +37,11 @@ func replicateFrom(ctx context.Context, t T, replica *Server, host string, port 
 	db := replica.AdminDB(t)
 	_, _ = db.ExecContext(ctx, "STOP REPLICA")
 	change := fmt.Sprintf("CHANGE MASTER TO MASTER_HOST=%s, MASTER_PORT=%d, MASTER_USER=%s, MASTER_PASSWORD=%s, "+
-		"MASTER_USE_GTID=slave_pos, MASTER_CONNECT_RETRY=1, MASTER_HEARTBEAT_PERIOD=0.5",
+		"MASTER_USE_GTID=slave_pos, MASTER_CONNECT_RETRY=1, MASTER_HEARTBEAT_PERIOD=0.25",
 		sqlQuote(host), port, sqlQuote(ReplUser), sqlQuote(ReplPassword))
 	if replica.Engine == MySQL {
 		change = fmt.Sprintf("CHANGE REPLICATION SOURCE TO SOURCE_HOST=%s, SOURCE_PORT=%d, SOURCE_USER=%s, SOURCE_PASSWORD=%s, "+
-			"SOURCE_AUTO_POSITION=1, SOURCE_SSL=1, SOURCE_CONNECT_RETRY=1, SOURCE_HEARTBEAT_PERIOD=0.5, "+
+			"SOURCE_AUTO_POSITION=1, SOURCE_SSL=1, SOURCE_CONNECT_RETRY=1, SOURCE_HEARTBEAT_PERIOD=0.25, "+
 			// As an operator following MySQL 8.0's default: 8.4's 10
 			// attempts (1 s apart here) would end every replica's IO thread
 			// 10 s into an outage.
@@ -88,7 +89,7 @@ type Topology struct {
 }
 
 // StartTopology starts n sites in parallel: Sites[0] the source, the others
-// GTID replicas of it (slave_net_timeout=3, heartbeat 0.5 s, connect retry
+// GTID replicas of it (slave_net_timeout=3, heartbeat 0.25 s, connect retry
 // 1 s, so a dead primary is noticed fast). Every site is read-only, as
 // production sites start (docs/design.md, "Start read-only"), so the group
 // has no writable primary yet: make Sites[0] writable with mysqlctl's
