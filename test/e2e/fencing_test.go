@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -254,7 +255,8 @@ func startUnderLoad(tb testing.TB, o groupOptions, hang bool) (*group, *testenv.
 		g.startSidecars()
 		g.waitSidecarsRenewed()
 	}
-	load := testenv.StartWriteLoad(tb, testenv.AppDSNs(g.topo.Sites...), testenv.WriteLoadOptions{Workers: 2, Timeout: 2 * time.Second})
+	timeout := cmp.Or(o.clientTimeout, 2*time.Second)
+	load := testenv.StartWriteLoad(tb, testenv.AppDSNs(g.topo.Sites...), testenv.WriteLoadOptions{Workers: 2, Timeout: timeout})
 	load.WaitForAcks(tb, 50, 20*time.Second)
 	return g, load
 }

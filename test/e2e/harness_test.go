@@ -127,6 +127,9 @@ type groupOptions struct {
 	// (as proxied does) and the replicas' replication links to it.
 	isolatable bool
 	// sidecars declares a sidecar per site (start them with startSidecars);
+	// clientTimeout is the write load's timeout in startUnderLoad (0: 2 s):
+	// a client stuck on a hung primary sees at least its own timeout.
+	clientTimeout time.Duration
 	// lease is the sidecar lease (default 3s, checked every 300ms).
 	sidecars bool
 	lease    string
