@@ -304,3 +304,28 @@ func TestSidecarReportThatChangesItsFenceWakesTheLoop(t *testing.T) {
 		t.Errorf("reports without an exit notified exits: %v", obs.notified())
 	}
 }
+
+// TestLeaseDeadlineWakesTheLoop (issue 32): a decision waiting for the old
+// primary's sidecar lease (RecheckAt) wakes the loop just after the
+// deadline instead of up to a tick later; a past or zero instant arms
+// nothing, and a later decision's instant replaces an earlier one's.
+func TestLeaseDeadlineWakesTheLoop(t *testing.T) {
+	g := &group{now: time.Now, wakeAt: make(chan struct{}, 1)}
+	g.armRecheck(time.Time{})
+	g.armRecheck(time.Now().Add(-time.Second))
+	if g.wakeAtTimer != nil {
+		t.Fatal("a zero or past instant armed a wake-up")
+	}
+	g.armRecheck(time.Now().Add(time.Hour))
+	at := time.Now().Add(30 * time.Millisecond)
+	g.armRecheck(at) // replaces the hour-long one
+	select {
+	case <-g.wakeAt:
+		if time.Now().Before(at) {
+			t.Fatal("woken before the deadline")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the loop was not woken at the deadline")
+	}
+	g.wakeAtTimer.Stop()
+}

@@ -53,6 +53,12 @@ type group struct {
 	now      func() time.Time
 	log      *slog.Logger
 
+	// wakeAt wakes the loop at a decision's RecheckAt (a sidecar lease
+	// deadline) instead of its next tick; wakeAtTimer is the armed one.
+	// Both are the loop goroutine's.
+	wakeAt      chan struct{}
+	wakeAtTimer *time.Timer
+
 	// actionTimeout bounds one action (a whole promotion sequence).
 	actionTimeout time.Duration
 	// progress is the loop's progress (progress.go): /healthz and the
@@ -176,6 +182,12 @@ func (g *group) run(ctx context.Context, lead func() (context.Context, time.Time
 	}
 	tick := time.NewTicker(max(every, 50*time.Millisecond))
 	defer tick.Stop()
+	g.wakeAt = make(chan struct{}, 1)
+	defer func() {
+		if g.wakeAtTimer != nil {
+			g.wakeAtTimer.Stop()
+		}
+	}()
 	for {
 		select {
 		case <-ctx.Done():
@@ -203,6 +215,8 @@ func (g *group) run(ctx context.Context, lead func() (context.Context, time.Time
 		case <-woken:
 			// A probe just landed: decide on it now (a promotion waits for
 			// the probes its revoke asked for, not for the next tick).
+		case <-g.wakeAt:
+			// A lease deadline passed: the lease-expired proof holds now.
 		case ev := <-events:
 			g.noteWatchEvent(ev, events)
 		}
@@ -228,12 +242,36 @@ func (g *group) round(ctx context.Context, servingSince time.Time) {
 	// operator asked for when setting it.
 	g.expireModes(ctx)
 	if r, ok := g.decide(ctx, servingSince); ok {
+		g.armRecheck(r.Decision.RecheckAt)
 		g.carryOut(ctx, r.Decision)
 		g.updateReaders(r.Observed)
 		g.refreshNoReads(r.Observed)
 	}
 	g.restartPendingReplicas(ctx)
 	g.noteRouted(ctx)
+}
+
+// armRecheck wakes the loop just after at (zero: nothing to arm): a
+// failover waiting for the old primary's sidecar lease to run out promotes
+// at the deadline, not up to a tick later.
+func (g *group) armRecheck(at time.Time) {
+	if at.IsZero() || g.wakeAt == nil {
+		return
+	}
+	d := at.Sub(g.now())
+	if d <= 0 {
+		return // due already: this round decides on it
+	}
+	if g.wakeAtTimer != nil {
+		g.wakeAtTimer.Stop()
+	}
+	ch := g.wakeAt
+	g.wakeAtTimer = time.AfterFunc(d+time.Millisecond, func() {
+		select {
+		case ch <- struct{}{}:
+		default: // a recheck is already pending
+		}
+	})
 }
 
 // Round is one decision of a group's loop with its inputs.

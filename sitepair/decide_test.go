@@ -330,6 +330,13 @@ func TestAwaitLeaseMessageNamesTheDeadline(t *testing.T) {
 	if d.Reason != ReasonAwaitLeaseExpiry || !strings.Contains(d.Message, "11s") {
 		t.Fatalf("decision %s; want the message to say the deadline is 11s away (10s lease + 1s margin)", d)
 	}
+	// The caller decides again at the deadline, not at its next tick (issue 32).
+	if want := now.Add(11 * time.Second); !d.RecheckAt.Equal(want) {
+		t.Fatalf("RecheckAt %s, want the lease deadline %s", d.RecheckAt, want)
+	}
+	if d := Decide(group(site("a", W), site("b", RO, follows("a"))), active("a"), DefaultPolicy(), now); !d.RecheckAt.IsZero() {
+		t.Fatalf("a healthy group's decision asks for a recheck at %s", d.RecheckAt)
+	}
 }
 
 func TestDecideSwitchover(t *testing.T) {

@@ -2,6 +2,7 @@ package sitepair
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/failoverd/failoverd/gtid"
 	"github.com/failoverd/failoverd/statemachine"
@@ -55,6 +56,11 @@ type Decision struct {
 	// Withheld is the decision a paused group did not carry out
 	// (ReasonPausedWithheld); nil otherwise.
 	Withheld *Decision
+	// RecheckAt, when set, is the instant this decision changes by the
+	// passing of time alone (the old primary's sidecar lease deadline of
+	// ReasonAwaitLeaseExpiry): the caller decides again then, not at its
+	// next tick.
+	RecheckAt time.Time
 }
 
 // MakesWritable returns the site the decision makes writable ("" if none).

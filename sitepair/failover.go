@@ -163,7 +163,9 @@ func (v *view) inFlight() Decision {
 				if p := v.peerRestartedBefore(dl); p != "" && !v.now.Before(dl) {
 					return v.decision(ReasonAwaitLeaseExpiry, "%s's sidecar lease ran out at %s unless %s's sidecar restarted before then and renewed it through gossip; waiting for %s's sidecar to report from the same run (it was last known running at %s)", inf.From, dl.Format(time.RFC3339Nano), p, p, v.sites[v.index(p)].Sidecar.AliveAt.Format(time.RFC3339Nano))
 				}
-				return v.decision(ReasonAwaitLeaseExpiry, "waiting for %s's sidecar lease to expire at %s (in %v)", inf.From, dl.Format(time.RFC3339Nano), dl.Sub(v.now))
+				d := v.decision(ReasonAwaitLeaseExpiry, "waiting for %s's sidecar lease to expire at %s (in %v)", inf.From, dl.Format(time.RFC3339Nano), dl.Sub(v.now))
+				d.RecheckAt = dl
+				return d
 			}
 			return v.decision(ReasonAwaitFenceConfirmation, "%s is unreachable and nothing proves its sidecar fenced it (sidecar never seen, silent before the revoke, unable to SIGKILL a hung mysqld (canKill=false: no --mysqld-pid-file or another pid namespace), or a peer sidecar may still hold the old view); promotion waits for a fence read-back, mysqld down or a sidecar report (if its host is lost, an operator may confirm it dead: confirm-fence)", inf.From)
 		}
