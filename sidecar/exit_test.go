@@ -125,6 +125,43 @@ func TestRoundsAreUrgentRightAfterAnExit(t *testing.T) {
 	}
 }
 
+// TestExitedMysqldThatRefusesIsReportedDown (issue 32): without a killer
+// that can prove it gone (several mysqld share the pid namespace), a
+// watched mysqld that exited and whose port now refuses is reported down,
+// so the daemon's sidecar-fenced proof holds at once; a timeout (a hung
+// mysqld keeps its listener), a refusal without an exit, and a refusal
+// after a new mysqld process was seen are not.
+func TestExitedMysqldThatRefusesIsReportedDown(t *testing.T) {
+	h := newHarness(t, nil)
+	p := Process{PID: 10, StartTicks: 1}
+	h.s.processRunning(p)
+	h.mysql.set(func(f *fakeMySQL) { f.statusErr = refusedErr() })
+	h.s.readLocal(t.Context())
+	if h.s.Report().MySQLdDown {
+		t.Fatal("a refusal without an exit was reported down")
+	}
+	h.s.processExited(p, false)
+	h.mysql.set(func(f *fakeMySQL) { f.statusErr = context.DeadlineExceeded })
+	h.s.readLocal(t.Context())
+	if h.s.Report().MySQLdDown {
+		t.Fatal("a timeout after the exit was reported down")
+	}
+	h.mysql.set(func(f *fakeMySQL) { f.statusErr = refusedErr() })
+	h.s.readLocal(t.Context())
+	if !h.s.Report().MySQLdDown {
+		t.Fatal("an exited mysqld whose port refuses was not reported down")
+	}
+	h.s.noteDown(ReasonViewNamesOther, refusedErr())
+	if !h.s.Report().MySQLdDown {
+		t.Fatal("the guard's refused fence of an exited mysqld was not noted down")
+	}
+	h.s.processRunning(Process{PID: 11, StartTicks: 2}) // a new mysqld
+	h.s.readLocal(t.Context())
+	if h.s.Report().MySQLdDown {
+		t.Fatal("a refusal after a new mysqld process was seen was reported down")
+	}
+}
+
 // TestMysqldExitClearedOnceMysqldRunsAgain: a new mysqld process (the
 // watcher found one) or a status read begun after the exit that succeeds
 // ends the exit report: a restarted mysqld must never be failed over on its

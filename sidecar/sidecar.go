@@ -660,7 +660,7 @@ func (s *Sidecar) readLocal(ctx context.Context) {
 		// A timeout, an auth error or "too many connections" is not "down":
 		// reporting it so would let the daemon promote away a hung primary
 		// that resumes writable.
-		s.local = localState{down: s.gone(), at: s.clock.Now()}
+		s.local = localState{down: s.gone() || s.exitedAndRefusedLocked(err), at: s.clock.Now()}
 		return
 	}
 	s.downLogged = false
@@ -895,6 +895,7 @@ func (s *Sidecar) markFenced(epoch uint64) {
 func (s *Sidecar) noteDown(reason string, err error) {
 	down := s.gone()
 	s.mu.Lock()
+	down = down || s.exitedAndRefusedLocked(err)
 	s.local = localState{down: down}
 	first := !s.downLogged
 	s.downLogged = true
@@ -902,6 +903,19 @@ func (s *Sidecar) noteDown(reason string, err error) {
 	if first {
 		s.log.Info("sidecar.mysqld_down", "reason", reason, "proven", down, "err", err)
 	}
+}
+
+// exitedAndRefusedLocked (s.mu held) reports the other proof of "down": the
+// watcher saw the watched mysqld process exit (a crash: a clean shutdown is
+// no exit) and no mysqld since (neither a new process in the pid file nor a
+// status read that succeeded), and nothing listens on its port now (err is
+// a refused connection, not a timeout: a hung mysqld keeps its listener).
+// Killer.Gone cannot tell when other mysqld processes share the pid
+// namespace (several instances on one host); this can, for the watched one.
+// A mysqld started again after it comes up read-only, as every mysqld of a
+// group must (docs/design.md), until the daemon names it.
+func (s *Sidecar) exitedAndRefusedLocked(err error) bool {
+	return s.exit != nil && err != nil && refused(err)
 }
 
 // gone reports whether mysqld provably does not run (never without a

@@ -34,7 +34,8 @@ type Report struct {
 	// MySQLdUp: the last status read of the local MySQL succeeded.
 	MySQLdUp bool `json:"mysqldUp"`
 	// MySQLdDown: that read failed and mysqld provably does not run (a
-	// process this sidecar saw in its pid namespace is gone). Neither up
+	// process this sidecar saw in its pid namespace is gone, or the watched
+	// mysqld exited, none was seen since and its port refuses). Neither up
 	// nor down is "unknown" (hung, auth error, another pid namespace): the
 	// daemon accepts only MySQLdDown as a proof.
 	MySQLdDown bool `json:"mysqldDown,omitempty"`
