@@ -396,7 +396,8 @@ semi-sync stays on with the engine's default 10 s timeout and is not part of the
 	benchdoc.RecordEngine(b, "../..", e.String(),
 		benchdoc.DurationFigure("rto_"+name, gap, target,
 			fmt.Sprintf(`client-observed failover time after %s, %s: a write load of 2 workers
-(app account, 1 s timeout: a write hung on the lost primary moves on after it) logs every
+(app account, 500 ms timeout: a write hung on the lost primary moves on after it, and the
+clients go round the sites, so the gap is the failover rounded up to their timeouts) logs every
 acknowledged write; the figure is its last ack before the fault → its first ack by the new
 primary. Beside it: the daemon's epoch.revoked and failover.promoted times and a 10 ms poll of
 read_only=0 on the replicas, each from the fault.
