@@ -3,6 +3,7 @@ package e2e
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"syscall"
 	"testing"
 	"time"
@@ -34,10 +35,16 @@ func falseFailoversSidecar(b *testing.B, e testenv.Engine) {
 	g, load := startUnderLoad(b, groupOptions{engine: e, fencing: "sidecar", sidecars: true}, false)
 	defer load.Stop()
 	var counts []int
+	type evAt struct {
+		what string
+		at   time.Time
+	}
+	var evLog []evAt
 	// event runs one fault, waits until the group is healthy on site0 again
 	// and counts the revocations it caused: each is a failover started.
 	event := func(what string, fault func()) {
 		since := time.Now()
+		evLog = append(evLog, evAt{what, since})
 		fault()
 		g.waitFor("group settled after "+what, 60*time.Second, func() bool {
 			st, err := g.status()
@@ -79,8 +86,17 @@ func falseFailoversSidecar(b *testing.B, e testenv.Engine) {
 	}{{0, syscall.SIGKILL}, {0, syscall.SIGTERM}, {1, syscall.SIGKILL}, {0, syscall.SIGKILL}} {
 		event(fmt.Sprintf("restart of sidecar%d (%s)", r.site, r.sig), func() { g.restartSidecar(r.site, r.sig) })
 	}
+	load.Stop()
 	if missing := load.Missing(b, g.topo.Sites[0].AppDB(b)); len(missing) > 0 {
 		b.Errorf("%d acknowledged writes missing on site0", len(missing))
+		for _, a := range load.Acks() {
+			if slices.Contains(missing, a.ID) {
+				b.Logf("missing id %d acknowledged by site%d at %s", a.ID, a.Target, a.At.Format(time.RFC3339Nano))
+			}
+		}
+		for _, ev := range evLog {
+			b.Logf("event %s at %s", ev.what, ev.at.Format(time.RFC3339Nano))
+		}
 	}
 	benchdoc.RecordEngine(b, "../..", e.String(), benchdoc.CountFigure("false_failovers_sidecar", counts,
 		benchdoc.Target{Text: "0", MaxMax: benchdoc.Bound(0)},
