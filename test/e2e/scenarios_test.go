@@ -741,9 +741,15 @@ func scenarios() []scenario {
 		}},
 		{"total-loss", func(r *scenarioRun) {
 			r.begin(groupOptions{sites: 3})
+			// Every site at once: killed one after the other (each waits for
+			// its mysqld to exit, up to ~100 ms on MySQL), the replicas are
+			// still seen losing the primary before they die themselves, and
+			// the fast detection (issue 32) rightly revokes on that.
+			var kills sync.WaitGroup
 			for i := range r.g.topo.Sites {
-				r.g.kill(i)
+				kills.Go(func() { r.g.kill(i) })
 			}
+			kills.Wait()
 			st := r.waitReason("total-loss", 20*time.Second)
 			time.Sleep(2 * time.Second)
 			// The sites come back (read-only): the daemon re-asserts site0.
