@@ -71,18 +71,10 @@ func acceptReport(pub *publisher, group func(name string) *group, body []byte, s
 
 // verifyReport checks a sidecar report's signature and decodes it.
 func (p *publisher) verifyReport(body []byte, sig string) (view.Report, error) {
-	if len(p.key) == 0 {
-		return view.Report{}, fmt.Errorf("%w: sidecar reports need daemon.viewSigningKeyFile", api.ErrForbidden)
-	}
-	// An unsigned report could claim a fence that never happened.
-	if !view.VerifyBytes(body, sig, p.key) {
-		return view.Report{}, fmt.Errorf("%w: bad or missing %s", api.ErrUnauthorized, view.SignatureHeader)
-	}
 	var rep view.Report
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&rep); err != nil {
-		return view.Report{}, fmt.Errorf("%w: malformed report: %v", api.ErrBadRequest, err)
+	// An unsigned report could claim a fence that never happened.
+	if err := p.verifySigned(body, sig, "report", &rep); err != nil {
+		return view.Report{}, err
 	}
 	// Checked before the report is recorded: its answer could not be bound.
 	if rep.Nonce != "" {
@@ -91,6 +83,24 @@ func (p *publisher) verifyReport(body []byte, sig string) (view.Report, error) {
 		}
 	}
 	return rep, nil
+}
+
+// verifySigned checks that body, a sidecar's message (what: "report",
+// "watch"), is signed with the view key (sig, view.SignatureHeader) and
+// decodes it strictly into into.
+func (p *publisher) verifySigned(body []byte, sig, what string, into any) error {
+	if len(p.key) == 0 {
+		return fmt.Errorf("%w: sidecar %ss need daemon.viewSigningKeyFile", api.ErrForbidden, what)
+	}
+	if !view.VerifyBytes(body, sig, p.key) {
+		return fmt.Errorf("%w: bad or missing %s", api.ErrUnauthorized, view.SignatureHeader)
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(into); err != nil {
+		return fmt.Errorf("%w: malformed %s: %v", api.ErrBadRequest, what, err)
+	}
+	return nil
 }
 
 // answer binds s to the report's nonce, the reporting site and this daemon:

@@ -1,9 +1,7 @@
 package daemon
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"time"
 
@@ -67,18 +65,10 @@ func holdWatch(ctx context.Context, stop <-chan struct{}, pub *publisher, w view
 
 // verifyWatch checks a sidecar watch's signature and decodes it.
 func (p *publisher) verifyWatch(body []byte, sig string) (view.Watch, error) {
-	if len(p.key) == 0 {
-		return view.Watch{}, fmt.Errorf("%w: sidecar watches need daemon.viewSigningKeyFile", api.ErrForbidden)
-	}
-	// Unsigned, anyone could hold connections open on the daemon.
-	if !view.VerifyBytes(body, sig, p.key) {
-		return view.Watch{}, fmt.Errorf("%w: bad or missing %s", api.ErrUnauthorized, view.SignatureHeader)
-	}
 	var w view.Watch
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&w); err != nil {
-		return view.Watch{}, fmt.Errorf("%w: malformed watch: %v", api.ErrBadRequest, err)
+	// Unsigned, anyone could hold connections open on the daemon.
+	if err := p.verifySigned(body, sig, "watch", &w); err != nil {
+		return view.Watch{}, err
 	}
 	return w, nil
 }
