@@ -257,18 +257,18 @@ func TestReplicaIOThreadSQL(t *testing.T) {
 		{name: "mariadb stop", flavor: mariadb, run: stopIO,
 			setup: func(db *fakeDB) { db.on("SHOW ALL SLAVES STATUS", mariaRunning) },
 			want:  []string{"SHOW ALL SLAVES STATUS", "SELECT ID AS id FROM information_schema.PROCESSLIST WHERE COMMAND = 'Slave_IO'", "STOP SLAVE IO_THREAD"}},
-		{name: "mariadb stop kills the receiver first (STOP waits seconds for one blocked on a hung source), then STOPs once it is gone", flavor: mariadb, run: stopIO,
+		{name: "mariadb stop kills the receiver first (STOP waits seconds for one blocked on a hung source), then STOPs once it has finished", flavor: mariadb, run: stopIO,
 			setup: func(db *fakeDB) {
-				db.on("SHOW ALL SLAVES STATUS", mariaRunning).on("SELECT ID AS id FROM information_schema.PROCESSLIST", table("id").row("42").ok(), table("id").ok())
+				db.on("SHOW ALL SLAVES STATUS", mariaRunning, mariaReplica("No", "Yes", "0-1-17", "0", "")).on("SELECT ID AS id FROM information_schema.PROCESSLIST", table("id").row("42").ok())
 			},
 			want: []string{"SHOW ALL SLAVES STATUS", "SELECT ID AS id FROM information_schema.PROCESSLIST WHERE COMMAND = 'Slave_IO'", "KILL CONNECTION 42",
-				"SELECT ID AS id FROM information_schema.PROCESSLIST WHERE COMMAND = 'Slave_IO'", "STOP SLAVE IO_THREAD"}},
-		{name: "mariadb stop waits at most killSettle for a killed receiver that stays, then STOPs", flavor: mariadb, run: stopIO,
+				"SHOW ALL SLAVES STATUS", "STOP SLAVE IO_THREAD"}},
+		{name: "mariadb stop waits at most killSettle for a killed receiver that keeps running, then STOPs", flavor: mariadb, run: stopIO,
 			setup: func(db *fakeDB) {
 				db.on("SHOW ALL SLAVES STATUS", mariaRunning).on("SELECT ID AS id FROM information_schema.PROCESSLIST", table("id").row("42").ok())
 			},
 			want: slices.Concat([]string{"SHOW ALL SLAVES STATUS", "SELECT ID AS id FROM information_schema.PROCESSLIST WHERE COMMAND = 'Slave_IO'", "KILL CONNECTION 42"},
-				slices.Repeat([]string{"SELECT ID AS id FROM information_schema.PROCESSLIST WHERE COMMAND = 'Slave_IO'"}, int(killSettle/killPoll)+1),
+				slices.Repeat([]string{"SHOW ALL SLAVES STATUS"}, int(killSettle/killPoll)+1),
 				[]string{"STOP SLAVE IO_THREAD"})},
 		{name: "mariadb stop starts a stopped applier while the IO thread runs", flavor: mariadb, run: stopIO,
 			setup: func(db *fakeDB) { db.on("SHOW ALL SLAVES STATUS", mariaReplica("Yes", "No", "0-1-17", "0", "")) },
@@ -295,25 +295,30 @@ func TestReplicaIOThreadSQL(t *testing.T) {
 }
 
 // TestStopReplicaIOWithoutPauseWhenTheKilledReceiverIsGone: a receiver
-// that is gone right after its KILL (a live source's, as in a switchover)
-// is stopped without any pause; one that stays is waited for at most
-// killSettle.
+// that has finished right after its KILL (a live source's, as in a
+// switchover) is stopped without any pause; one that keeps running is
+// waited for at most killSettle. Finished means the replica status says so,
+// not that its processlist row is gone (the row goes first, and a STOP in
+// between waits a 2 s retry cycle).
 func TestStopReplicaIOWithoutPauseWhenTheKilledReceiverIsGone(t *testing.T) {
+	running := mariaReplica("Yes", "Yes", "0-1-17", "0", "")
+	stopped := mariaReplica("No", "Yes", "0-1-17", "0", "")
 	for _, c := range []struct {
 		name  string
 		after []fakeResponse
 		want  time.Duration
 	}{
-		{"gone at once", []fakeResponse{table("id").ok()}, 0},
-		{"gone after two pauses", []fakeResponse{table("id").row("42").ok(), table("id").row("42").ok(), table("id").ok()}, 2 * killPoll},
-		{"stays", nil, killSettle},
+		{"finished at once", []fakeResponse{stopped}, 0},
+		{"finished after two pauses", []fakeResponse{running, running, stopped}, 2 * killPoll},
+		{"keeps running", nil, killSettle},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			inst, db, clock := newFake(mariadb)
 			start := clock.now()
-			// The last answer repeats: a receiver that stays.
-			answers := append([]fakeResponse{table("id").row("42").ok()}, c.after...)
-			db.on("SHOW ALL SLAVES STATUS", mariaReplica("Yes", "Yes", "0-1-17", "0", "")).on("SELECT ID AS id FROM information_schema.PROCESSLIST", answers...)
+			// The last answer repeats: a receiver that keeps running. The
+			// processlist row is gone at once in every case.
+			answers := append([]fakeResponse{running}, c.after...)
+			db.on("SHOW ALL SLAVES STATUS", answers...).on("SELECT ID AS id FROM information_schema.PROCESSLIST", table("id").row("42").ok(), table("id").ok())
 			if err := inst.StopReplicaIO(context.Background()); err != nil {
 				t.Fatal(err)
 			}
