@@ -41,8 +41,10 @@ var (
 )
 
 // maxFenceTimeout caps the fence timeout: a healthy server fences in
-// milliseconds, a hung one never does.
-const maxFenceTimeout = 500 * time.Millisecond
+// milliseconds, a hung one never does. The daemon's lease proof waits
+// sitepair.LeaseMargin past the lease for this fence and the SIGKILL after
+// it: keep it at half that margin or less.
+const maxFenceTimeout = 400 * time.Millisecond
 
 // Peer is another site's sidecar.
 type Peer struct {
@@ -62,7 +64,7 @@ type Config struct {
 	// LeaseTimeout and CheckInterval are groups[G].sidecar.*.
 	LeaseTimeout, CheckInterval time.Duration
 	// FenceTimeout bounds one fence (status, Fence, KillClientConnections);
-	// zero means min(500ms, LeaseTimeout/4).
+	// zero means min(400ms, LeaseTimeout/4).
 	FenceTimeout time.Duration
 	// DaemonURLs are the base URLs of every daemon replica (only the leader
 	// answers 200).

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/failoverd/failoverd/configs"
+	"github.com/failoverd/failoverd/sitepair"
 )
 
 func testConfigs(t *testing.T) *configs.Config {
@@ -62,7 +63,7 @@ func TestFromConfig(t *testing.T) {
 	if opts.Addr != "10.0.0.1:3306" || opts.User != "failoverd" || opts.Password != "adminpw" || opts.TLS != nil {
 		t.Errorf("mysql options %+v", opts)
 	}
-	if cfg.fenceTimeout() != 500*time.Millisecond {
+	if cfg.fenceTimeout() != 400*time.Millisecond {
 		t.Errorf("fence timeout %s", cfg.fenceTimeout())
 	}
 	for _, tc := range []struct {
@@ -180,5 +181,15 @@ func TestFromConfigRefusesAShortViewKey(t *testing.T) {
 	_, _, err := FromConfig(sidecarOnlyConfig(t, "short"), "orders", "east", Overrides{})
 	if !errors.Is(err, ErrShortViewKey) || !strings.Contains(err.Error(), "fewer than 32") {
 		t.Fatalf("a 5-byte view key: got %v, want ErrShortViewKey naming the minimum", err)
+	}
+}
+
+// TestFenceBoundFitsTheDaemonsLeaseMargin: the daemon's lease proof waits
+// sitepair.LeaseMargin past the lease for the sidecar's fence and the
+// SIGKILL after it; a fence bound outgrowing half of it would let the proof
+// come before the old primary has stopped acknowledging.
+func TestFenceBoundFitsTheDaemonsLeaseMargin(t *testing.T) {
+	if 2*maxFenceTimeout > sitepair.LeaseMargin {
+		t.Fatalf("fence bound %v leaves less than itself of the daemon's lease margin %v", maxFenceTimeout, sitepair.LeaseMargin)
 	}
 }

@@ -56,7 +56,7 @@
 // effect (super_read_only on MySQL, read_only on MariaDB) or a newer view
 // adopted meanwhile no longer demands it, runs
 // Instance.Fence then KillClientConnections, all within the fence timeout
-// (min(500ms, leaseTimeout/4)). When that fails or times out (a hung,
+// (min(400ms, leaseTimeout/4)). When that fails or times out (a hung,
 // SIGSTOPped mysqld) and a pid file is configured, the sidecar SIGKILLs the
 // mysqld named there (only a process whose name is mysqld or mariadbd: a
 // stale pid file must not kill a reused pid) and reports it down. A refused

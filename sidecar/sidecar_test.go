@@ -625,7 +625,7 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		t.Errorf("fence timeout %s", got)
 	}
 	good.LeaseTimeout = 10 * time.Second
-	if got := good.fenceTimeout(); got != 500*time.Millisecond {
+	if got := good.fenceTimeout(); got != 400*time.Millisecond {
 		t.Errorf("fence timeout %s", got)
 	}
 }

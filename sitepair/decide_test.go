@@ -327,11 +327,11 @@ func TestPromoteCarriesThePromotionSet(t *testing.T) {
 
 func TestAwaitLeaseMessageNamesTheDeadline(t *testing.T) {
 	d := Decide(leased(group(site("a", UR), site("b", RO, lost("a"))), now), revoked("a", "b", now), DefaultPolicy(), now)
-	if d.Reason != ReasonAwaitLeaseExpiry || !strings.Contains(d.Message, "11s") {
-		t.Fatalf("decision %s; want the message to say the deadline is 11s away (10s lease + 1s margin)", d)
+	if d.Reason != ReasonAwaitLeaseExpiry || !strings.Contains(d.Message, "10.8s") {
+		t.Fatalf("decision %s; want the message to say the deadline is 10.8s away (10s lease + 800ms margin)", d)
 	}
 	// The caller decides again at the deadline, not at its next tick (issue 32).
-	if want := now.Add(11 * time.Second); !d.RecheckAt.Equal(want) {
+	if want := now.Add(10*time.Second + LeaseMargin); !d.RecheckAt.Equal(want) {
 		t.Fatalf("RecheckAt %s, want the lease deadline %s", d.RecheckAt, want)
 	}
 	if d := Decide(group(site("a", W), site("b", RO, follows("a"))), active("a"), DefaultPolicy(), now); !d.RecheckAt.IsZero() {
