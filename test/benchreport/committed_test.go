@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -24,7 +25,8 @@ var issue32Figures = []string{
 
 // The committed results.json meets every target it records, holds issue
 // 32's figures for both engines from one full (not quick) run of 20 runs
-// per figure, and the committed README is what results.json renders to.
+// per figure, its failover times with the daemon's phase times beside
+// them, and the committed README is what results.json renders to.
 func TestCommittedResults(t *testing.T) {
 	r, err := benchdoc.LoadResults(filepath.Join(committedDir, benchdoc.ResultsFile))
 	if err != nil {
@@ -48,6 +50,11 @@ func TestCommittedResults(t *testing.T) {
 				t.Errorf("%s [%s] has no checked target", name, engine)
 			case f.Quick || f.Runs < 20:
 				t.Errorf("%s [%s]: %d runs (quick %t), want a full run of 20", name, engine, f.Runs, f.Quick)
+			case strings.HasPrefix(name, "rto_") || strings.HasPrefix(name, "switchover_"):
+				// The daemon's phase times stand beside the client's view.
+				if len(f.Phases) == 0 {
+					t.Errorf("%s [%s] has no daemon phase times", name, engine)
+				}
 			}
 			commits[f.Commit] = true
 			if first.IsZero() || f.Measured.Before(first) {
