@@ -121,9 +121,9 @@ func (i *Instance) stopReplica(ctx context.Context) error {
 }
 
 // killSettle bounds the wait between killing a receiver thread and STOP;
-// killPoll is how often the wait looks whether the killed receivers are
-// gone (a receiver retrying a dead source goes within milliseconds: a
-// fixed pause cost every crash failover on MariaDB its whole length).
+// killPoll is how often the wait looks whether the killed receiver has
+// finished (a receiver retrying a dead source finishes within milliseconds:
+// a fixed pause cost every crash failover on MariaDB its whole length).
 const (
 	killSettle = 100 * time.Millisecond
 	killPoll   = 5 * time.Millisecond

@@ -783,9 +783,7 @@ func scenarios() []scenario {
 			})
 			r.g.expectSolePrimary(settled.ActiveSite)
 			r.resumes()
-			if _, err := fmt.Sscanf(settled.ActiveSite, "site%d", &r.final); err != nil {
-				r.t.Fatalf("active site %q: %v", settled.ActiveSite, err)
-			}
+			r.final = siteIndex(settled.ActiveSite)
 			reasons := compactReasons(r.g.decisionsAfter(`"reason":"healthy"`))
 			r.outcome = fmt.Sprintf("nothing promoted while down, reason=%s class=%s revoked=%t; sites restarted, %s primary (decisions: %s)",
 				st.Reason, st.Class, st.InFlight != nil, settled.ActiveSite, strings.Join(reasons, ">"))
