@@ -32,7 +32,7 @@ func (t *Tracker) Observed(g configs.Group) sitepair.Observed {
 func siteObservation(index int, s configs.Site, v SiteView) sitepair.SiteObservation {
 	o := sitepair.SiteObservation{
 		Name: s.Name, Role: sitepair.Role(s.Role), Priority: s.Priority, Index: index,
-		State: v.State, Debouncing: v.Debouncing, RefusedProbes: v.RefusedInARow,
+		State: v.State, Debouncing: v.Debouncing, StateSince: v.Since, RefusedProbes: v.RefusedInARow,
 	}
 	if !v.HasReachable {
 		return o

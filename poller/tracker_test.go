@@ -99,8 +99,14 @@ func TestTrackerGroupInput(t *testing.T) {
 		{"primary down, corroborated", map[string]string{"a": "WWWFF", "b": "RRRRL", "c": "RRRLS"}, statemachine.PrimaryDown, ""},
 		{"partition: a replica still streams", map[string]string{"a": "WWWFF", "b": "RRRRL", "c": "RRRRR"}, statemachine.UnreachablePrimary, ""},
 		// c's last probe failed (debouncing, still read-only): its last
-		// reachable view (streaming) still stands.
-		{"witness view from last reachable probe", map[string]string{"a": "WWWFF", "b": "RRRRL", "c": "RRRRF"}, statemachine.UnreachablePrimary, ""},
+		// reachable view (streaming) still stands, but it was read before
+		// the probe that gave a up: nobody asked c since.
+		{"witness view from last reachable probe", map[string]string{"a": "WWWFF", "b": "RRRRL", "c": "RRRRF"}, statemachine.AwaitingWitnesses, ""},
+		// a crashed in round 4 after c was read: round 5 gives a up before
+		// c's round-5 probe answered. A partition only if c still streams
+		// then (the case above); lost, it is PrimaryDown.
+		{"crash: a witness not read since", map[string]string{"a": "WWWFF", "b": "RRRRL", "c": "RRRR"}, statemachine.AwaitingWitnesses, ""},
+		{"crash: the witness read again", map[string]string{"a": "WWWFF", "b": "RRRRL", "c": "RRRRL"}, statemachine.PrimaryDown, ""},
 		{"replica lost for good", map[string]string{"a": "WWWWW", "b": "RRRFF", "c": "RRRRR"}, statemachine.ReplicaUnreachable, ""},
 		// The detection policy is the decision's, applied to the same
 		// observations: daemon-only ignores the replicas still streaming.

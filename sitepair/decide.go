@@ -44,6 +44,9 @@ func decide(obs Observed, st Persisted, pol Policy, now time.Time) Decision {
 	case statemachine.UnreachablePrimary:
 		return v.decision(ReasonPrimaryPartitioned, "the daemon cannot reach primary %s but %s still stream from it: partition between the daemon and the primary, no failover",
 			v.st.ActiveSite, strings.Join(v.det.Streaming, ", "))
+	case statemachine.AwaitingWitnesses:
+		return v.decision(ReasonAwaitingWitnesses, "primary %s is unreachable; %s still streamed from it when last read, before the daemon gave it up: waiting for their next probe",
+			v.st.ActiveSite, strings.Join(v.det.Pending, ", "))
 	case statemachine.PrimaryDownUncorroborated:
 		return v.decision(ReasonUncorroborated, "primary %s is unreachable but no reachable replica follows it to corroborate; automatic failover refused (an operator may switch over)", v.st.ActiveSite)
 	case statemachine.PrimaryDown:
@@ -91,12 +94,9 @@ func prepare(obs Observed, st Persisted, pol Policy, now time.Time) (*view, Deci
 			ReplicatingFrom: s.ReplicatingFrom, IOConnected: s.IOConnected,
 			SourceSilent: s.SourceSilent, LastHeartbeatAge: s.LastHeartbeatAge,
 			ReplicationBroken: s.ReplicationBroken, IOStopped: s.IOStopped,
-			LastStreamingAt: s.LastStreamingAt,
-			Maintenance:     v.maintenance(s.Name),
-			Exited:          v.exited(s),
-		}
-		if s.Name == st.ActiveSite {
-			in.PrimaryLastSeen = s.LastReachableAt
+			LastStreamingAt: s.LastStreamingAt, LastReachableAt: s.LastReachableAt, StateSince: s.StateSince,
+			Maintenance: v.maintenance(s.Name),
+			Exited:      v.exited(s),
 		}
 	}
 	v.in = in

@@ -52,6 +52,12 @@ func TestDecideTwoSites(t *testing.T) {
 			want: want{action: RevokeEpoch, reason: ReasonFailoverRevoke, target: "b", fence: []string{"a"}, epoch: 2}},
 		{name: "partition: daemon lost a but b still streams from it", obs: group(site("a", UR), site("b", RO, follows("a"))), st: active("a"),
 			want: want{action: Alert, reason: ReasonPrimaryPartitioned}},
+		// The crash landed between b's read and a's: b's streaming read
+		// predates the probe that gave a up.
+		{name: "awaiting witnesses: b streamed when read before a was given up", obs: group(site("a", UR, gaveUp(now)), site("b", RO, follows("a"), readAt(now.Add(-time.Millisecond)))), st: active("a"),
+			want: want{action: None, reason: ReasonAwaitingWitnesses}},
+		{name: "partition: b streams when read after a was given up", obs: group(site("a", UR, gaveUp(now)), site("b", RO, follows("a"), readAt(now))), st: active("a"),
+			want: want{action: Alert, reason: ReasonPrimaryPartitioned}},
 		{name: "uncorroborated: the only replica does not follow a", obs: group(site("a", UR), site("b", RO)), st: active("a"),
 			want: want{action: Alert, reason: ReasonUncorroborated}},
 		{name: "total loss", obs: group(site("a", UR), site("b", UR)), st: active("a"),
@@ -111,6 +117,9 @@ func TestDecideTwoSites(t *testing.T) {
 			want: want{action: None, reason: ReasonAwaitLeaseExpiry}},
 		{name: "in flight, old primary's mysqld refused: promote", obs: group(site("a", UR, down), site("b", RO, lost("a"))), st: revoked("a", "b", leasePending),
 			want: want{action: Promote, reason: ReasonPromote, target: "b", fence: []string{"a"}, proof: ProofPrimaryDown}},
+		{name: "in flight, old primary's mysqld refused but a replica read streaming before it was given up: no proof yet", obs: group(site("a", UR, down, gaveUp(now)), site("b", RO, lost("a")), site("c", RO, follows("a"), readAt(now.Add(-time.Millisecond)))), st: revoked("a", "b", leasePending),
+			pol:  ptr(polWith(func(p *Policy) { p.Fencing = FencingConfirmed })),
+			want: want{action: Alert, reason: ReasonAwaitFenceConfirmation}},
 		{name: "in flight, confirmed fencing, old primary unreachable: blocks", obs: downPair, st: revoked("a", "b", leasePending),
 			pol:  ptr(polWith(func(p *Policy) { p.Fencing = FencingConfirmed })),
 			want: want{action: Alert, reason: ReasonAwaitFenceConfirmation}},

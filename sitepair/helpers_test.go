@@ -51,6 +51,12 @@ func broken(o *SiteObservation) { o.ReplicationBroken = true }
 func down(o *SiteObservation)   { o.RefusedProbes = 2 }
 func bounce(o *SiteObservation) { o.Debouncing = true }
 
+// readAt: the site's fields were read by a probe completed at.
+func readAt(at time.Time) so { return func(o *SiteObservation) { o.LastReachableAt = at } }
+
+// gaveUp: the probe completed at gave the site its debounced state.
+func gaveUp(at time.Time) so { return func(o *SiteObservation) { o.StateSince = at } }
+
 // follows: replicating from p, IO connected.
 func follows(p string) so {
 	return func(o *SiteObservation) { o.ReplicatingFrom, o.IOConnected = p, true }

@@ -109,6 +109,9 @@ type SiteObservation struct {
 	// LastReachableAt is the daemon-clock time of the last probe that
 	// reached this site; zero when never.
 	LastReachableAt time.Time
+	// StateSince is the daemon-clock completion time of the probe that gave
+	// the site its debounced State; zero when unknown.
+	StateSince time.Time
 	// RefusedProbes counts the consecutive latest probes that were refused
 	// (TCP connection refused: the host answered, nothing listens). One
 	// refusal proves little (a Service without endpoints, a proxy, a pod

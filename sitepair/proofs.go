@@ -51,11 +51,13 @@ func (v *view) mysqldDown(from SiteObservation) bool {
 	if from.State != statemachine.Unreachable || from.RefusedProbes < v.pol.RefusedProbes || v.pol.Detection == statemachine.DaemonOnly {
 		return false
 	}
+	src, _ := v.in.Site(from.Name)
 	lost := 0
 	for _, s := range v.in.Sites {
-		switch v.in.Witness(s, from.Name, from.LastReachableAt) {
-		case statemachine.WitnessStreaming:
-			// A replica still receiving from it: something answers there.
+		switch v.in.Witness(s, src) {
+		case statemachine.WitnessStreaming, statemachine.WitnessPending:
+			// A replica still receiving from it (or not asked since the
+			// daemon gave it up): something may answer there.
 			return false
 		case statemachine.WitnessLost:
 			lost++

@@ -86,6 +86,10 @@ const (
 	// ReasonPrimaryDebouncing: the primary fails probes but has not
 	// reached the failure threshold.
 	ReasonPrimaryDebouncing Reason = "primary-debouncing"
+	// ReasonAwaitingWitnesses: the daemon just gave the primary up but a
+	// replica read before that still streamed from it; its next probe
+	// tells an outage from a partition.
+	ReasonAwaitingWitnesses Reason = "awaiting-witnesses"
 	// ReasonTotalLoss: every site is unreachable.
 	ReasonTotalLoss Reason = "total-loss"
 	// ReasonPrimaryPartitioned: the daemon cannot reach the primary
@@ -358,6 +362,7 @@ var reasonTable = []ReasonInfo{
 
 	{ReasonWaitingForProbes, None, ClassWaiting, "some site has no debounced state yet"},
 	{ReasonPrimaryDebouncing, None, ClassWaiting, "the primary fails probes but has not reached the failure threshold"},
+	{ReasonAwaitingWitnesses, None, ClassWaiting, "the daemon just gave the primary up but a replica read before that still streamed from it: waiting for its next probe"},
 	{ReasonTotalLoss, Alert, ClassNoPrimary, "every site is unreachable"},
 	{ReasonPrimaryPartitioned, Alert, ClassDegraded, "the daemon cannot reach the primary but a replica still streams from it: never fail over"},
 	{ReasonUncorroborated, Alert, ClassBlocked, "the primary is unreachable and no reachable replica corroborates it: automatic failover refused"},

@@ -44,7 +44,7 @@ func DecideSwitchoverWith(obs Observed, st Persisted, pol Policy, target string,
 	switch v.det.Code {
 	case statemachine.Healthy, statemachine.ReplicaUnreachable, statemachine.ReplicationBroken,
 		statemachine.ReplicaNotFollowingPrimary, statemachine.PrimaryDebouncing, statemachine.PrimaryExited,
-		statemachine.PrimaryDown, statemachine.PrimaryDownUncorroborated, statemachine.UnreachablePrimary:
+		statemachine.PrimaryDown, statemachine.PrimaryDownUncorroborated, statemachine.UnreachablePrimary, statemachine.AwaitingWitnesses:
 	default:
 		return v.decision(ReasonSwitchoverGroupState, "group state %s has no single recorded primary to switch from", v.det.Code)
 	}

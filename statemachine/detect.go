@@ -67,6 +67,13 @@ type SiteInput struct {
 	// LastStreamingAt is the daemon-clock time of the last probe that saw
 	// this replica streaming from ReplicatingFrom; zero when never seen.
 	LastStreamingAt time.Time
+	// LastReachableAt is the daemon-clock completion time of the last probe
+	// that reached this site: the moment its replication fields were read.
+	// Zero when never reached.
+	LastReachableAt time.Time
+	// StateSince is the daemon-clock completion time of the probe that gave
+	// the site its debounced State; zero when unknown.
+	StateSince time.Time
 	// Maintenance: an operator holds the site for maintenance. It is no
 	// witness (a replica being stopped and restarted by hand says nothing
 	// about its source) and its own replication or reachability is no
@@ -100,14 +107,11 @@ type GroupInput struct {
 	// having lost its source. 0 disables the age check (SourceSilent still
 	// applies).
 	SilenceAfter time.Duration
-	// PrimaryLastSeen is the daemon-clock time of the last probe that
-	// reached Primary; zero when this daemon never reached it.
-	PrimaryLastSeen time.Time
 	// CorroborationWindow: a replica corroborates an outage only if it was
 	// seen streaming from the primary at most this long before the daemon
 	// last reached the primary (it lost the primary when the daemon did,
-	// not an hour earlier over a broken link of its own). 0, or a zero
-	// PrimaryLastSeen, disables the window.
+	// not an hour earlier over a broken link of its own). 0, or a primary
+	// this daemon never reached (zero LastReachableAt), disables the window.
 	CorroborationWindow time.Duration
 }
 
@@ -174,17 +178,29 @@ const (
 	// WitnessLost: s's running IO thread lost src around the time the
 	// daemon did: it corroborates an outage.
 	WitnessLost
+	// WitnessPending: s was streaming from src when last read, but that
+	// read completed before the probe that made the daemon give src up
+	// (debounced Unreachable): s may not have seen yet what that probe saw.
+	// It neither confirms nor refutes the outage until its next probe.
+	WitnessPending
 )
 
-// Witness says what s tells about src, whose last probe by the daemon that
-// reached it was at srcLastSeen (zero: never reached).
-func (in GroupInput) Witness(s SiteInput, src string, srcLastSeen time.Time) Witness {
+// Witness says what s tells about src (src.LastReachableAt: the daemon's
+// last probe that reached it, zero when never).
+func (in GroupInput) Witness(s, src SiteInput) Witness {
 	// A site under maintenance is stopped and restarted by hand: its lost
 	// source would corroborate an outage it caused itself.
-	if src == "" || s.Name == src || s.State != ReadOnly || s.ReplicatingFrom != src || s.Maintenance {
+	if src.Name == "" || s.Name == src.Name || s.State != ReadOnly || s.ReplicatingFrom != src.Name || s.Maintenance {
 		return NoWitness
 	}
 	if s.Streaming(in.SilenceAfter) {
+		// Prevents a crash read as a partition: a replica read in the same
+		// round as the source's crash, before its receiver saw the
+		// connection close, still looks streaming when the next round
+		// debounces the source unreachable.
+		if src.State == Unreachable && !src.StateSince.IsZero() && s.LastReachableAt.Before(src.StateSince) {
+			return WitnessPending
+		}
 		return WitnessStreaming
 	}
 	// A stopped or failed IO thread (STOP REPLICA, error 1236 or 1045)
@@ -196,40 +212,63 @@ func (in GroupInput) Witness(s SiteInput, src string, srcLastSeen time.Time) Wit
 	// source has a broken link of its own, not news about the source. One
 	// never seen streaming (the daemon just started) is given the benefit:
 	// a daemon restarted during an outage must still fail over.
-	if in.CorroborationWindow > 0 && !srcLastSeen.IsZero() && !s.LastStreamingAt.IsZero() &&
-		s.LastStreamingAt.Before(srcLastSeen.Add(-in.CorroborationWindow)) {
+	if in.CorroborationWindow > 0 && !src.LastReachableAt.IsZero() && !s.LastStreamingAt.IsZero() &&
+		s.LastStreamingAt.Before(src.LastReachableAt.Add(-in.CorroborationWindow)) {
 		return NoWitness
 	}
 	return WitnessLost
 }
 
 // Witnesses splits the reachable replicas whose replication channel points
-// at the expected primary into those that lost it and those still streaming
-// from it (see Witness). Replicas pointed elsewhere (or nowhere) can neither
-// confirm nor refute an outage and are not witnesses.
-func (in GroupInput) Witnesses() (lost, streaming []string) {
+// at the expected primary into those that lost it, those still streaming
+// from it and those whose streaming predates the daemon giving it up (see
+// Witness). Replicas pointed elsewhere (or nowhere) can neither confirm nor
+// refute an outage and are not witnesses.
+func (in GroupInput) Witnesses() (lost, streaming, pending []string) {
+	src := in.primarySource()
 	for _, s := range in.Sites {
-		switch in.Witness(s, in.Primary, in.PrimaryLastSeen) {
+		switch in.Witness(s, src) {
 		case WitnessStreaming:
 			streaming = append(streaming, s.Name)
 		case WitnessLost:
 			lost = append(lost, s.Name)
+		case WitnessPending:
+			pending = append(pending, s.Name)
 		}
 	}
-	return lost, streaming
+	return lost, streaming, pending
 }
 
-// witnessCounts is Witnesses without allocating.
-func (in GroupInput) witnessCounts() (lost, streaming int) {
+// witnesses counts Witnesses without allocating.
+type witnesses struct{ lost, streaming, pending int }
+
+func (in GroupInput) witnessCounts() witnesses {
+	var w witnesses
+	src := in.primarySource()
 	for _, s := range in.Sites {
-		switch in.Witness(s, in.Primary, in.PrimaryLastSeen) {
+		switch in.Witness(s, src) {
 		case WitnessStreaming:
-			streaming++
+			w.streaming++
 		case WitnessLost:
-			lost++
+			w.lost++
+		case WitnessPending:
+			w.pending++
 		}
 	}
-	return lost, streaming
+	return w
+}
+
+// confirmed: ≥1 witness lost the primary and none streams from it or is
+// still to be asked again.
+func (w witnesses) confirmed() bool { return w.lost > 0 && w.streaming == 0 && w.pending == 0 }
+
+// primarySource is the expected primary as a witness's source (only its
+// name when it is not among the sites).
+func (in GroupInput) primarySource() SiteInput {
+	if p, ok := in.Site(in.Primary); ok {
+		return p
+	}
+	return SiteInput{Name: in.Primary}
 }
 
 // primaryUnreachable: nobody is writable and the expected primary is
@@ -260,8 +299,7 @@ func (in GroupInput) primaryExited() bool {
 	}
 	// The replicas' own view: one still streaming from it means something
 	// there still serves (a report about another process, a wrong pid file).
-	lost, streaming := in.witnessCounts()
-	return lost > 0 && streaming == 0
+	return in.witnessCounts().confirmed()
 }
 
 func (in GroupInput) corroborated() bool { return in.Detection != DaemonOnly }
@@ -326,6 +364,10 @@ const (
 	// UnreachablePrimary: the daemon cannot reach the primary but a replica
 	// still streams from it (partition; never fail over).
 	UnreachablePrimary Code = "UnreachablePrimary"
+	// AwaitingWitnesses: the daemon just gave the primary up but a replica
+	// last read before that still streamed from it: wait for its next
+	// probe (neither an outage nor a partition yet).
+	AwaitingWitnesses Code = "AwaitingWitnesses"
 	// PrimaryDownUncorroborated: the primary is unreachable and no replica
 	// can corroborate.
 	PrimaryDownUncorroborated Code = "PrimaryDownUncorroborated"
@@ -376,24 +418,24 @@ var table = []Row{
 		}},
 	{UnreachablePrimary, 50, "the daemon cannot reach the primary but a replica still streams from it: partition, never fail over",
 		func(in GroupInput) bool {
-			_, streaming := in.witnessCounts()
-			return in.primaryUnreachable() && in.corroborated() && streaming > 0
+			return in.primaryUnreachable() && in.corroborated() && in.witnessCounts().streaming > 0
+		}},
+	{AwaitingWitnesses, 55, "the daemon just gave the primary up but a replica read before that still streamed from it: wait for its next probe",
+		func(in GroupInput) bool {
+			w := in.witnessCounts()
+			return in.primaryUnreachable() && in.corroborated() && w.streaming == 0 && w.pending > 0
 		}},
 	{PrimaryDownUncorroborated, 60, "the primary is unreachable and no reachable replica follows it to corroborate",
 		func(in GroupInput) bool {
-			lost, streaming := in.witnessCounts()
-			return in.primaryUnreachable() && in.corroborated() && lost == 0 && streaming == 0
+			w := in.witnessCounts()
+			return in.primaryUnreachable() && in.corroborated() && w.lost == 0 && w.streaming == 0 && w.pending == 0
 		}},
 	{PrimaryDown, 70, "the primary is unreachable and (corroborated) every reachable replica following it lost it",
 		func(in GroupInput) bool {
 			if !in.primaryUnreachable() {
 				return false
 			}
-			if !in.corroborated() {
-				return true
-			}
-			lost, streaming := in.witnessCounts()
-			return lost > 0 && streaming == 0
+			return !in.corroborated() || in.witnessCounts().confirmed()
 		}},
 	{NoPrimary, 80, "no site is writable and some site is read-only",
 		func(in GroupInput) bool { return in.count(Writable) == 0 && in.count(ReadOnly) > 0 }},
@@ -456,8 +498,8 @@ type Result struct {
 	Matched []Code
 	// Primary is GroupInput.EffectivePrimary.
 	Primary string
-	// Lost and Streaming are GroupInput.Witnesses.
-	Lost, Streaming []string
+	// Lost, Streaming and Pending are GroupInput.Witnesses.
+	Lost, Streaming, Pending []string
 }
 
 // Has reports whether code is among the matched rows.
@@ -466,7 +508,7 @@ func (r Result) Has(code Code) bool { return slices.Contains(r.Matched, code) }
 // Detect evaluates the table against in.
 func Detect(in GroupInput) Result {
 	r := Result{Primary: in.EffectivePrimary(), Matched: make([]Code, 0, 4)}
-	r.Lost, r.Streaming = in.Witnesses()
+	r.Lost, r.Streaming, r.Pending = in.Witnesses()
 	for _, row := range table {
 		if row.Match(in) {
 			r.Matched = append(r.Matched, row.Code)

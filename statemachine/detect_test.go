@@ -22,6 +22,12 @@ func silent(p string) opt {
 	return func(s *SiteInput) { s.ReplicatingFrom, s.IOConnected, s.SourceSilent = p, true, true }
 }
 
+// readAt: the site's replication fields were read by a probe completed at.
+func readAt(at time.Time) opt { return func(s *SiteInput) { s.LastReachableAt = at } }
+
+// gaveUpAt: the probe completed at made the site's debounced state.
+func gaveUpAt(at time.Time) opt { return func(s *SiteInput) { s.StateSince = at } }
+
 func broken(s *SiteInput)     { s.ReplicationBroken = true }
 func debouncing(s *SiteInput) { s.Debouncing = true }
 func exited(s *SiteInput)     { s.Exited = true }
@@ -47,6 +53,7 @@ var canonical = map[Code]GroupInput{
 	PrimaryExited:              group("a", site("a", Writable, debouncing, exited), site("b", ReadOnly, lostIO("a")), site("c", ReadOnly, silent("a"))),
 	PrimaryDebouncing:          group("a", site("a", Writable, debouncing), site("b", ReadOnly, follows("a"))),
 	UnreachablePrimary:         group("a", site("a", Unreachable), site("b", ReadOnly, follows("a")), site("c", ReadOnly, lostIO("a"))),
+	AwaitingWitnesses:          group("a", site("a", Unreachable, gaveUpAt(t0)), site("b", ReadOnly, follows("a"), readAt(t0.Add(-time.Millisecond))), site("c", ReadOnly, lostIO("a"), readAt(t0))),
 	PrimaryDownUncorroborated:  group("a", site("a", Unreachable), site("b", ReadOnly), site("c", Unreachable)),
 	PrimaryDown:                group("a", site("a", Unreachable), site("b", ReadOnly, lostIO("a")), site("c", ReadOnly, silent("a"))),
 	NoPrimary:                  group("a", site("a", ReadOnly), site("b", ReadOnly, follows("a"))),

@@ -1,6 +1,7 @@
 package statemachine
 
 import (
+	"slices"
 	"testing"
 	"time"
 )
@@ -29,12 +30,14 @@ func TestOnlyRunningIOThreadsThatLostThePrimaryRecentlyCorroborate(t *testing.T)
 		{"still streaming", site("b", ReadOnly, follows("a"), streamedAt(seen)), UnreachablePrimary, WitnessStreaming},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			in := group("a", site("a", Unreachable), tc.replica)
-			in.PrimaryLastSeen, in.CorroborationWindow = seen, window
+			primary := site("a", Unreachable)
+			primary.LastReachableAt = seen
+			in := group("a", primary, tc.replica)
+			in.CorroborationWindow = window
 			if got := Detect(in).Code; got != tc.want {
 				t.Errorf("Detect = %s, want %s", got, tc.want)
 			}
-			if got := in.Witness(tc.replica, "a", seen); got != tc.witness {
+			if got := in.Witness(tc.replica, primary); got != tc.witness {
 				t.Errorf("Witness = %d, want %d", got, tc.witness)
 			}
 		})
@@ -75,5 +78,41 @@ func TestMaintenanceSiteIsNoWitnessAndNoReplicaProblem(t *testing.T) {
 				t.Errorf("Detect = %s, want %s", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestStreamingReadBeforeThePrimaryWasGivenUpIsPending: a replica read in the
+// round its primary crashed, before its receiver saw the connection close,
+// still looks streaming when the next round debounces the primary
+// unreachable. That read refutes nothing: the group waits for the replica's
+// next probe (AwaitingWitnesses) instead of reporting a partition, and a
+// streaming read made after the primary was given up is a partition.
+func TestStreamingReadBeforeThePrimaryWasGivenUpIsPending(t *testing.T) {
+	before, after := readAt(t0.Add(-490*time.Millisecond)), readAt(t0.Add(2*time.Millisecond))
+	primary := site("a", Unreachable, gaveUpAt(t0))
+	for _, tc := range []struct {
+		name     string
+		replicas []SiteInput
+		want     Code
+		pending  []string
+	}{
+		{"the only witness streamed when read before", []SiteInput{site("b", ReadOnly, follows("a"), before)}, AwaitingWitnesses, []string{"b"}},
+		{"one lost, one streamed when read before: not yet down", []SiteInput{site("b", ReadOnly, lostIO("a"), after), site("c", ReadOnly, follows("a"), before)}, AwaitingWitnesses, []string{"c"}},
+		{"streaming when read after: a partition", []SiteInput{site("b", ReadOnly, follows("a"), after)}, UnreachablePrimary, nil},
+		{"a fresh streaming read outranks a pending one", []SiteInput{site("b", ReadOnly, follows("a"), after), site("c", ReadOnly, follows("a"), before)}, UnreachablePrimary, []string{"c"}},
+		{"a lost read is news whenever it was made", []SiteInput{site("b", ReadOnly, lostIO("a"), before)}, PrimaryDown, nil},
+		{"the next probe found it lost", []SiteInput{site("b", ReadOnly, lostIO("a"), after), site("c", ReadOnly, lostIO("a"), after)}, PrimaryDown, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := Detect(group("a", append([]SiteInput{primary}, tc.replicas...)...))
+			if r.Code != tc.want || !slices.Equal(r.Pending, tc.pending) {
+				t.Errorf("Detect = %s pending %v, want %s pending %v", r.Code, r.Pending, tc.want, tc.pending)
+			}
+		})
+	}
+	// Without the time the primary was given up (an older caller) a
+	// streaming witness is streaming, as before.
+	if got := Detect(group("a", site("a", Unreachable), site("b", ReadOnly, follows("a"), before))).Code; got != UnreachablePrimary {
+		t.Errorf("no StateSince: Detect = %s, want %s", got, UnreachablePrimary)
 	}
 }
