@@ -52,8 +52,8 @@ func TestDecideTwoSites(t *testing.T) {
 			want: want{action: RevokeEpoch, reason: ReasonFailoverRevoke, target: "b", fence: []string{"a"}, epoch: 2}},
 		{name: "partition: daemon lost a but b still streams from it", obs: group(site("a", UR), site("b", RO, follows("a"))), st: active("a"),
 			want: want{action: Alert, reason: ReasonPrimaryPartitioned}},
-		// The crash landed between b's read and a's: b's streaming read
-		// predates the probe that gave a up.
+		// b was read right after a crashed, before its receiver saw the
+		// connection close: that read predates the probe that gave a up.
 		{name: "awaiting witnesses: b streamed when read before a was given up", obs: group(site("a", UR, gaveUp(now)), site("b", RO, follows("a"), readAt(now.Add(-time.Millisecond)))), st: active("a"),
 			want: want{action: None, reason: ReasonAwaitingWitnesses}},
 		{name: "partition: b streams when read after a was given up", obs: group(site("a", UR, gaveUp(now)), site("b", RO, follows("a"), readAt(now))), st: active("a"),

@@ -194,10 +194,10 @@ func (in GroupInput) Witness(s, src SiteInput) Witness {
 		return NoWitness
 	}
 	if s.Streaming(in.SilenceAfter) {
-		// Prevents a crash read as a partition: a replica read in the same
-		// round as the source's crash, before its receiver saw the
-		// connection close, still looks streaming when the next round
-		// debounces the source unreachable.
+		// Prevents a crash read as a partition: a replica read right after
+		// the source crashed (the poller reads the replicas at its first
+		// failed probe), before its receiver saw the connection close,
+		// still looks streaming when the next probe gives the source up.
 		if src.State == Unreachable && !src.StateSince.IsZero() && s.LastReachableAt.Before(src.StateSince) {
 			return WitnessPending
 		}

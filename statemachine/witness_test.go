@@ -81,9 +81,9 @@ func TestMaintenanceSiteIsNoWitnessAndNoReplicaProblem(t *testing.T) {
 	}
 }
 
-// TestStreamingReadBeforeThePrimaryWasGivenUpIsPending: a replica read in the
-// round its primary crashed, before its receiver saw the connection close,
-// still looks streaming when the next round debounces the primary
+// TestStreamingReadBeforeThePrimaryWasGivenUpIsPending: a replica read right
+// after its primary crashed, before its receiver saw the connection close,
+// still looks streaming when the primary's next probe debounces it
 // unreachable. That read refutes nothing: the group waits for the replica's
 // next probe (AwaitingWitnesses) instead of reporting a partition, and a
 // streaming read made after the primary was given up is a partition.
