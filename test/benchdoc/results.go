@@ -330,15 +330,7 @@ func WriteAll(dir string, r Results) error {
 	if err != nil {
 		return fmt.Errorf("encode results: %w", err)
 	}
-	var reports []string
-	if md, err := filepath.Glob(filepath.Join(dir, "*.md")); err == nil {
-		for _, p := range md {
-			if name := filepath.Base(p); name != ReadmeFile {
-				reports = append(reports, name)
-			}
-		}
-	}
-	files := map[string]string{ResultsFile: string(b) + "\n", ReadmeFile: RenderMarkdown(r, reports...)}
+	files := map[string]string{ResultsFile: string(b) + "\n", ReadmeFile: RenderMarkdown(r, Reports(dir)...)}
 	if series := chartSeries(r); len(series) > 0 {
 		files[ChartFile] = RenderChart(series...)
 	}
@@ -348,6 +340,20 @@ func WriteAll(dir string, r Results) error {
 		}
 	}
 	return nil
+}
+
+// Reports lists the per-harness reports in dir (its *.md files but the
+// README), which the README links.
+func Reports(dir string) []string {
+	var reports []string
+	if md, err := filepath.Glob(filepath.Join(dir, "*.md")); err == nil {
+		for _, p := range md {
+			if name := filepath.Base(p); name != ReadmeFile {
+				reports = append(reports, name)
+			}
+		}
+	}
+	return reports
 }
 
 // RecordEngine is Record of figs measured on engine.

@@ -41,7 +41,7 @@ func TestCommittedResults(t *testing.T) {
 	commits := map[string]bool{}
 	for _, name := range issue32Figures {
 		for _, engine := range []string{"mariadb", "mysql"} {
-			f, ok := find(r, name, engine)
+			f, ok := r.Figure(name, engine)
 			switch {
 			case !ok:
 				t.Errorf("%s [%s] is not in results.json", name, engine)
@@ -69,30 +69,11 @@ func TestCommittedResults(t *testing.T) {
 	if len(commits) != 1 || last.Sub(first) > 4*time.Hour {
 		t.Errorf("issue 32's figures come from commits %v measured %s to %s, want one run", commits, first, last)
 	}
-	reports, err := filepath.Glob(filepath.Join(committedDir, "*.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var names []string
-	for _, p := range reports {
-		if name := filepath.Base(p); name != benchdoc.ReadmeFile {
-			names = append(names, name)
-		}
-	}
 	readme, err := os.ReadFile(filepath.Join(committedDir, benchdoc.ReadmeFile))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := benchdoc.RenderMarkdown(r, names...); string(readme) != want {
+	if want := benchdoc.RenderMarkdown(r, benchdoc.Reports(committedDir)...); string(readme) != want {
 		t.Errorf("docs/benchmarks/README.md is not what results.json renders to: run go run ./test/benchreport")
 	}
-}
-
-func find(r benchdoc.Results, name, engine string) (benchdoc.Figure, bool) {
-	for _, f := range r.Figures {
-		if f.Name == name && f.EngineName() == engine {
-			return f, true
-		}
-	}
-	return benchdoc.Figure{}, false
 }
