@@ -51,19 +51,9 @@ func (v *view) mysqldDown(from SiteObservation) bool {
 	if from.State != statemachine.Unreachable || from.RefusedProbes < v.pol.RefusedProbes || v.pol.Detection == statemachine.DaemonOnly {
 		return false
 	}
-	src, _ := v.in.Site(from.Name)
-	lost := 0
-	for _, s := range v.in.Sites {
-		switch v.in.Witness(s, src) {
-		case statemachine.WitnessStreaming, statemachine.WitnessPending:
-			// A replica still receiving from it (or not asked since the
-			// daemon gave it up): something may answer there.
-			return false
-		case statemachine.WitnessLost:
-			lost++
-		}
-	}
-	return lost > 0
+	// A replica still receiving from it (or not asked since the daemon
+	// gave it up) means something may answer there.
+	return v.in.WitnessesConfirmLoss(from.Name)
 }
 
 // SemiSyncReady says why a primary's semi-sync settings cannot back the

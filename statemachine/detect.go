@@ -225,7 +225,7 @@ func (in GroupInput) Witness(s, src SiteInput) Witness {
 // Witness). Replicas pointed elsewhere (or nowhere) can neither confirm nor
 // refute an outage and are not witnesses.
 func (in GroupInput) Witnesses() (lost, streaming, pending []string) {
-	src := in.primarySource()
+	src := in.source(in.Primary)
 	for _, s := range in.Sites {
 		switch in.Witness(s, src) {
 		case WitnessStreaming:
@@ -239,12 +239,14 @@ func (in GroupInput) Witnesses() (lost, streaming, pending []string) {
 	return lost, streaming, pending
 }
 
-// witnesses counts Witnesses without allocating.
+// witnesses counts the Witnesses of a source without allocating.
 type witnesses struct{ lost, streaming, pending int }
 
-func (in GroupInput) witnessCounts() witnesses {
+func (in GroupInput) witnessCounts() witnesses { return in.witnessesOf(in.Primary) }
+
+func (in GroupInput) witnessesOf(name string) witnesses {
 	var w witnesses
-	src := in.primarySource()
+	src := in.source(name)
 	for _, s := range in.Sites {
 		switch in.Witness(s, src) {
 		case WitnessStreaming:
@@ -258,17 +260,23 @@ func (in GroupInput) witnessCounts() witnesses {
 	return w
 }
 
-// confirmed: ≥1 witness lost the primary and none streams from it or is
+// confirmed: ≥1 witness lost the source and none streams from it or is
 // still to be asked again.
 func (w witnesses) confirmed() bool { return w.lost > 0 && w.streaming == 0 && w.pending == 0 }
 
-// primarySource is the expected primary as a witness's source (only its
-// name when it is not among the sites).
-func (in GroupInput) primarySource() SiteInput {
-	if p, ok := in.Site(in.Primary); ok {
-		return p
+// WitnessesConfirmLoss reports whether the replicas corroborate that site
+// name is gone: at least one witness lost it, none still streams from it
+// and none is pending (see Witness). The PrimaryDown rows apply it to the
+// expected primary, sitepair's primary-down proof to a failover's old one.
+func (in GroupInput) WitnessesConfirmLoss(name string) bool { return in.witnessesOf(name).confirmed() }
+
+// source is site name as a witness's source (only its name when it is not
+// among the sites).
+func (in GroupInput) source(name string) SiteInput {
+	if s, ok := in.Site(name); ok {
+		return s
 	}
-	return SiteInput{Name: in.Primary}
+	return SiteInput{Name: name}
 }
 
 // primaryUnreachable: nobody is writable and the expected primary is
